@@ -1,0 +1,41 @@
+package domain
+
+// TurnAuth is the auth context of the turn that asks for a token.
+type TurnAuth struct {
+	Actor    *Actor    `json:"actor,omitempty"`
+	Subjects *Subjects `json:"subjects,omitempty"`
+}
+
+// Actor is who caused the turn.
+type Actor struct {
+	Type    string `json:"type"` // user | service | system
+	ID      string `json:"id"`
+	Display string `json:"display,omitempty"`
+}
+
+// Subjects are the token owners the turn may act for.
+type Subjects struct {
+	Global string `json:"global,omitempty"`
+	User   string `json:"user,omitempty"`
+}
+
+// ResumeInfo says which agent instance to wake when a session completes.
+type ResumeInfo struct {
+	SwarmRef    ObjectRef      `json:"swarmRef"`
+	InstanceKey string         `json:"instanceKey"`
+	AgentName   string         `json:"agentName"`
+	Origin      map[string]any `json:"origin,omitempty"`
+	Auth        TurnAuth       `json:"auth"`
+}
+
+// Subject modes.
+const (
+	SubjectModeGlobal = "global"
+	SubjectModeUser   = "user"
+)
+
+// Flow names as stored in records.
+const (
+	FlowAuthorizationCode = "authorization_code"
+	FlowDeviceCode        = "device_code"
+)

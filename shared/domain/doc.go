@@ -1,0 +1,8 @@
+// Package domain holds the types, ports and sentinel errors that every other
+// agentauth package shares: object references, turn auth, the sealed grant and
+// auth-session records, the redacting Secret type and the store, sealer and
+// queue interfaces.
+//
+// It imports the standard library only and must never perform I/O; adapters
+// implement its ports and pure logic packages consume them.
+package domain

@@ -1,0 +1,147 @@
+package domain
+
+import "time"
+
+// EncryptedValue is a sealed secret as stored: AES-256-GCM with the record
+// binding as additional data. WrappedKey is set by envelope sealers (KMS).
+type EncryptedValue struct {
+	Algorithm  string `json:"algorithm"`
+	IV         string `json:"iv"`
+	Ciphertext string `json:"ciphertext"`
+	Tag        string `json:"tag"`
+	KeyID      string `json:"keyId,omitempty"`
+	WrappedKey string `json:"wrappedKey,omitempty"`
+}
+
+// AlgorithmAES256GCM is the only algorithm agentauth writes.
+const AlgorithmAES256GCM = "aes-256-gcm"
+
+// IsZero reports whether v holds nothing.
+func (v EncryptedValue) IsZero() bool { return v.Ciphertext == "" && v.IV == "" }
+
+// Binding names the place a sealed value belongs to. Sealers bind it as
+// additional data (and KMS encryption context), so a ciphertext copied to
+// another record or field does not open.
+type Binding struct {
+	Record   string // "grant" or "session"
+	RecordID string // grant-… or as-…
+	Field    string // accessToken, refreshToken, codeVerifier, state, deviceCode
+}
+
+// AAD is the additional-data string for b.
+func (b Binding) AAD() []byte {
+	return []byte("agentauth/v1|" + b.Record + "|" + b.RecordID + "|" + b.Field)
+}
+
+// Grant is an OAuthGrantRecord: a stored token for (app, subject).
+type Grant struct {
+	ID            string         `json:"-"`
+	Provider      string         `json:"provider"`
+	OAuthAppRef   ObjectRef      `json:"oauthAppRef"`
+	Subject       string         `json:"subject"`
+	Flow          string         `json:"flow"`
+	ScopesGranted []string       `json:"scopesGranted"`
+	Token         GrantToken     `json:"token"`
+	CreatedAt     time.Time      `json:"createdAt"`
+	UpdatedAt     time.Time      `json:"updatedAt"`
+	RevokedAt     *time.Time     `json:"revokedAt,omitempty"`
+	Revoked       bool           `json:"revoked"`
+	ProviderData  map[string]any `json:"providerData,omitempty"`
+	// Version increases by one on every write; conditional writes compare it
+	// so a late writer never overwrites a newer token (fencing).
+	Version int64 `json:"version"`
+}
+
+// GrantToken is the sealed token material of a grant.
+type GrantToken struct {
+	TokenType    string          `json:"tokenType"`
+	AccessToken  EncryptedValue  `json:"accessToken"`
+	RefreshToken *EncryptedValue `json:"refreshToken,omitempty"`
+	ExpiresAt    *time.Time      `json:"expiresAt,omitempty"`
+	IssuedAt     time.Time       `json:"issuedAt"`
+}
+
+// SessionStatus is the state of an auth session.
+type SessionStatus string
+
+// Session statuses.
+const (
+	SessionPending   SessionStatus = "pending"
+	SessionCompleted SessionStatus = "completed"
+	SessionFailed    SessionStatus = "failed"
+	SessionExpired   SessionStatus = "expired"
+)
+
+// Session is an AuthSessionRecord: one authorization attempt.
+type Session struct {
+	ID              string        `json:"-"`
+	Provider        string        `json:"provider"`
+	OAuthAppRef     ObjectRef     `json:"oauthAppRef"`
+	SubjectMode     string        `json:"subjectMode"`
+	Subject         string        `json:"subject"`
+	RequestedScopes []string      `json:"requestedScopes"`
+	Flow            SessionFlow   `json:"flow"`
+	// AuthorizationURL is public (it is shown to the user); it holds the
+	// state, which is single use and bound to this session.
+	AuthorizationURL string        `json:"authorizationUrl"`
+	Status           SessionStatus `json:"status"`
+	StatusReason     string        `json:"statusReason,omitempty"`
+	CreatedAt        time.Time     `json:"createdAt"`
+	ExpiresAt        time.Time     `json:"expiresAt"`
+	CompletedAt      *time.Time    `json:"completedAt,omitempty"`
+	Resume           ResumeInfo    `json:"resume"`
+	// EventPending is set when the auth.granted event could not be queued
+	// after the grant was stored; a sweep delivers it later.
+	EventPending bool  `json:"eventPending,omitempty"`
+	Version      int64 `json:"version"`
+}
+
+// SessionFlow is the sealed flow material of a session.
+type SessionFlow struct {
+	Type       string          `json:"type"`
+	PKCE       *PKCE           `json:"pkce,omitempty"`
+	State      EncryptedValue  `json:"state"`
+	DeviceCode *DeviceCodeInfo `json:"deviceCode,omitempty"`
+}
+
+// PKCE is the stored PKCE pair; the verifier is sealed.
+type PKCE struct {
+	Method        string         `json:"method"`
+	CodeVerifier  EncryptedValue `json:"codeVerifier"`
+	CodeChallenge string         `json:"codeChallenge"`
+}
+
+// DeviceCodeInfo is the device authorization state of a session.
+type DeviceCodeInfo struct {
+	DeviceCode              EncryptedValue `json:"deviceCode"`
+	VerificationURI         string         `json:"verificationUri"`
+	VerificationURIComplete string         `json:"verificationUriComplete,omitempty"`
+	UserCode                string         `json:"userCode"`
+	Interval                int            `json:"interval"`
+	ExpiresAt               time.Time      `json:"expiresAt"`
+}
+
+// Event is a message for an agent instance's queue.
+type Event struct {
+	// ID deduplicates: the same ID is delivered once (the auth session id
+	// for auth.granted).
+	ID          string            `json:"id"`
+	SwarmRef    ObjectRef         `json:"swarmRef"`
+	InstanceKey string            `json:"instanceKey"`
+	AgentName   string            `json:"agentName"`
+	Input       string            `json:"input"`
+	Origin      map[string]any    `json:"origin,omitempty"`
+	Auth        TurnAuth          `json:"auth"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	EnqueuedAt  time.Time         `json:"enqueuedAt"`
+}
+
+// AuthGrantedEvent is the input of an auth.granted event.
+type AuthGrantedEvent struct {
+	Type          string    `json:"type"` // auth.granted
+	OAuthAppRef   ObjectRef `json:"oauthAppRef"`
+	Provider      string    `json:"provider"`
+	Subject       string    `json:"subject"`
+	ScopesGranted []string  `json:"scopesGranted"`
+	GrantID       string    `json:"grantId"`
+}
