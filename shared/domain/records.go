@@ -74,13 +74,13 @@ const (
 
 // Session is an AuthSessionRecord: one authorization attempt.
 type Session struct {
-	ID              string        `json:"-"`
-	Provider        string        `json:"provider"`
-	OAuthAppRef     ObjectRef     `json:"oauthAppRef"`
-	SubjectMode     string        `json:"subjectMode"`
-	Subject         string        `json:"subject"`
-	RequestedScopes []string      `json:"requestedScopes"`
-	Flow            SessionFlow   `json:"flow"`
+	ID              string      `json:"-"`
+	Provider        string      `json:"provider"`
+	OAuthAppRef     ObjectRef   `json:"oauthAppRef"`
+	SubjectMode     string      `json:"subjectMode"`
+	Subject         string      `json:"subject"`
+	RequestedScopes []string    `json:"requestedScopes"`
+	Flow            SessionFlow `json:"flow"`
 	// AuthorizationURL is public (it is shown to the user); it holds the
 	// state, which is single use and bound to this session.
 	AuthorizationURL string        `json:"authorizationUrl"`
