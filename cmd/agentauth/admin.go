@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentauth/agentauth/shared/aesseal"
+	"github.com/agentauth/agentauth/shared/logging"
+	"github.com/agentauth/agentauth/shared/oauth"
+)
+
+func envSet(k string) bool { return os.Getenv(k) != "" }
+
+func cmdRuntimeToken(args []string, stdout io.Writer) error {
+	fs := newFlags("runtime-token")
+	home := fs.String("home", defaultHome(), "agentauth home")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	tok, _, err := runtimeToken(*home)
+	if err != nil {
+		return err
+	}
+	// Printing it is this command's purpose: the operator asked for it.
+	fmt.Fprintln(stdout, tok.Reveal())
+	return nil
+}
+
+func fmtTime(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func cmdGrantsList(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("grants list")
+	home := fs.String("home", defaultHome(), "agentauth home")
+	asJSON := fs.Bool("json", false, "JSON lines instead of a table")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	h, err := openHome(ctx, *home, false)
+	if err != nil {
+		return err
+	}
+	grants, bad, err := h.store.ListGrants(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		for _, g := range grants {
+			// Only metadata: the sealed values stay out even when sealed.
+			_ = enc.Encode(map[string]any{
+				"grantId": g.ID, "oauthAppRef": g.OAuthAppRef, "provider": g.Provider, "subject": g.Subject,
+				"flow": g.Flow, "scopesGranted": g.ScopesGranted, "tokenType": g.Token.TokenType,
+				"expiresAt": g.Token.ExpiresAt, "hasRefreshToken": g.Token.RefreshToken != nil,
+				"revoked": g.Revoked, "revokedAt": g.RevokedAt, "updatedAt": g.UpdatedAt,
+				"keyId": g.Token.AccessToken.KeyID, "version": g.Version,
+			})
+		}
+	} else {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "GRANT\tAPP\tSUBJECT\tSCOPES\tEXPIRES\tREFRESH\tREVOKED\tKEY\tUPDATED")
+		for _, g := range grants {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%v\t%s\t%s\n", g.ID, g.OAuthAppRef.Name, g.Subject,
+				strings.Join(g.ScopesGranted, " "), fmtTime(g.Token.ExpiresAt), g.Token.RefreshToken != nil,
+				g.Revoked, orDash(g.Token.AccessToken.KeyID), fmtTime(&g.UpdatedAt))
+		}
+		tw.Flush()
+	}
+	for _, e := range bad {
+		fmt.Fprintf(os.Stderr, "unreadable: %v\n", e)
+	}
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func cmdEventsList(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("events list")
+	home := fs.String("home", defaultHome(), "agentauth home")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	h, err := openHome(ctx, *home, false)
+	if err != nil {
+		return err
+	}
+	events, err := h.queue.List(ctx)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	for _, e := range events {
+		if err := enc.Encode(e); err != nil {
+			return err
+		}
+	}
+	if len(events) == 0 {
+		fmt.Fprintln(os.Stderr, "no events queued")
+	}
+	return nil
+}
+
+func cmdSessionsCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("sessions cleanup")
+	home := fs.String("home", defaultHome(), "agentauth home")
+	bundleDir := fs.String("bundle", defaultBundle(), "bundle directory")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	b, err := loadBundle(*bundleDir, *home)
+	if err != nil {
+		return err
+	}
+	h, err := openHome(ctx, *home, false)
+	if err != nil {
+		return err
+	}
+	mgr, err := oauth.New(oauth.Config{
+		Bundle: b, Store: h.store, Sealer: h.keyring, Queue: h.queue,
+		StateKeys: h.keyring.DerivedKeys("state"),
+		Logger:    logging.New(stderr, slog.LevelWarn),
+	})
+	if err != nil {
+		return err
+	}
+	rep, err := mgr.CleanupExpiredSessions(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "expired %d, deleted %d, late auth.granted delivered %d, unreadable %d\n", rep.Expired, rep.Deleted, rep.EventsDelivered, rep.Unreadable)
+	return nil
+}
+
+func cmdKeysRotate(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("keys rotate")
+	home := fs.String("home", defaultHome(), "agentauth home")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if envSet(envKeyName) {
+		return fmt.Errorf("the master key comes from %s, which agentauth cannot change: run `agentauth keys generate`, set %s=<new>,<old keys…> and run `agentauth keys reseal`", envKeyName, envKeyName)
+	}
+	unlock, err := lockHome(*home, true)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := openHome(ctx, *home, false); err != nil { // every record readable before we touch anything
+		return err
+	}
+	newID, oldID, err := aesseal.Rotate(*home)
+	if err != nil {
+		return err
+	}
+	h, err := openHome(ctx, *home, false)
+	if err != nil {
+		return err
+	}
+	n, err := h.store.Reseal(ctx, h.keyring)
+	if err != nil {
+		return fmt.Errorf("new key %s is in place and old key %s stays readable, but resealing stopped: %w (run `agentauth keys reseal` to finish)", newID, oldID, err)
+	}
+	fmt.Fprintf(stdout, "rotated: current key %s, old key %s kept readable in oauth/keys/retired/; resealed %d values\n", newID, oldID, n)
+	return nil
+}
+
+func cmdKeysReseal(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("keys reseal")
+	home := fs.String("home", defaultHome(), "agentauth home")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	unlock, err := lockHome(*home, true)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	h, err := openHome(ctx, *home, false)
+	if err != nil {
+		return err
+	}
+	n, err := h.store.Reseal(ctx, h.keyring)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "resealed %d values under key %s\n", n, h.keyring.CurrentID())
+	return nil
+}
+
+func cmdKeysGenerate(stdout io.Writer) error {
+	k, err := aesseal.NewKeyString()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, k)
+	return nil
+}

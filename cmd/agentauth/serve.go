@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/agentauth/agentauth/shared/httpapi"
+	"github.com/agentauth/agentauth/shared/logging"
+	"github.com/agentauth/agentauth/shared/oauth"
+)
+
+// cleanupEvery is how often the server sweeps sessions.
+const cleanupEvery = time.Minute
+
+func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve")
+	bundleDir := fs.String("bundle", defaultBundle(), "bundle directory")
+	home := fs.String("home", defaultHome(), "agentauth home")
+	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
+	publicURL := fs.String("public-url", "", "public base URL for callbacks (default http://<addr>)")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		return usageError{fmt.Sprintf("serve: --log-level %q: want debug, info, warn or error", *level)}
+	}
+	log := logging.New(stdout, lvl)
+
+	unlock, err := lockHome(*home, false)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	b, err := loadBundle(*bundleDir, *home)
+	if err != nil {
+		return err
+	}
+	for _, w := range b.Warnings {
+		log.Warn("bundle warning", "warning", w)
+	}
+	h, err := openHome(ctx, *home, true)
+	if err != nil {
+		return err
+	}
+	tok, created, err := runtimeToken(*home)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", *addr, err)
+	}
+	base := *publicURL
+	if base == "" {
+		base = "http://" + ln.Addr().String()
+	}
+	mgr, err := oauth.New(oauth.Config{
+		Bundle:    b,
+		Store:     h.store,
+		Sealer:    h.keyring,
+		Queue:     h.queue,
+		StateKeys: h.keyring.DerivedKeys("state"),
+		BaseURL:   base,
+		Logger:    log,
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	api, err := httpapi.New(mgr, b, httpapi.BearerToken{Token: tok}, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv := &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      oauth.MaxWait + 15*time.Second, // long polls
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if n, err := mgr.ResumeDevicePollers(ctx); err != nil {
+		log.Warn("device pollers not resumed", "err", err)
+	} else if n > 0 {
+		log.Info("device pollers resumed", "sessions", n)
+	}
+	go sweep(ctx, mgr, log)
+
+	tokenNote := "in " + filepath.Join(*home, "runtime-token")
+	switch {
+	case created:
+		tokenNote = "created in " + filepath.Join(*home, "runtime-token")
+	case envSet("AGENTAUTH_RUNTIME_TOKEN"):
+		tokenNote = "from AGENTAUTH_RUNTIME_TOKEN"
+	}
+	fmt.Fprintf(stderr, "agentauth listening on %s (bundle %s, revision %.12s, %d OAuthApps; home %s; key %s; runtime token %s)\n",
+		base, *bundleDir, b.Revision, len(b.OAuthApps), *home, h.keyring.CurrentID(), tokenNote)
+	log.Info("agentauth started", "addr", ln.Addr().String(), "publicUrl", base, "bundleRevision", b.Revision, "oauthApps", len(b.OAuthApps), "keyId", h.keyring.CurrentID())
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("agentauth stopping")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	_ = mgr.Close(sctx)
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// sweep runs session cleanup now and then.
+func sweep(ctx context.Context, mgr *oauth.Manager, log *slog.Logger) {
+	t := time.NewTicker(cleanupEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			rep, err := mgr.CleanupExpiredSessions(ctx)
+			if err != nil {
+				log.Warn("session cleanup failed", "err", err)
+				continue
+			}
+			if rep != (oauth.CleanupReport{}) {
+				log.Info("session cleanup", "expired", rep.Expired, "deleted", rep.Deleted, "eventsDelivered", rep.EventsDelivered, "unreadable", rep.Unreadable)
+			}
+		}
+	}
+}

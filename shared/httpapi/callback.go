@@ -1,0 +1,84 @@
+package httpapi
+
+import (
+	"errors"
+	"html/template"
+	"net/http"
+
+	"github.com/agentauth/agentauth/shared/bundle"
+	"github.com/agentauth/agentauth/shared/oauth"
+)
+
+// reasonText explains each failure reason to the person in the browser.
+var reasonText = map[string]string{
+	oauth.ReasonMissingState:         "The link is incomplete: it has no state parameter.",
+	oauth.ReasonInvalidState:         "The link was not issued by this service or was altered.",
+	oauth.ReasonSessionNotFound:      "This authorization request is unknown or was cleaned up.",
+	oauth.ReasonSessionAlreadyUsed:   "This authorization link was already used. Ask the agent for a new one if you still need to connect.",
+	oauth.ReasonSessionExpired:       "This authorization request expired. Ask the agent for a new link.",
+	oauth.ReasonWrongCallback:        "The provider sent you back to the wrong address for this request.",
+	oauth.ReasonProviderError:        "The provider did not grant access.",
+	oauth.ReasonMissingCode:          "The provider sent no authorization code.",
+	oauth.ReasonTokenExchangeFailed:  "The provider refused to issue a token.",
+	oauth.ReasonTokenExchangeTimeout: "The provider did not answer in time. Ask the agent for a new link and try again.",
+	oauth.ReasonSubjectMismatch:      "You signed in as a different account than the one this request is for. Nothing was stored; sign in with the right account.",
+	oauth.ReasonSubjectUnverifiable:  "Your account could not be verified with the provider. Nothing was stored.",
+	oauth.ReasonInternal:             "Something went wrong on our side. Nothing was stored.",
+}
+
+var callbackPage = template.Must(template.New("callback").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
+<title>{{if .OK}}Connected{{else}}Authorization failed{{end}} · agentauth</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:36em;margin:4em auto;padding:0 1em}code{background:#eee;padding:0 .3em}</style>
+</head><body>
+{{if .OK}}<h1 id="result" data-status="ok">Connected</h1>
+<p>Your {{.Provider}} account is connected. You can close this window; the agent continues on its own.</p>
+{{else}}<h1 id="result" data-status="failed" data-reason="{{.Reason}}">Authorization failed</h1>
+<p>{{.Text}}</p>
+<p>Reason: <code id="reason">{{.Reason}}</code>{{if .ProviderCode}} (provider: <code>{{.ProviderCode}}</code>){{end}}</p>
+{{end}}<p><small>Request id <code>{{.RequestID}}</code></small></p>
+</body></html>
+`))
+
+type pageData struct {
+	OK                   bool
+	Provider             string
+	Reason, ProviderCode string
+	Text, RequestID      string
+}
+
+// callback serves an app's redirect.callbackPath. The page never shows a
+// token, code or state, and tells the browser not to keep or forward it.
+func (s *Server) callback(app *bundle.OAuthApp) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+		h.Set("Cache-Control", "no-store")
+		h.Set("Pragma", "no-cache")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Content-Type", "text/html; charset=utf-8")
+
+		data := pageData{RequestID: h.Get("X-Request-Id"), Provider: app.Provider}
+		out, err := s.mgr.HandleCallback(r.Context(), app, r.URL.Query())
+		status := http.StatusOK
+		if err != nil {
+			var ce *oauth.CallbackError
+			if !errors.As(err, &ce) {
+				ce = &oauth.CallbackError{Reason: oauth.ReasonInternal}
+			}
+			data.Reason, data.ProviderCode, data.Text = ce.Reason, ce.ProviderCode, reasonText[ce.Reason]
+			status = http.StatusBadRequest
+			if ce.Reason == oauth.ReasonInternal {
+				status = http.StatusInternalServerError
+			}
+			s.log.WarnContext(r.Context(), "callback failed", "oauthApp", app.Name, "reason", ce.Reason, "providerCode", ce.ProviderCode, "authSessionId", ce.SessionID)
+		} else {
+			data.OK = true
+			s.log.InfoContext(r.Context(), "callback completed", "oauthApp", app.Name, "authSessionId", out.SessionID, "grantId", out.GrantID)
+		}
+		w.WriteHeader(status)
+		_ = callbackPage.Execute(w, data)
+	})
+}

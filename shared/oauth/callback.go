@@ -1,0 +1,249 @@
+package oauth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"strings"
+	"time"
+
+	"golang.org/x/oauth2"
+
+	"github.com/agentauth/agentauth/shared/bundle"
+	"github.com/agentauth/agentauth/shared/domain"
+)
+
+// Callback failure reasons, shown on the callback page and stored as the
+// session's statusReason. They are codes, never provider text.
+const (
+	ReasonMissingState         = "missing_state"
+	ReasonInvalidState         = "invalid_state"
+	ReasonSessionNotFound      = "session_not_found"
+	ReasonSessionAlreadyUsed   = "session_already_used"
+	ReasonSessionExpired       = "session_expired"
+	ReasonWrongCallback        = "wrong_callback"
+	ReasonProviderError        = "provider_error"
+	ReasonMissingCode          = "missing_code"
+	ReasonTokenExchangeFailed  = "token_exchange_failed"
+	ReasonTokenExchangeTimeout = "token_exchange_timeout"
+	ReasonSubjectMismatch      = "subject_mismatch"
+	ReasonSubjectUnverifiable  = "subject_unverifiable"
+	ReasonInternal             = "internal_error"
+)
+
+// CallbackError is a failed callback: Reason is a code from the list above;
+// ProviderCode is the provider's RFC 6749 error code when it sent one.
+type CallbackError struct {
+	Reason       string
+	ProviderCode string
+	SessionID    string
+}
+
+func (e *CallbackError) Error() string {
+	if e.ProviderCode != "" {
+		return "callback failed: " + e.Reason + " (" + e.ProviderCode + ")"
+	}
+	return "callback failed: " + e.Reason
+}
+
+// CallbackOutcome is a successful callback.
+type CallbackOutcome struct {
+	SessionID   string
+	GrantID     string
+	OAuthAppRef domain.ObjectRef
+	Provider    string
+	Subject     string
+}
+
+// HandleCallback completes the session named by the callback's state for
+// the app that owns callbackPath. Any failure is a *CallbackError; the
+// session is marked failed or expired where one was found, and no grant is
+// written.
+func (m *Manager) HandleCallback(ctx context.Context, app *bundle.OAuthApp, q url.Values) (CallbackOutcome, error) {
+	state := q.Get("state")
+	if state == "" {
+		return CallbackOutcome{}, &CallbackError{Reason: ReasonMissingState}
+	}
+	payload, err := m.state.Parse(state)
+	if err != nil {
+		m.log.WarnContext(ctx, "callback with invalid state", "oauthApp", app.Name)
+		return CallbackOutcome{}, &CallbackError{Reason: ReasonInvalidState}
+	}
+	fail := func(reason string) error { return &CallbackError{Reason: reason, SessionID: payload.SessionID} }
+
+	s, err := m.cfg.Store.GetSession(ctx, payload.SessionID)
+	if errors.Is(err, domain.ErrNotFound) {
+		return CallbackOutcome{}, fail(ReasonSessionNotFound)
+	}
+	if err != nil {
+		m.log.ErrorContext(ctx, "callback session read failed", "authSessionId", payload.SessionID, "err", err)
+		return CallbackOutcome{}, fail(ReasonInternal)
+	}
+	// The signature proves we issued the state; equality with the sealed
+	// copy proves it is this session's current state.
+	stored, err := m.cfg.Sealer.Open(ctx, s.Flow.State, domain.Binding{Record: "session", RecordID: s.ID, Field: "state"})
+	if err != nil || !domain.NewSecret(string(stored)).Equal(domain.NewSecret(state)) {
+		m.log.WarnContext(ctx, "callback state does not match its session", "authSessionId", s.ID)
+		return CallbackOutcome{}, fail(ReasonInvalidState)
+	}
+	if s.OAuthAppRef != app.Ref() {
+		m.log.WarnContext(ctx, "callback on another app's path", "authSessionId", s.ID, "path", app.Redirect.CallbackPath)
+		return CallbackOutcome{}, fail(ReasonWrongCallback)
+	}
+	switch s.Status {
+	case domain.SessionPending:
+	case domain.SessionExpired:
+		return CallbackOutcome{}, fail(ReasonSessionExpired)
+	default:
+		m.log.WarnContext(ctx, "callback replayed", "authSessionId", s.ID, "status", string(s.Status))
+		return CallbackOutcome{}, fail(ReasonSessionAlreadyUsed)
+	}
+	if !m.now().Before(s.ExpiresAt) {
+		m.settle(ctx, s, domain.SessionExpired, ReasonSessionExpired)
+		return CallbackOutcome{}, fail(ReasonSessionExpired)
+	}
+	if perr := q.Get("error"); perr != "" {
+		code := "unknown_error"
+		if oauthErrorCode.MatchString(perr) {
+			code = perr
+		}
+		m.settle(ctx, s, domain.SessionFailed, ReasonProviderError+":"+code)
+		return CallbackOutcome{}, &CallbackError{Reason: ReasonProviderError, ProviderCode: code, SessionID: s.ID}
+	}
+	code := q.Get("code")
+	if code == "" {
+		m.settle(ctx, s, domain.SessionFailed, ReasonMissingCode)
+		return CallbackOutcome{}, fail(ReasonMissingCode)
+	}
+
+	rt := m.app(s.OAuthAppRef)
+	verifier, err := m.cfg.Sealer.Open(ctx, s.Flow.PKCE.CodeVerifier, domain.Binding{Record: "session", RecordID: s.ID, Field: "codeVerifier"})
+	if err != nil {
+		m.log.ErrorContext(ctx, "code verifier does not open", "authSessionId", s.ID, "err", err)
+		m.settle(ctx, s, domain.SessionFailed, ReasonInternal)
+		return CallbackOutcome{}, fail(ReasonInternal)
+	}
+	pctx, cancel := m.providerCtx(ctx)
+	issued := m.now()
+	cfg := *rt.oauth
+	cfg.Scopes = s.RequestedScopes
+	tok, err := cfg.Exchange(pctx, code, oauth2.VerifierOption(string(verifier)))
+	cancel()
+	if err != nil {
+		reason := ReasonTokenExchangeFailed
+		if errors.Is(err, context.DeadlineExceeded) {
+			reason = ReasonTokenExchangeTimeout
+		}
+		m.log.WarnContext(ctx, "code exchange failed", "authSessionId", s.ID, "reason", safeReason(err))
+		m.settle(ctx, s, domain.SessionFailed, reason)
+		return CallbackOutcome{}, &CallbackError{Reason: reason, ProviderCode: providerCode(err), SessionID: s.ID}
+	}
+	return m.finish(ctx, rt, s, tok, issued)
+}
+
+// finish verifies the subject of a fresh token, stores the grant and
+// completes the session in one store operation, then queues auth.granted.
+// Shared by the callback and the device code poller.
+func (m *Manager) finish(ctx context.Context, rt *appRuntime, s domain.Session, tok *oauth2.Token, issued time.Time) (CallbackOutcome, error) {
+	fail := func(reason string) error { return &CallbackError{Reason: reason, SessionID: s.ID} }
+	if err := m.verifySubject(ctx, rt, s, tok); err != nil {
+		reason := ReasonSubjectUnverifiable
+		if errors.Is(err, errSubjectMismatch) {
+			reason = ReasonSubjectMismatch
+		}
+		m.log.WarnContext(ctx, "subject verification failed", "authSessionId", s.ID, "reason", reason, "err", err)
+		m.settle(ctx, s, domain.SessionFailed, reason)
+		// The token belongs to someone we will not bind it to: give it back.
+		m.revokeAtProvider(ctx, rt, tok.RefreshToken, "refresh_token")
+		m.revokeAtProvider(ctx, rt, tok.AccessToken, "access_token")
+		return CallbackOutcome{}, fail(reason)
+	}
+	now := m.now().UTC()
+	grantID := GrantID(s.OAuthAppRef, s.Subject)
+	flow := s.Flow.Type
+	g := domain.Grant{
+		ID:            grantID,
+		Provider:      s.Provider,
+		OAuthAppRef:   s.OAuthAppRef,
+		Subject:       s.Subject,
+		Flow:          flow,
+		ScopesGranted: append([]string(nil), s.RequestedScopes...),
+		CreatedAt:     now,
+	}
+	if prev, err := m.cfg.Store.GetGrant(ctx, grantID); err == nil {
+		g.CreatedAt = prev.CreatedAt
+	}
+	g, err := m.applyToken(ctx, g, tok, issued)
+	if err != nil {
+		m.log.ErrorContext(ctx, "grant not sealed", "authSessionId", s.ID, "err", err)
+		m.settle(ctx, s, domain.SessionFailed, ReasonInternal)
+		return CallbackOutcome{}, fail(ReasonInternal)
+	}
+	done, g, err := m.cfg.Store.CompleteSession(ctx, s.ID, now, g)
+	if errors.Is(err, domain.ErrConflict) {
+		// A concurrent callback with the same state won.
+		return CallbackOutcome{}, fail(ReasonSessionAlreadyUsed)
+	}
+	if err != nil {
+		m.log.ErrorContext(ctx, "session completion failed", "authSessionId", s.ID, "err", err)
+		return CallbackOutcome{}, fail(ReasonInternal)
+	}
+	m.log.InfoContext(ctx, "grant stored", "authSessionId", s.ID, "grantId", g.ID, "version", g.Version)
+	if err := m.emitGranted(ctx, done, g); err != nil {
+		m.log.ErrorContext(ctx, "auth.granted not queued; will retry", "authSessionId", s.ID, "err", err)
+		done.EventPending = true
+		if _, uerr := m.cfg.Store.UpdateSession(ctx, done); uerr != nil {
+			m.log.ErrorContext(ctx, "could not record pending auth.granted", "authSessionId", s.ID, "err", uerr)
+		}
+	}
+	return CallbackOutcome{SessionID: s.ID, GrantID: g.ID, OAuthAppRef: g.OAuthAppRef, Provider: g.Provider, Subject: g.Subject}, nil
+}
+
+// emitGranted queues auth.granted to the session's resume target. The
+// session id is the event id, so a retried delivery is queued once.
+func (m *Manager) emitGranted(ctx context.Context, s domain.Session, g domain.Grant) error {
+	if s.Resume.AgentName == "" && s.Resume.InstanceKey == "" {
+		m.log.InfoContext(ctx, "session has no resume target; no auth.granted queued", "authSessionId", s.ID)
+		return nil
+	}
+	input, err := json.Marshal(domain.AuthGrantedEvent{
+		Type:          "auth.granted",
+		OAuthAppRef:   g.OAuthAppRef,
+		Provider:      g.Provider,
+		Subject:       g.Subject,
+		ScopesGranted: g.ScopesGranted,
+		GrantID:       g.ID,
+	})
+	if err != nil {
+		return err
+	}
+	return m.cfg.Queue.Enqueue(ctx, domain.Event{
+		ID:          s.ID,
+		SwarmRef:    s.Resume.SwarmRef,
+		InstanceKey: s.Resume.InstanceKey,
+		AgentName:   s.Resume.AgentName,
+		Input:       string(input),
+		Origin:      s.Resume.Origin,
+		Auth:        s.Resume.Auth,
+		Metadata:    map[string]string{"eventType": "auth.granted", "authSessionId": s.ID},
+		EnqueuedAt:  m.now().UTC(),
+	})
+}
+
+// settle moves a pending session to a final status. Losing the race to
+// another writer is fine: the session is final either way.
+func (m *Manager) settle(ctx context.Context, s domain.Session, status domain.SessionStatus, reason string) {
+	s.Status, s.StatusReason = status, reason
+	if _, err := m.cfg.Store.UpdateSession(ctx, s); err != nil && !errors.Is(err, domain.ErrConflict) {
+		m.log.ErrorContext(ctx, "could not mark session", "authSessionId", s.ID, "status", string(status), "err", err)
+	}
+}
+
+func splitScopes(s string) []string {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return nil
+	}
+	return f
+}

@@ -1,0 +1,417 @@
+package oauth
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/agentauth/agentauth/shared/bundle"
+	"github.com/agentauth/agentauth/shared/domain"
+)
+
+// Config holds the Manager's dependencies.
+type Config struct {
+	Bundle *bundle.Bundle
+	Store  domain.Store
+	Sealer domain.Sealer
+	// Queue receives auth.granted events.
+	Queue domain.EventQueue
+	// StateKeys sign state (first) and verify it (all); at least 32 bytes
+	// each.
+	StateKeys [][]byte
+	// BaseURL is the public URL the provider redirects to, used for apps
+	// without redirect.baseUrl (e.g. http://127.0.0.1:8080).
+	BaseURL string
+	// HTTPClient calls providers; nil means a client with a 10 s timeout.
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// SessionTTL is how long an auth session stays valid (default 10 min).
+	SessionTTL time.Duration
+	// ProviderTimeout bounds each call to a provider's token, userinfo or
+	// revocation endpoint (default 10 s).
+	ProviderTimeout time.Duration
+	// RefreshLeaseTTL bounds how long one process may hold a grant's
+	// refresh lease (default 30 s).
+	RefreshLeaseTTL time.Duration
+}
+
+// Manager is the OAuthManager.
+type Manager struct {
+	cfg     Config
+	state   *StateCodec
+	apps    map[string]*appRuntime
+	flight  singleflight.Group
+	owner   string // lease owner id of this process
+	now     func() time.Time
+	log     *slog.Logger
+	devices sync.Map // session id → struct{}: device pollers running here
+	wg      sync.WaitGroup
+	bg      context.Context // background work (device pollers); ended by Close
+	stop    context.CancelFunc
+}
+
+// appRuntime is what the manager derives once per app at start.
+type appRuntime struct {
+	app      *bundle.OAuthApp
+	oauth    *oauth2.Config
+	template *bundle.Template // nil: provider's built-in builder
+	idTokens idTokenVerifier  // set for subjectVerification source idToken
+}
+
+// New checks cfg and prepares every app of the bundle.
+func New(cfg Config) (*Manager, error) {
+	switch {
+	case cfg.Bundle == nil:
+		return nil, errors.New("oauth: no bundle")
+	case cfg.Store == nil:
+		return nil, errors.New("oauth: no store")
+	case cfg.Sealer == nil:
+		return nil, errors.New("oauth: no sealer")
+	case cfg.Queue == nil:
+		return nil, errors.New("oauth: no event queue")
+	}
+	codec, err := NewStateCodec(cfg.StateKeys)
+	if err != nil {
+		return nil, fmt.Errorf("oauth: %w", err)
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = DefaultSessionTTL
+	}
+	if cfg.ProviderTimeout <= 0 {
+		cfg.ProviderTimeout = 10 * time.Second
+	}
+	if cfg.RefreshLeaseTTL <= 0 {
+		cfg.RefreshLeaseTTL = 30 * time.Second
+	}
+	var owner [8]byte
+	_, _ = rand.Read(owner[:])
+	m := &Manager{
+		cfg:   cfg,
+		state: codec,
+		apps:  make(map[string]*appRuntime, len(cfg.Bundle.OAuthApps)),
+		owner: hex.EncodeToString(owner[:]),
+		now:   cfg.Now,
+		log:   cfg.Logger,
+	}
+	m.bg, m.stop = context.WithCancel(context.Background())
+	for name, app := range cfg.Bundle.OAuthApps {
+		rt, err := m.prepareApp(app)
+		if err != nil {
+			return nil, fmt.Errorf("oauth: OAuthApp/%s: %w", name, err)
+		}
+		m.apps[name] = rt
+	}
+	return m, nil
+}
+
+func (m *Manager) prepareApp(app *bundle.OAuthApp) (*appRuntime, error) {
+	style := oauth2.AuthStyleAutoDetect
+	switch app.AuthStyle {
+	case "header":
+		style = oauth2.AuthStyleInHeader
+	case "params":
+		style = oauth2.AuthStyleInParams
+	default:
+		if app.Flow == bundle.FlowDeviceCode {
+			// Auto-detect retries every failed token request with the
+			// other style, and while the user has not approved yet every
+			// poll fails (authorization_pending): it would poll twice per
+			// interval. Device clients send their id in the body.
+			style = oauth2.AuthStyleInParams
+		}
+	}
+	rt := &appRuntime{
+		app: app,
+		oauth: &oauth2.Config{
+			ClientID:     app.ClientID,
+			ClientSecret: app.ClientSecret.Reveal(),
+			Endpoint: oauth2.Endpoint{
+				AuthURL:       app.Endpoints.AuthorizationURL,
+				TokenURL:      app.Endpoints.TokenURL,
+				DeviceAuthURL: app.Endpoints.DeviceAuthorizationURL,
+				AuthStyle:     style,
+			},
+			RedirectURL: app.CallbackURL(m.cfg.BaseURL),
+			Scopes:      app.Scopes,
+		},
+	}
+	if sv := app.SubjectVerification; sv != nil && !sv.InsecureSkip {
+		if sv.Template != "" {
+			t, err := bundle.ParseTemplate(sv.Template)
+			if err != nil {
+				return nil, fmt.Errorf("subjectVerification.template: %w", err)
+			}
+			rt.template = t
+		}
+		if sv.Source == bundle.VerifyIDToken {
+			rt.idTokens = newOIDCVerifier(sv.Issuer, sv.JWKSURL, app.ClientID, m.cfg.HTTPClient)
+		}
+	}
+	return rt, nil
+}
+
+// Apps returns the app runtime for ref, or nil.
+func (m *Manager) app(ref domain.ObjectRef) *appRuntime {
+	if ref.Kind != "OAuthApp" {
+		return nil
+	}
+	return m.apps[ref.Name]
+}
+
+// providerCtx carries our HTTP client into x/oauth2 and bounds the call.
+func (m *Manager) providerCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, m.cfg.HTTPClient)
+	return context.WithTimeout(ctx, m.cfg.ProviderTimeout)
+}
+
+// GetAccessToken is ctx.oauth.getAccessToken: ready, authorization_required
+// or error. It never returns a Go error: every failure is an error result,
+// and nothing in a result other than a ready token is secret.
+func (m *Manager) GetAccessToken(ctx context.Context, req TokenRequest) Result {
+	rt := m.app(req.AppRef)
+	if rt == nil {
+		return ErrorResult(CodeOAuthAppNotFound, fmt.Sprintf("%s is not in the bundle", req.AppRef))
+	}
+	app := rt.app
+	minTTL := DefaultMinTTLSeconds
+	if req.MinTTLSeconds != nil {
+		minTTL = *req.MinTTLSeconds
+		if minTTL < 0 {
+			return ErrorResult(CodeConfigurationError, fmt.Sprintf("minTtlSeconds must be 0 or more, got %d", minTTL))
+		}
+	}
+	subject := resolveSubject(app.SubjectMode, req.Auth)
+	if subject == "" {
+		return ErrorResult(CodeSubjectUnavailable, fmt.Sprintf("turn.auth.subjects.%s is required for %s (subjectMode %s)", app.SubjectMode, req.AppRef, app.SubjectMode))
+	}
+	scopes := req.Scopes
+	if len(scopes) == 0 {
+		scopes = app.Scopes
+	}
+	if !IsSubset(scopes, app.Scopes) {
+		return ErrorResult(CodeScopeNotAllowed, fmt.Sprintf("requested scopes %s are not a subset of %s scopes %s", quoteList(scopes), req.AppRef, quoteList(app.Scopes)))
+	}
+
+	grantID := GrantID(app.Ref(), subject)
+	g, err := m.cfg.Store.GetGrant(ctx, grantID)
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		// no grant yet: ask the user
+	case errors.Is(err, domain.ErrCorrupt):
+		m.log.ErrorContext(ctx, "grant unreadable", "grantId", grantID, "err", err)
+		return ErrorResult(CodeGrantUnreadable, fmt.Sprintf("grant %s cannot be read; an operator must inspect it", grantID))
+	case err != nil:
+		m.log.ErrorContext(ctx, "grant read failed", "grantId", grantID, "err", err)
+		return ErrorResult(CodeGrantUnreadable, fmt.Sprintf("grant %s could not be read", grantID))
+	default:
+		if res, done := m.fromGrant(ctx, rt, g, scopes, minTTL); done {
+			return res
+		}
+	}
+	return m.startSession(ctx, rt, subject, scopes, req)
+}
+
+// fromGrant answers from an existing grant. done is false when the user
+// must authorize again (revoked, too narrow, expired without refresh,
+// refresh token rejected).
+func (m *Manager) fromGrant(ctx context.Context, rt *appRuntime, g domain.Grant, scopes []string, minTTL int) (Result, bool) {
+	if g.Revoked || !IsSubset(scopes, g.ScopesGranted) {
+		return Result{}, false
+	}
+	now := m.now()
+	if TokenValid(g, minTTL, now) {
+		return m.ready(ctx, g)
+	}
+	if g.Token.RefreshToken == nil {
+		return Result{}, false
+	}
+	fresh, err := m.refresh(ctx, rt, g)
+	switch {
+	case errors.Is(err, errGrantRevoked):
+		return Result{}, false
+	case err != nil:
+		m.log.WarnContext(ctx, "refresh failed", "grantId", g.ID, "err", err)
+		return ErrorResult(CodeRefreshFailed, fmt.Sprintf("refreshing grant %s failed: %s", g.ID, safeReason(err))), true
+	}
+	if fresh.Revoked {
+		return Result{}, false
+	}
+	return m.ready(ctx, fresh)
+}
+
+func (m *Manager) ready(ctx context.Context, g domain.Grant) (Result, bool) {
+	tok, err := m.cfg.Sealer.Open(ctx, g.Token.AccessToken, domain.Binding{Record: "grant", RecordID: g.ID, Field: "accessToken"})
+	if err != nil {
+		m.log.ErrorContext(ctx, "grant access token does not open", "grantId", g.ID, "keyId", g.Token.AccessToken.KeyID, "err", err)
+		return ErrorResult(CodeGrantUnreadable, fmt.Sprintf("grant %s cannot be decrypted; an operator must inspect it", g.ID)), true
+	}
+	return Result{
+		Status:      StatusReady,
+		AccessToken: domain.NewSecret(string(tok)),
+		TokenType:   g.Token.TokenType,
+		ExpiresAt:   g.Token.ExpiresAt,
+		Scopes:      g.ScopesGranted,
+	}, true
+}
+
+// TokenValid is the spec's isTokenValid: not revoked, and either no expiry
+// or more than minTTL seconds left.
+func TokenValid(g domain.Grant, minTTL int, now time.Time) bool {
+	if g.Revoked {
+		return false
+	}
+	if g.Token.ExpiresAt == nil {
+		return true
+	}
+	return g.Token.ExpiresAt.Sub(now) > time.Duration(minTTL)*time.Second
+}
+
+func resolveSubject(mode string, auth domain.TurnAuth) string {
+	if auth.Subjects == nil {
+		return ""
+	}
+	switch mode {
+	case domain.SubjectModeGlobal:
+		return auth.Subjects.Global
+	case domain.SubjectModeUser:
+		return auth.Subjects.User
+	}
+	return ""
+}
+
+// startSession creates an auth session and returns authorization_required.
+func (m *Manager) startSession(ctx context.Context, rt *appRuntime, subject string, scopes []string, req TokenRequest) Result {
+	app := rt.app
+	now := m.now().UTC()
+	s := domain.Session{
+		ID:              newSessionID(),
+		Provider:        app.Provider,
+		OAuthAppRef:     app.Ref(),
+		SubjectMode:     app.SubjectMode,
+		Subject:         subject,
+		RequestedScopes: append([]string(nil), scopes...),
+		Status:          domain.SessionPending,
+		CreatedAt:       now,
+		ExpiresAt:       now.Add(m.cfg.SessionTTL),
+	}
+	if req.Resume != nil {
+		s.Resume = *req.Resume
+	}
+	var prompt *DeviceCodePrompt
+	var err error
+	if app.Flow == bundle.FlowDeviceCode {
+		prompt, err = m.prepareDeviceSession(ctx, rt, &s)
+	} else {
+		err = m.prepareCodeSession(ctx, rt, &s, now)
+	}
+	if err != nil {
+		m.log.ErrorContext(ctx, "auth session not started", "oauthApp", app.Name, "err", err)
+		if errors.Is(err, errProvider) {
+			return ErrorResult(CodeConfigurationError, fmt.Sprintf("%s: the provider refused to start authorization: %s", app.Ref(), safeReason(err)))
+		}
+		return ErrorResult(CodeConfigurationError, fmt.Sprintf("%s: could not start an auth session", app.Ref()))
+	}
+	if err := m.cfg.Store.CreateSession(ctx, s); err != nil {
+		m.log.ErrorContext(ctx, "auth session not stored", "authSessionId", s.ID, "err", err)
+		return ErrorResult(CodeConfigurationError, "could not store the auth session")
+	}
+	if prompt != nil {
+		m.startDevicePoller(s.ID)
+	}
+	m.log.InfoContext(ctx, "auth session started", "authSessionId", s.ID, "oauthApp", app.Name, "flow", s.Flow.Type, "subjectMode", s.SubjectMode)
+	return Result{
+		Status:           StatusAuthorizationRequired,
+		AuthSessionID:    s.ID,
+		AuthorizationURL: s.AuthorizationURL,
+		SessionExpiresAt: s.ExpiresAt,
+		Message:          promptMessage(app.Provider, prompt),
+		DeviceCode:       prompt,
+	}
+}
+
+func promptMessage(provider string, d *DeviceCodePrompt) string {
+	if d != nil {
+		return fmt.Sprintf("Connect your %s account: open %s and enter the code %s. The task continues once you approve.", provider, d.VerificationURI, d.UserCode)
+	}
+	return fmt.Sprintf("Connect your %s account: open the link and approve access. The task continues once you approve.", provider)
+}
+
+// prepareCodeSession fills the PKCE pair, the sealed state and the
+// authorization URL of an Authorization Code session.
+func (m *Manager) prepareCodeSession(ctx context.Context, rt *appRuntime, s *domain.Session, now time.Time) error {
+	verifier := oauth2.GenerateVerifier()
+	state := m.state.Encode(s.ID, now)
+	sealedVerifier, err := m.cfg.Sealer.Seal(ctx, []byte(verifier), domain.Binding{Record: "session", RecordID: s.ID, Field: "codeVerifier"})
+	if err != nil {
+		return fmt.Errorf("seal code verifier: %w", err)
+	}
+	sealedState, err := m.cfg.Sealer.Seal(ctx, []byte(state), domain.Binding{Record: "session", RecordID: s.ID, Field: "state"})
+	if err != nil {
+		return fmt.Errorf("seal state: %w", err)
+	}
+	s.Flow = domain.SessionFlow{
+		Type: domain.FlowAuthorizationCode,
+		PKCE: &domain.PKCE{
+			Method:        "S256",
+			CodeVerifier:  sealedVerifier,
+			CodeChallenge: oauth2.S256ChallengeFromVerifier(verifier),
+		},
+		State: sealedState,
+	}
+	s.AuthorizationURL = m.authorizationURL(rt, s, state, verifier)
+	return nil
+}
+
+// authorizationURL builds the spec's URL: response_type=code, client_id,
+// redirect_uri, space-joined scope, state, code_challenge (S256), string
+// options as extra parameters, and a nonce when the subject is verified
+// from an id_token.
+func (m *Manager) authorizationURL(rt *appRuntime, s *domain.Session, state, verifier string) string {
+	cfg := *rt.oauth
+	cfg.Scopes = s.RequestedScopes
+	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier)}
+	keys := make([]string, 0, len(rt.app.Options))
+	for k := range rt.app.Options {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if v, ok := rt.app.Options[k].(string); ok {
+			opts = append(opts, oauth2.SetAuthURLParam(k, v))
+		}
+	}
+	if rt.idTokens != nil {
+		opts = append(opts, oauth2.SetAuthURLParam("nonce", m.state.nonceFor(s.ID)))
+	}
+	return cfg.AuthCodeURL(state, opts...)
+}
+
+func quoteList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return "[" + strings.Join(q, " ") + "]"
+}

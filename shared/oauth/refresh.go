@@ -1,0 +1,169 @@
+package oauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/oauth2"
+
+	"github.com/agentauth/agentauth/shared/domain"
+)
+
+// refresh renews g's access token. Within one process concurrent callers
+// share one flight; across processes the store's lease lets one refresher
+// at a time call the provider, and the others wait and read its result.
+// The grant's version fences the write: a refresher that lost the lease
+// (or raced a new consent) never overwrites a newer token.
+func (m *Manager) refresh(ctx context.Context, rt *appRuntime, g domain.Grant) (domain.Grant, error) {
+	ch := m.flight.DoChan(g.ID, func() (any, error) {
+		// One caller's cancellation must not fail the others sharing the
+		// flight; the flight is bounded on its own.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.RefreshLeaseTTL)
+		defer cancel()
+		return m.refreshLeased(fctx, rt, g)
+	})
+	select {
+	case <-ctx.Done():
+		return domain.Grant{}, ctx.Err()
+	case r := <-ch:
+		if r.Err != nil {
+			return domain.Grant{}, r.Err
+		}
+		return r.Val.(domain.Grant), nil
+	}
+}
+
+func (m *Manager) refreshLeased(ctx context.Context, rt *appRuntime, seen domain.Grant) (domain.Grant, error) {
+	key := "refresh/" + seen.ID
+	backoff := 25 * time.Millisecond
+	for {
+		err := m.cfg.Store.AcquireLease(ctx, key, m.owner, m.cfg.RefreshLeaseTTL)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, domain.ErrConflict) {
+			return domain.Grant{}, fmt.Errorf("acquire refresh lease: %w", err)
+		}
+		// Someone else is refreshing: wait for their write.
+		select {
+		case <-ctx.Done():
+			return domain.Grant{}, fmt.Errorf("wait for refresh lease: %w", ctx.Err())
+		case <-time.After(backoff):
+		}
+		if backoff < 400*time.Millisecond {
+			backoff *= 2
+		}
+		if cur, err := m.cfg.Store.GetGrant(ctx, seen.ID); err == nil && cur.Version != seen.Version {
+			return cur, nil
+		}
+	}
+	defer func() {
+		if err := m.cfg.Store.ReleaseLease(context.WithoutCancel(ctx), key, m.owner); err != nil {
+			m.log.WarnContext(ctx, "release refresh lease", "grantId", seen.ID, "err", err)
+		}
+	}()
+
+	// Double-check under the lease: another process may have refreshed
+	// between our read and our lease.
+	cur, err := m.cfg.Store.GetGrant(ctx, seen.ID)
+	if err != nil {
+		return domain.Grant{}, fmt.Errorf("re-read grant %s: %w", seen.ID, err)
+	}
+	if cur.Version != seen.Version {
+		return cur, nil
+	}
+	if cur.Revoked || cur.Token.RefreshToken == nil {
+		return cur, nil
+	}
+	rtok, err := m.cfg.Sealer.Open(ctx, *cur.Token.RefreshToken, domain.Binding{Record: "grant", RecordID: cur.ID, Field: "refreshToken"})
+	if err != nil {
+		return domain.Grant{}, fmt.Errorf("open refresh token of %s: %w", cur.ID, err)
+	}
+
+	pctx, cancel := m.providerCtx(ctx)
+	defer cancel()
+	started := m.now()
+	src := rt.oauth.TokenSource(pctx, &oauth2.Token{RefreshToken: string(rtok), Expiry: time.Unix(1, 0)})
+	tok, err := src.Token()
+	if err != nil {
+		if providerCode(err) == "invalid_grant" {
+			m.log.WarnContext(ctx, "refresh token rejected, revoking grant", "grantId", cur.ID)
+			if _, rerr := m.markRevoked(ctx, cur); rerr != nil {
+				return domain.Grant{}, fmt.Errorf("revoke grant %s after invalid_grant: %w", cur.ID, rerr)
+			}
+			return domain.Grant{}, errGrantRevoked
+		}
+		return domain.Grant{}, fmt.Errorf("%w: refresh %s: %w", errProvider, cur.ID, err)
+	}
+	next, err := m.applyToken(ctx, cur, tok, started)
+	if err != nil {
+		return domain.Grant{}, err
+	}
+	written, err := m.cfg.Store.PutGrant(ctx, next, cur.Version)
+	if errors.Is(err, domain.ErrConflict) {
+		// A newer write (a new consent) won; it is the truth.
+		return m.cfg.Store.GetGrant(ctx, cur.ID)
+	}
+	if err != nil {
+		return domain.Grant{}, fmt.Errorf("store refreshed grant %s: %w", cur.ID, err)
+	}
+	m.log.InfoContext(ctx, "grant refreshed", "grantId", cur.ID, "version", written.Version)
+	return written, nil
+}
+
+// applyToken returns g with tok sealed into it. A provider that does not
+// rotate refresh tokens keeps the old one.
+func (m *Manager) applyToken(ctx context.Context, g domain.Grant, tok *oauth2.Token, issued time.Time) (domain.Grant, error) {
+	if tok.AccessToken == "" {
+		return domain.Grant{}, fmt.Errorf("%w: token response for %s has no access_token", errProvider, g.ID)
+	}
+	at, err := m.cfg.Sealer.Seal(ctx, []byte(tok.AccessToken), domain.Binding{Record: "grant", RecordID: g.ID, Field: "accessToken"})
+	if err != nil {
+		return domain.Grant{}, fmt.Errorf("seal access token of %s: %w", g.ID, err)
+	}
+	g.Token.AccessToken = at
+	if tok.RefreshToken != "" {
+		rt, err := m.cfg.Sealer.Seal(ctx, []byte(tok.RefreshToken), domain.Binding{Record: "grant", RecordID: g.ID, Field: "refreshToken"})
+		if err != nil {
+			return domain.Grant{}, fmt.Errorf("seal refresh token of %s: %w", g.ID, err)
+		}
+		g.Token.RefreshToken = &rt
+	}
+	g.Token.TokenType = tokenType(tok)
+	g.Token.IssuedAt = issued.UTC()
+	// Expiry counts from when we asked (our clock), so it errs early.
+	g.Token.ExpiresAt = nil
+	switch {
+	case tok.ExpiresIn > 0:
+		e := issued.Add(time.Duration(tok.ExpiresIn) * time.Second).UTC()
+		g.Token.ExpiresAt = &e
+	case !tok.Expiry.IsZero():
+		e := tok.Expiry.UTC()
+		g.Token.ExpiresAt = &e
+	}
+	if s, ok := tok.Extra("scope").(string); ok && s != "" {
+		g.ScopesGranted = splitScopes(s)
+	}
+	g.UpdatedAt = m.now().UTC()
+	g.Revoked, g.RevokedAt = false, nil
+	return g, nil
+}
+
+func tokenType(tok *oauth2.Token) string {
+	if tok.TokenType == "" {
+		return "bearer"
+	}
+	return tok.TokenType
+}
+
+// markRevoked revokes g locally: sealed tokens are dropped, so a revoked
+// grant holds nothing usable.
+func (m *Manager) markRevoked(ctx context.Context, g domain.Grant) (domain.Grant, error) {
+	now := m.now().UTC()
+	g.Revoked, g.RevokedAt, g.UpdatedAt = true, &now, now
+	g.Token.AccessToken = domain.EncryptedValue{}
+	g.Token.RefreshToken = nil
+	return m.cfg.Store.PutGrant(ctx, g, g.Version)
+}

@@ -1,0 +1,154 @@
+package oauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentauth/agentauth/shared/domain"
+)
+
+// SessionStatus is the public view of a session.
+type SessionStatus struct {
+	Status       domain.SessionStatus `json:"status"`
+	ExpiresAt    time.Time            `json:"expiresAt"`
+	StatusReason string               `json:"statusReason,omitempty"`
+}
+
+// MaxWait bounds a long poll of a session's status (API Gateway cuts
+// requests at 30-60 s; 55 keeps below the larger limit).
+const MaxWait = 55 * time.Second
+
+// SessionStatus returns a session's status; with wait > 0 it polls until
+// the session leaves pending or wait passes. ErrNotFound for unknown ids.
+func (m *Manager) SessionStatus(ctx context.Context, id string, wait time.Duration) (SessionStatus, error) {
+	if wait > MaxWait {
+		wait = MaxWait
+	}
+	deadline := time.Now().Add(wait)
+	tick := 100 * time.Millisecond
+	for {
+		s, err := m.cfg.Store.GetSession(ctx, id)
+		if err != nil {
+			return SessionStatus{}, err
+		}
+		st := m.view(s)
+		if st.Status != domain.SessionPending || !time.Now().Before(deadline) {
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			return st, nil
+		case <-time.After(min(tick, time.Until(deadline))):
+		}
+		if tick < time.Second {
+			tick += tick / 2
+		}
+	}
+}
+
+// view reports a pending session past its expiry as expired even before
+// the sweep has written it.
+func (m *Manager) view(s domain.Session) SessionStatus {
+	st := SessionStatus{Status: s.Status, ExpiresAt: s.ExpiresAt, StatusReason: s.StatusReason}
+	if s.Status == domain.SessionPending && !m.now().Before(s.ExpiresAt) {
+		st.Status, st.StatusReason = domain.SessionExpired, ReasonSessionExpired
+	}
+	return st
+}
+
+// CleanupReport counts what CleanupExpiredSessions did.
+type CleanupReport struct {
+	Expired         int // pending sessions marked expired
+	Deleted         int // final sessions removed after the retention
+	EventsDelivered int // auth.granted events queued late
+	Unreadable      int // records skipped
+}
+
+// SessionRetention is how long a finished session is kept (so a replayed
+// callback is answered "already used", and for the operator) before
+// cleanup deletes it.
+const SessionRetention = 24 * time.Hour
+
+// CleanupExpiredSessions marks pending sessions past their expiry as
+// expired, delivers auth.granted events whose first delivery failed, and
+// deletes finished sessions older than SessionRetention.
+func (m *Manager) CleanupExpiredSessions(ctx context.Context) (CleanupReport, error) {
+	var rep CleanupReport
+	sessions, bad, err := m.cfg.Store.ListSessions(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("cleanup: list sessions: %w", err)
+	}
+	rep.Unreadable = len(bad)
+	for _, b := range bad {
+		m.log.WarnContext(ctx, "cleanup skipped an unreadable session", "err", b)
+	}
+	now := m.now()
+	for _, s := range sessions {
+		switch {
+		case s.Status == domain.SessionPending && !now.Before(s.ExpiresAt):
+			s.Status, s.StatusReason = domain.SessionExpired, ReasonSessionExpired
+			if _, err := m.cfg.Store.UpdateSession(ctx, s); err == nil {
+				rep.Expired++
+			} else if !errors.Is(err, domain.ErrConflict) {
+				return rep, fmt.Errorf("cleanup: expire %s: %w", s.ID, err)
+			}
+		case s.Status == domain.SessionCompleted && s.EventPending:
+			g, err := m.cfg.Store.GetGrant(ctx, GrantID(s.OAuthAppRef, s.Subject))
+			if err != nil {
+				m.log.WarnContext(ctx, "cleanup: grant of pending event unreadable", "authSessionId", s.ID, "err", err)
+				continue
+			}
+			if err := m.emitGranted(ctx, s, g); err != nil {
+				m.log.WarnContext(ctx, "cleanup: auth.granted still not queued", "authSessionId", s.ID, "err", err)
+				continue
+			}
+			s.EventPending = false
+			if _, err := m.cfg.Store.UpdateSession(ctx, s); err != nil && !errors.Is(err, domain.ErrConflict) {
+				return rep, fmt.Errorf("cleanup: mark event delivered %s: %w", s.ID, err)
+			}
+			rep.EventsDelivered++
+		case s.Status != domain.SessionPending && !s.EventPending && now.Sub(s.ExpiresAt) > SessionRetention:
+			if err := m.cfg.Store.DeleteSession(ctx, s.ID); err == nil {
+				rep.Deleted++
+			} else if !errors.Is(err, domain.ErrNotFound) {
+				return rep, fmt.Errorf("cleanup: delete %s: %w", s.ID, err)
+			}
+		}
+	}
+	return rep, nil
+}
+
+// PendingBlock builds the auth.pending context block for one agent
+// instance: its pending, unexpired sessions, without any secret.
+func (m *Manager) PendingBlock(ctx context.Context, instanceKey, agentName string) (AuthPendingBlock, error) {
+	block := AuthPendingBlock{Type: "auth.pending", Items: []AuthPendingItem{}}
+	sessions, _, err := m.cfg.Store.ListSessions(ctx)
+	if err != nil {
+		return block, fmt.Errorf("auth.pending: list sessions: %w", err)
+	}
+	now := m.now()
+	for _, s := range sessions {
+		if s.Status != domain.SessionPending || !now.Before(s.ExpiresAt) ||
+			s.Resume.InstanceKey != instanceKey || s.Resume.AgentName != agentName {
+			continue
+		}
+		item := AuthPendingItem{
+			AuthSessionID:    s.ID,
+			OAuthAppRef:      s.OAuthAppRef,
+			Provider:         s.Provider,
+			SubjectMode:      s.SubjectMode,
+			AuthorizationURL: s.AuthorizationURL,
+			ExpiresAt:        s.ExpiresAt,
+		}
+		var prompt *DeviceCodePrompt
+		if d := s.Flow.DeviceCode; d != nil {
+			item.DeviceCode = &PendingDevice{VerificationURI: d.VerificationURI, UserCode: d.UserCode}
+			prompt = &DeviceCodePrompt{VerificationURI: d.VerificationURI, UserCode: d.UserCode}
+		}
+		item.Message = promptMessage(s.Provider, prompt)
+		block.Items = append(block.Items, item)
+	}
+	return block, nil
+}
