@@ -1,0 +1,102 @@
+package bundle
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/agentauth/agentauth/shared/domain"
+)
+
+type anySecret struct{}
+
+func (anySecret) ResolveSecret(name, key string) (domain.Secret, error) {
+	return domain.NewSecret("fuzz-secret-" + name + "-" + key), nil
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(appsYAML))
+	f.Add([]byte(deviceYAML))
+	f.Add([]byte(appsYAML + "---\n" + deviceYAML))
+	f.Add([]byte("a: &a [x, x]\nb: [*a, *a]\n"))
+	f.Add([]byte("apiVersion: agents.example.io/v1alpha1\nkind: OAuthApp\nmetadata: {name: x}\nspec:\n  options: &o {a: *o}\n"))
+	f.Add([]byte("kind: [\n"))
+	f.Add([]byte("--- !!binary\n"))
+	f.Add([]byte("spec: {client: {clientId: {valueFrom: {secretRef: {ref: Secret/x, key: k}}}}}\nkind: OAuthApp\n"))
+	opts := Options{
+		LookupEnv: func(k string) (string, bool) { return "fuzz-env-" + k, k != "" && k[0] != 'X' },
+		Secrets:   anySecret{},
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, err := Parse([]File{{Name: "fuzz.yaml", Data: data}}, opts)
+		if (b == nil) == (err == nil) {
+			t.Fatalf("Parse returned bundle %v and error %v", b, err)
+		}
+		if err != nil {
+			ve, ok := err.(*ValidationError)
+			if !ok || len(ve.Problems) == 0 {
+				t.Fatalf("error %T without problems", err)
+			}
+			for _, p := range ve.Problems {
+				if p.File != "fuzz.yaml" && p.File != "" {
+					t.Fatalf("problem names file %q", p.File)
+				}
+			}
+			if strings.Count(err.Error(), "\n")+1 != len(ve.Problems) {
+				t.Fatalf("Error() is not one line per problem:\n%s", err)
+			}
+			return
+		}
+		for name, app := range b.OAuthApps {
+			if name != app.Name || app.File != "fuzz.yaml" {
+				t.Fatalf("app %q misfiled: %+v", name, app)
+			}
+			if app.Flow == FlowAuthorizationCode && (app.Endpoints.AuthorizationURL == "" || app.Endpoints.TokenURL == "" || app.Redirect.CallbackPath == "") {
+				t.Fatalf("authorizationCode app %q without its endpoints", name)
+			}
+			if app.SubjectMode == domain.SubjectModeUser && app.SubjectVerification == nil {
+				t.Fatalf("user-mode app %q without subject verification", name)
+			}
+			if app.ClientID == "" || app.ClientSecret.IsZero() {
+				t.Fatalf("app %q without client credentials", name)
+			}
+		}
+	})
+}
+
+func FuzzTemplate(f *testing.F) {
+	for _, s := range []string{"oidc:user:{sub}", "{https://slack.com/team_id}:{user.id}", "{", "}", "{}", "a{b}c{d.e}", "{a{b}}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tp, err := ParseTemplate(s)
+		if err != nil {
+			if tp != nil {
+				t.Fatal("template and error")
+			}
+			return
+		}
+		if tp.String() != s {
+			t.Fatalf("String() = %q, want %q", tp.String(), s)
+		}
+		// Every placeholder present as an exact key: expansion succeeds and
+		// contains no braces that were not literal.
+		claims := map[string]any{}
+		for _, p := range tp.Placeholders() {
+			claims[p] = "v"
+		}
+		out, err := tp.Expand(claims)
+		if err != nil {
+			t.Fatalf("Expand with all claims: %v", err)
+		}
+		if strings.ContainsAny(out, "{}") {
+			t.Fatalf("Expand(%q) = %q still has braces", s, out)
+		}
+		if len(tp.Placeholders()) > 0 {
+			if _, err := tp.Expand(nil); err == nil {
+				t.Fatal("Expand without claims succeeded")
+			}
+		}
+		// Nested and odd claim shapes must not panic.
+		_, _ = tp.Expand(map[string]any{"a": map[string]any{"b": []any{1}}, s: nil})
+	})
+}
