@@ -54,7 +54,7 @@ type harness struct {
 	logs    *syncBuffer
 }
 
-func testBundle(t *testing.T, providerURL string) *bundle.Bundle {
+func testBundle(t testing.TB, providerURL string) *bundle.Bundle {
 	t.Helper()
 	app := func(name, mode, flow, extra string) string {
 		s := `apiVersion: agents.example.io/v1alpha1

@@ -1,0 +1,89 @@
+# agentauth — every entry point. `make run` and `make test` set up what they
+# need on a fresh machine (Go 1.26, Node 20 and, for the browser tests,
+# Debian's chromium are the only prerequisites; chromium is installed with
+# apt-get when missing and we are root).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO            ?= go
+HOME_DIR      ?= $(or $(AGENTAUTH_HOME),.agentauth)
+BUNDLE        ?= examples/bundle
+ADDR          ?= 127.0.0.1:8080
+PROVIDER_DIR  := test/e2e/provider
+PROVIDER_PORT ?= 9090
+BIN           := bin/agentauth
+GOTEST_FLAGS  ?= -race -count=1 -timeout 30m
+
+.PHONY: help
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+
+.PHONY: check-tools
+check-tools:
+	@command -v $(GO) >/dev/null || { echo "Go 1.26 is required (https://go.dev/dl/)"; exit 1; }
+	@$(GO) version | grep -Eq 'go1\.(2[6-9]|[3-9][0-9])' || { echo "Go 1.26 or newer is required, found: $$($(GO) version)"; exit 1; }
+	@command -v node >/dev/null || { echo "Node.js 20.19+ is required for the demo OpenID provider"; exit 1; }
+
+$(PROVIDER_DIR)/node_modules/.installed: $(PROVIDER_DIR)/package-lock.json
+	@echo "installing the demo OpenID provider (npm ci, pinned by package-lock.json)"
+	cd $(PROVIDER_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+.PHONY: provider-deps
+provider-deps: check-tools $(PROVIDER_DIR)/node_modules/.installed ## install the pinned oidc-provider
+
+.PHONY: browser-deps
+browser-deps: ## install Debian's chromium for the browser tests when missing
+	@if [ -x "$${CHROMIUM:-/usr/bin/chromium}" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then echo "chromium is missing: run 'sudo apt-get install -y chromium' (or set CHROMIUM=/path/to/chromium)"; exit 1; fi; \
+	echo "installing chromium (apt-get)"; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+
+.PHONY: e2e-deps
+e2e-deps: provider-deps browser-deps ## everything the end-to-end tests need
+
+.PHONY: build
+build: check-tools ## build bin/agentauth
+	$(GO) build -o $(BIN) ./cmd/agentauth
+
+.PHONY: run
+run: provider-deps build ## run agentauth + the demo OpenID provider locally
+	@mkdir -p $(HOME_DIR)/secrets/demo-oidc && chmod 700 $(HOME_DIR) $(HOME_DIR)/secrets
+	@[ -f $(HOME_DIR)/secrets/demo-oidc/clientSecret ] || { umask 077; printf 'demo-secret\n' > $(HOME_DIR)/secrets/demo-oidc/clientSecret; }
+	@echo "runtime token (Authorization: Bearer …): $$($(BIN) runtime-token --home $(HOME_DIR))"
+	@echo "demo OpenID provider: http://127.0.0.1:$(PROVIDER_PORT) (log in as any name, e.g. alice)"
+	@PROVIDER_PORT=$(PROVIDER_PORT) node $(PROVIDER_DIR)/provider.mjs > $(HOME_DIR)/provider.log 2>&1 & \
+	  pid=$$!; trap 'kill $$pid 2>/dev/null || true' EXIT INT TERM; \
+	  for i in $$(seq 1 50); do grep -q listening $(HOME_DIR)/provider.log 2>/dev/null && break; sleep 0.2; done; \
+	  grep -q listening $(HOME_DIR)/provider.log || { echo "demo provider did not start:"; cat $(HOME_DIR)/provider.log; exit 1; }; \
+	  $(BIN) serve --bundle $(BUNDLE) --home $(HOME_DIR) --addr $(ADDR)
+
+.PHONY: lint
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
+	$(GO) vet ./...
+
+.PHONY: test
+test: check-tools e2e-deps lint ## install what the tests need, then unit, fuzz-seed and end-to-end tests
+	$(GO) test $(GOTEST_FLAGS) ./...
+
+.PHONY: test-unit
+test-unit: ## unit tests only (no browser, no provider)
+	$(GO) test -short -count=1 $$($(GO) list ./... | grep -v /test/e2e)
+
+.PHONY: fuzz
+fuzz: ## run each fuzzer for FUZZTIME (default 30s)
+	$(GO) test -run '^$$' -fuzz FuzzStateParse -fuzztime $${FUZZTIME:-30s} ./shared/oauth
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $${FUZZTIME:-30s} ./shared/bundle
+	$(GO) test -run '^$$' -fuzz FuzzTemplate -fuzztime $${FUZZTIME:-30s} ./shared/bundle
+	$(GO) test -run '^$$' -fuzz FuzzCallbackQuery -fuzztime $${FUZZTIME:-30s} ./shared/httpapi
+
+.PHONY: bench
+bench: build ## benchmarks: the warm ready path in-process and over loopback
+	$(GO) test -run '^$$' -bench 'BenchmarkGetAccessTokenReady' -benchmem -count 5 ./shared/oauth
+	$(BIN) bench --duration 10s --concurrency 16
+
+.PHONY: clean
+clean: ## remove build output (keeps .agentauth)
+	rm -rf bin
