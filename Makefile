@@ -66,7 +66,7 @@ lint: ## gofmt and go vet
 
 .PHONY: test
 test: check-tools e2e-deps lint ## install what the tests need, then unit, fuzz-seed and end-to-end tests
-	$(GO) test $(GOTEST_FLAGS) ./...
+	E2E_REQUIRE=1 $(GO) test $(GOTEST_FLAGS) ./...
 
 .PHONY: test-unit
 test-unit: ## unit tests only (no browser, no provider)

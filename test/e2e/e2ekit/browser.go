@@ -1,0 +1,500 @@
+package e2ekit
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+)
+
+// ChromiumEnv names the variable that overrides the Chromium binary.
+const ChromiumEnv = "CHROMIUM"
+
+// DefaultChromiumPath is where Debian's chromium package puts the browser.
+const DefaultChromiumPath = "/usr/bin/chromium"
+
+// DefaultBrowserTimeout bounds each Browser/Session call whose ctx has no
+// earlier deadline.
+const DefaultBrowserTimeout = 45 * time.Second
+
+const depsHintBrowser = "install chromium: apt-get install -y chromium or make e2e-deps"
+
+// ChromiumPath returns $CHROMIUM or /usr/bin/chromium.
+func ChromiumPath() string {
+	if p := os.Getenv(ChromiumEnv); p != "" {
+		return p
+	}
+	return DefaultChromiumPath
+}
+
+// BrowserAvailable reports why Chromium cannot be started here, or nil.
+func BrowserAvailable() error {
+	p := ChromiumPath()
+	st, err := os.Stat(p)
+	if err != nil {
+		return fmt.Errorf("e2ekit: chromium not found at %s (%v): %s", p, err, depsHintBrowser)
+	}
+	if st.IsDir() || st.Mode()&0o111 == 0 {
+		return fmt.Errorf("e2ekit: %s is not an executable: %s", p, depsHintBrowser)
+	}
+	return nil
+}
+
+// RequireBrowser skips the test when Chromium is missing (or fails it when
+// E2E_REQUIRE=1).
+func RequireBrowser(t testing.TB) {
+	t.Helper()
+	if err := BrowserAvailable(); err != nil {
+		skipOrFail(t, err)
+	}
+}
+
+// Browser is a headless Chromium process driven through chromedp. Every
+// Authorize/Open call runs in its own browser context (like a fresh
+// incognito window), so provider sessions never leak between calls; use
+// NewSession to keep cookies across calls.
+type Browser struct {
+	// Timeout bounds each call whose ctx has no earlier deadline.
+	Timeout time.Duration
+
+	allocCancel   context.CancelFunc
+	browserCtx    context.Context
+	browserCancel context.CancelFunc
+	userDataDir   string
+	closeOnce     sync.Once
+}
+
+// Result describes the page the browser ended on.
+type Result struct {
+	// FinalURL is the URL of the last top-level document request, also when
+	// loading it failed (e.g. connection refused at a callback).
+	FinalURL string
+	// Status is that document's HTTP status, 0 if unknown (load failed).
+	Status int
+	// Title and BodyText are read from the loaded page (empty when the load
+	// failed).
+	Title    string
+	BodyText string
+	// LoadError is Chromium's error text when the final document failed to
+	// load (e.g. "net::ERR_CONNECTION_REFUSED").
+	LoadError string
+}
+
+// StartBrowser launches headless Chromium and closes it when the test ends.
+// It fails the test when Chromium cannot start; call RequireBrowser first to
+// skip instead.
+func StartBrowser(t testing.TB) *Browser {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b, err := LaunchBrowser(ctx)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+// LaunchBrowser is StartBrowser without testing.TB: the caller must Close the
+// browser. ctx bounds the start only.
+func LaunchBrowser(ctx context.Context) (*Browser, error) {
+	if err := BrowserAvailable(); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "e2ekit-chromium-")
+	if err != nil {
+		return nil, err
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(ChromiumPath()),
+		chromedp.UserDataDir(dir),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-default-browser-check", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("disable-default-apps", true),
+		chromedp.Flag("disable-features", "Translate,OptimizationHints,MediaRouter,DialMediaRouteProvider,InterestFeedContentSuggestions"),
+		chromedp.Flag("metrics-recording-only", true),
+		chromedp.Flag("mute-audio", true),
+		chromedp.Flag("hide-scrollbars", true),
+		// No name resolution except localhost: the provider's pages import
+		// web fonts from the internet, which must fail fast instead of
+		// waiting on the network (and no traffic may leave this machine).
+		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1"),
+		chromedp.WSURLReadTimeout(30 * time.Second),
+	}
+	allocCtx, allocCancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	browserCtx, browserCancel := chromedp.NewContext(allocCtx, chromedp.WithErrorf(filteredErrorf))
+	b := &Browser{
+		Timeout:       DefaultBrowserTimeout,
+		allocCancel:   allocCancel,
+		browserCtx:    browserCtx,
+		browserCancel: browserCancel,
+		userDataDir:   dir,
+	}
+	// Start the browser and its first, blank tab within ctx's bounds.
+	if err := firstRun(ctx, browserCtx, 60*time.Second, b.Close); err != nil {
+		return nil, fmt.Errorf("e2ekit: start chromium %s: %w (%s)", ChromiumPath(), err, depsHintBrowser)
+	}
+	return b, nil
+}
+
+// filteredErrorf logs chromedp's errors except the known-harmless ones:
+// cdproto (pinned in go.mod) predates newer Chromium's "Loopback"
+// IPAddressSpace value, so it cannot decode the *ExtraInfo network events
+// for 127.0.0.1; e2ekit does not use those events.
+func filteredErrorf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if strings.Contains(msg, "could not unmarshal event") && strings.Contains(msg, "IPAddressSpace") {
+		return
+	}
+	log.Print("chromedp: " + msg)
+}
+
+// firstRun does the first chromedp.Run on a context made by
+// chromedp.NewContext. That Run must get the context itself (chromedp ties
+// the browser process or the tab's event loop to it), so it is bounded
+// from outside: when caller ends or d passes, abort tears everything down.
+func firstRun(caller, cdpCtx context.Context, d time.Duration, abort func()) error {
+	done := make(chan error, 1)
+	go func() { done <- chromedp.Run(cdpCtx) }()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	var why error
+	select {
+	case err := <-done:
+		if err != nil {
+			abort()
+		}
+		return err
+	case <-caller.Done():
+		why = caller.Err()
+	case <-timer.C:
+		why = fmt.Errorf("timed out after %s", d)
+	}
+	abort()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
+	return why
+}
+
+// Close stops Chromium and removes its profile directory.
+func (b *Browser) Close() {
+	b.closeOnce.Do(func() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			b.browserCancel()
+			b.allocCancel() // waits for the process to exit
+		}()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+		}
+		_ = os.RemoveAll(b.userDataDir)
+	})
+}
+
+// Session is one browser context (cookie jar) with one tab.
+type Session struct {
+	b      *Browser
+	ctx    context.Context
+	cancel context.CancelFunc
+	rec    *docRecorder
+}
+
+// NewSession opens a tab in a new, isolated browser context. Close it when
+// done.
+func (b *Browser) NewSession(ctx context.Context) (*Session, error) {
+	tabCtx, cancel := chromedp.NewContext(b.browserCtx, chromedp.WithNewBrowserContext())
+	s := &Session{b: b, ctx: tabCtx, cancel: cancel, rec: &docRecorder{}}
+	chromedp.ListenTarget(tabCtx, s.rec.handle)
+	// Creates the browser context and its tab.
+	if err := firstRun(ctx, tabCtx, b.timeout(), cancel); err != nil {
+		return nil, fmt.Errorf("e2ekit: open browser context: %w", err)
+	}
+	return s, nil
+}
+
+// Close closes the tab and disposes of its browser context.
+func (s *Session) Close() { s.cancel() }
+
+// Open loads url in a fresh browser context and reports where it ended.
+func (b *Browser) Open(ctx context.Context, url string) (Result, error) {
+	s, err := b.NewSession(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	defer s.Close()
+	return s.Open(ctx, url)
+}
+
+// Authorize runs a user's side of an authorization request in a fresh
+// browser context: it opens authorizationURL, signs in on the provider's
+// login page as login (any password), approves the consent page, and
+// returns once the browser has left the provider's origin (normally at the
+// client's redirect URI). A page the flow cannot handle (e.g. the provider's
+// error page) is an error; Result still tells where the browser was.
+func (b *Browser) Authorize(ctx context.Context, authorizationURL, login string) (Result, error) {
+	s, err := b.NewSession(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	defer s.Close()
+	return s.Authorize(ctx, authorizationURL, login)
+}
+
+// Open loads url in this session's tab.
+func (s *Session) Open(ctx context.Context, target string) (Result, error) {
+	runCtx, stop := boundCtx(ctx, s.ctx, s.b.timeout())
+	defer stop()
+	s.rec.reset()
+	navErr := s.navigate(runCtx, chromedp.Navigate(target))
+	res := s.result(runCtx)
+	if navErr != nil && res.LoadError == "" {
+		return res, fmt.Errorf("e2ekit: open %s: %w", redactURL(target), navErr)
+	}
+	return res, nil
+}
+
+// Authorize is Browser.Authorize inside this session (the provider's
+// session cookie is kept, so a second call may skip login and consent).
+func (s *Session) Authorize(ctx context.Context, authorizationURL, login string) (Result, error) {
+	au, err := url.Parse(authorizationURL)
+	if err != nil || au.Host == "" {
+		return Result{}, fmt.Errorf("e2ekit: bad authorization URL: %v", err)
+	}
+	providerOrigin := au.Scheme + "://" + au.Host
+	return s.drive(ctx, "authorize", authorizationURL, login, func(r Result) bool {
+		return r.FinalURL != "" && !sameOrigin(r.FinalURL, providerOrigin)
+	})
+}
+
+// ApproveDevice plays the user's side of a device authorization (RFC 8628)
+// in a fresh browser context: it opens verificationURIComplete (the
+// device_authorization response's verification_uri_complete), confirms the
+// user code, signs in as login, approves consent and returns on the
+// provider's success page.
+func (b *Browser) ApproveDevice(ctx context.Context, verificationURIComplete, login string) (Result, error) {
+	s, err := b.NewSession(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	defer s.Close()
+	return s.ApproveDevice(ctx, verificationURIComplete, login)
+}
+
+// ApproveDevice is Browser.ApproveDevice inside this session.
+func (s *Session) ApproveDevice(ctx context.Context, verificationURIComplete, login string) (Result, error) {
+	return s.drive(ctx, "approve device", verificationURIComplete, login, func(r Result) bool {
+		return r.Title == "Sign-in Success"
+	})
+}
+
+// drive opens start and then works through the provider's pages (device
+// code confirmation, login, consent), each at most once, until done says
+// the flow has arrived.
+func (s *Session) drive(ctx context.Context, what, start, login string, done func(Result) bool) (Result, error) {
+	runCtx, stop := boundCtx(ctx, s.ctx, s.b.timeout())
+	defer stop()
+	s.rec.reset()
+
+	navErr := s.navigate(runCtx, chromedp.Navigate(start))
+	confirmed, loggedIn, consented := false, false, false
+	for step := 0; step < 10; step++ {
+		res := s.result(runCtx)
+		if done(res) {
+			return res, nil
+		}
+		if navErr != nil {
+			return res, fmt.Errorf("e2ekit: %s: loading %s: %w", what, redactURL(res.FinalURL), navErr)
+		}
+		if err := runCtx.Err(); err != nil {
+			return res, fmt.Errorf("e2ekit: %s: %w (at %s)", what, err, redactURL(res.FinalURL))
+		}
+		var page struct {
+			Login   bool   `json:"login"`
+			Prompt  string `json:"prompt"`
+			Confirm bool   `json:"confirm"`
+		}
+		if err := chromedp.Run(runCtx, chromedp.Evaluate(`(() => {
+			const p = document.querySelector('form input[name="prompt"]');
+			return {
+				login: !!document.querySelector('form input[name="login"]'),
+				prompt: p ? p.value : '',
+				confirm: !!document.querySelector('button[form="op.deviceConfirmForm"]:not([name="abort"])'),
+			};
+		})()`, &page)); err != nil {
+			return res, fmt.Errorf("e2ekit: %s: inspect page %s: %w", what, redactURL(res.FinalURL), err)
+		}
+		switch {
+		case page.Login && !loggedIn:
+			loggedIn = true
+			navErr = s.navigate(runCtx,
+				chromedp.SetValue(`form input[name="login"]`, login, chromedp.ByQuery),
+				chromedp.SetValue(`form input[name="password"]`, "password", chromedp.ByQuery),
+				chromedp.Click(`form button[type="submit"]`, chromedp.ByQuery),
+			)
+		case page.Prompt == "consent" && !consented:
+			consented = true
+			navErr = s.navigate(runCtx, chromedp.Click(`form button[type="submit"]`, chromedp.ByQuery))
+		case page.Confirm && !confirmed:
+			confirmed = true
+			navErr = s.navigate(runCtx, chromedp.Click(`button[form="op.deviceConfirmForm"]:not([name="abort"])`, chromedp.ByQuery))
+		default:
+			return res, fmt.Errorf("e2ekit: %s: stuck at %s (status %d, title %q): %s",
+				what, redactURL(res.FinalURL), res.Status, res.Title, truncate(res.BodyText, 600))
+		}
+	}
+	res := s.result(runCtx)
+	return res, fmt.Errorf("e2ekit: %s: too many steps, still at %s", what, redactURL(res.FinalURL))
+}
+
+// navigate runs actions that trigger a top-level navigation and waits for it
+// to finish (redirects included).
+func (s *Session) navigate(ctx context.Context, actions ...chromedp.Action) error {
+	_, err := chromedp.RunResponse(ctx, actions...)
+	return err
+}
+
+// result reads where the tab is; it never fails, missing parts stay empty.
+func (s *Session) result(ctx context.Context) Result {
+	r := s.rec.snapshot()
+	if r.LoadError != "" {
+		return r
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var loc, title, text string
+	if err := chromedp.Run(pctx,
+		chromedp.Location(&loc),
+		chromedp.Title(&title),
+		chromedp.Evaluate(`document.body ? document.body.innerText : ''`, &text),
+	); err == nil {
+		if r.FinalURL == "" && loc != "" && loc != "about:blank" {
+			r.FinalURL = loc
+		}
+		r.Title, r.BodyText = title, text
+	}
+	return r
+}
+
+func (b *Browser) timeout() time.Duration {
+	if b.Timeout > 0 {
+		return b.Timeout
+	}
+	return DefaultBrowserTimeout
+}
+
+// boundCtx derives from chromedp context cdpCtx a context that ends when
+// caller ends, when caller's deadline passes, or after d (if > 0).
+func boundCtx(caller, cdpCtx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(cdpCtx)
+	if dl, ok := caller.Deadline(); ok {
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithDeadline(ctx, dl)
+		prev := cancel
+		cancel = func() { c2(); prev() }
+	}
+	if d > 0 {
+		var c3 context.CancelFunc
+		ctx, c3 = context.WithTimeout(ctx, d)
+		prev := cancel
+		cancel = func() { c3(); prev() }
+	}
+	stopAfter := context.AfterFunc(caller, cancel)
+	return ctx, func() { stopAfter(); cancel() }
+}
+
+// docRecorder tracks the tab's last top-level document request.
+type docRecorder struct {
+	mu        sync.Mutex
+	reqID     network.RequestID
+	url       string
+	status    int
+	loadError string
+}
+
+func (d *docRecorder) reset() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.reqID, d.url, d.status, d.loadError = "", "", 0, ""
+}
+
+func (d *docRecorder) handle(ev any) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch ev := ev.(type) {
+	case *network.EventRequestWillBeSent:
+		// Top-level documents only: their loader id equals the request id
+		// for main-frame navigations; iframes are not used by the pages
+		// we drive, so any Document request counts.
+		if ev.Type != network.ResourceTypeDocument || ev.Request == nil {
+			return
+		}
+		d.reqID, d.url, d.status, d.loadError = ev.RequestID, ev.Request.URL, 0, ""
+		if ev.Request.URLFragment != "" {
+			d.url += ev.Request.URLFragment
+		}
+	case *network.EventResponseReceived:
+		if ev.RequestID == d.reqID && ev.Response != nil {
+			d.status = int(ev.Response.Status)
+			d.url = ev.Response.URL
+		}
+	case *network.EventLoadingFailed:
+		if ev.RequestID == d.reqID && !ev.Canceled {
+			d.loadError = ev.ErrorText
+		}
+	}
+}
+
+func (d *docRecorder) snapshot() Result {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return Result{FinalURL: d.url, Status: d.status, LoadError: d.loadError}
+}
+
+func sameOrigin(raw, origin string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	return strings.EqualFold(u.Scheme+"://"+u.Host, origin)
+}
+
+// redactURL drops the query (codes, states) from URLs put in errors.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparseable url>"
+	}
+	if u.RawQuery != "" {
+		u.RawQuery = "…"
+	}
+	return u.String()
+}
+
+func truncate(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
