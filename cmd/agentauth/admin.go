@@ -51,7 +51,7 @@ func cmdGrantsList(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	grants, bad, err := h.store.ListGrants(ctx)
+	grants, bad, err := h.Store.ListGrants(ctx)
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func cmdEventsList(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	events, err := h.queue.List(ctx)
+	events, err := h.Queue.List(ctx)
 	if err != nil {
 		return err
 	}
@@ -132,8 +132,8 @@ func cmdSessionsCleanup(ctx context.Context, args []string, stdout, stderr io.Wr
 		return err
 	}
 	mgr, err := oauth.New(oauth.Config{
-		Bundle: b, Store: h.store, Sealer: h.keyring, Queue: h.queue,
-		StateKeys: h.keyring.DerivedKeys("state"),
+		Bundle: b, Store: h.Store, Sealer: h.Keyring, Queue: h.Queue,
+		StateKeys: h.Keyring.DerivedKeys("state"),
 		Logger:    logging.New(stderr, slog.LevelWarn),
 	})
 	if err != nil {
@@ -172,7 +172,7 @@ func cmdKeysRotate(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	n, err := h.store.Reseal(ctx, h.keyring)
+	n, err := h.Store.Reseal(ctx, h.Keyring)
 	if err != nil {
 		return fmt.Errorf("new key %s is in place and old key %s stays readable, but resealing stopped: %w (run `agentauth keys reseal` to finish)", newID, oldID, err)
 	}
@@ -195,11 +195,11 @@ func cmdKeysReseal(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	n, err := h.store.Reseal(ctx, h.keyring)
+	n, err := h.Store.Reseal(ctx, h.Keyring)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "resealed %d values under key %s\n", n, h.keyring.CurrentID())
+	fmt.Fprintf(stdout, "resealed %d values under key %s\n", n, h.Keyring.CurrentID())
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/embedded"
 	"github.com/agentauth/agentauth/shared/httpapi"
 	"github.com/agentauth/agentauth/shared/logging"
 	"github.com/agentauth/agentauth/shared/oauth"
@@ -75,7 +76,7 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer logFile.Close()
 	log := logging.New(logFile, slog.LevelInfo)
-	mgr, err := oauth.New(oauth.Config{Bundle: b, Store: h.store, Sealer: h.keyring, Queue: h.queue, StateKeys: h.keyring.DerivedKeys("state"), BaseURL: "http://127.0.0.1", Logger: log})
+	mgr, err := oauth.New(oauth.Config{Bundle: b, Store: h.Store, Sealer: h.Keyring, Queue: h.Queue, StateKeys: h.Keyring.DerivedKeys("state"), BaseURL: "http://127.0.0.1", Logger: log})
 	if err != nil {
 		return err
 	}
@@ -185,14 +186,14 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 // seedGrant stores a non-expiring grant, as a completed consent would.
-func seedGrant(ctx context.Context, h *local, app *bundle.OAuthApp, subject string) error {
+func seedGrant(ctx context.Context, h *embedded.Backends, app *bundle.OAuthApp, subject string) error {
 	id := oauth.GrantID(app.Ref(), subject)
-	at, err := h.keyring.Seal(ctx, []byte("bench-access-token"), domain.Binding{Record: "grant", RecordID: id, Field: "accessToken"})
+	at, err := h.Keyring.Seal(ctx, []byte("bench-access-token"), domain.Binding{Record: "grant", RecordID: id, Field: "accessToken"})
 	if err != nil {
 		return err
 	}
 	now := time.Now().UTC()
-	_, err = h.store.PutGrant(ctx, domain.Grant{
+	_, err = h.Store.PutGrant(ctx, domain.Grant{
 		ID: id, Provider: app.Provider, OAuthAppRef: app.Ref(), Subject: subject, Flow: domain.FlowAuthorizationCode,
 		ScopesGranted: app.Scopes, Token: domain.GrantToken{TokenType: "bearer", AccessToken: at, IssuedAt: now},
 		CreatedAt: now, UpdatedAt: now,

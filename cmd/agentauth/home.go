@@ -11,19 +11,21 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 
-	"github.com/agentauth/agentauth/shared/aesseal"
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/domain"
-	"github.com/agentauth/agentauth/shared/filequeue"
-	"github.com/agentauth/agentauth/shared/filestore"
+	"github.com/agentauth/agentauth/shared/embedded"
 )
 
 // envKeyName is the seed's environment variable for the master key.
-const envKeyName = "GOONDAN_OAUTH_KEY"
+const envKeyName = embedded.EnvKey
+
+// openHome opens the home's embedded backends (see shared/embedded).
+func openHome(ctx context.Context, home string, create bool) (*embedded.Backends, error) {
+	return embedded.Open(ctx, home, os.Getenv(envKeyName), create)
+}
 
 func defaultHome() string {
 	if h := os.Getenv("AGENTAUTH_HOME"); h != "" {
@@ -53,76 +55,6 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return usageError{fmt.Sprintf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
 	}
 	return nil
-}
-
-// local is an opened agentauth home: store, keyring, queue.
-type local struct {
-	home    string
-	store   *filestore.Store
-	keyring *aesseal.Keyring
-	queue   *filequeue.Queue
-}
-
-// openHome opens the home's store and keys. create allows creating the
-// master key on a fresh home (serve); admin commands never create keys.
-// Every record must be sealed under a loaded key: a wrong or missing key
-// is a startup error, never a new key over existing grants.
-func openHome(ctx context.Context, home string, create bool) (*local, error) {
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return nil, fmt.Errorf("home %s: %w", home, err)
-	}
-	st, err := filestore.New(home)
-	if err != nil {
-		return nil, err
-	}
-	has, err := st.HasRecords()
-	if err != nil {
-		return nil, err
-	}
-	var kr *aesseal.Keyring
-	if create {
-		kr, _, err = aesseal.Ensure(home, os.Getenv(envKeyName), has)
-	} else {
-		kr, err = aesseal.Load(home, os.Getenv(envKeyName))
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := checkKeys(ctx, st, kr); err != nil {
-		return nil, err
-	}
-	q, err := filequeue.New(filepath.Join(home, "queue"))
-	if err != nil {
-		return nil, err
-	}
-	return &local{home: home, store: st, keyring: kr, queue: q}, nil
-}
-
-// checkKeys refuses to start when a record is sealed under a key we do
-// not hold.
-func checkKeys(ctx context.Context, st *filestore.Store, kr *aesseal.Keyring) error {
-	used, err := st.KeyIDs(ctx)
-	if err != nil {
-		return fmt.Errorf("check record keys: %w", err)
-	}
-	var missing []string
-	n := 0
-	for id, recs := range used {
-		if !kr.Has(id) {
-			missing = append(missing, id)
-			n += len(recs)
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	sort.Strings(missing)
-	src := "the key file oauth/keys/master.key"
-	if os.Getenv(envKeyName) != "" {
-		src = envKeyName
-	}
-	return fmt.Errorf("%d stored record(s) are sealed under key(s) %s, which %s does not hold (loaded: %s): refusing to start with the wrong key; restore the key or add it to %s",
-		n, strings.Join(missing, ", "), src, strings.Join(kr.IDs(), ", "), envKeyName)
 }
 
 func loadBundle(dir, home string) (*bundle.Bundle, error) {

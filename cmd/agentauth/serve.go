@@ -65,10 +65,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	mgr, err := oauth.New(oauth.Config{
 		Bundle:    b,
-		Store:     h.store,
-		Sealer:    h.keyring,
-		Queue:     h.queue,
-		StateKeys: h.keyring.DerivedKeys("state"),
+		Store:     h.Store,
+		Sealer:    h.Keyring,
+		Queue:     h.Queue,
+		StateKeys: h.Keyring.DerivedKeys("state"),
 		BaseURL:   base,
 		Logger:    log,
 	})
@@ -104,8 +104,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		tokenNote = "from AGENTAUTH_RUNTIME_TOKEN"
 	}
 	fmt.Fprintf(stderr, "agentauth listening on %s (bundle %s, revision %.12s, %d OAuthApps; home %s; key %s; runtime token %s)\n",
-		base, *bundleDir, b.Revision, len(b.OAuthApps), *home, h.keyring.CurrentID(), tokenNote)
-	log.Info("agentauth started", "addr", ln.Addr().String(), "publicUrl", base, "bundleRevision", b.Revision, "oauthApps", len(b.OAuthApps), "keyId", h.keyring.CurrentID())
+		base, *bundleDir, b.Revision, len(b.OAuthApps), *home, h.Keyring.CurrentID(), tokenNote)
+	log.Info("agentauth started", "addr", ln.Addr().String(), "publicUrl", base, "bundleRevision", b.Revision, "oauthApps", len(b.OAuthApps), "keyId", h.Keyring.CurrentID())
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -70,17 +70,31 @@ func New(mgr *oauth.Manager, b *bundle.Bundle, caller CallerAuth, log *slog.Logg
 	return &Server{mgr: mgr, bundle: b, caller: caller, log: log}, nil
 }
 
-// Handler returns the router with every route.
-func (s *Server) Handler() http.Handler {
+// Handler returns the router with every route (the local server).
+func (s *Server) Handler() http.Handler { return s.routes(true, true) }
+
+// RuntimeHandler serves only the runtime routes (token, sessions, revoke,
+// pending, health): the gettoken function behind IAM authorization.
+func (s *Server) RuntimeHandler() http.Handler { return s.routes(true, false) }
+
+// CallbackHandler serves only the apps' callback paths and health: the
+// public callback function.
+func (s *Server) CallbackHandler() http.Handler { return s.routes(false, true) }
+
+func (s *Server) routes(runtime, callbacks bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.Handle("POST /v1/oauth/token", s.runtime(s.token))
-	mux.Handle("GET /v1/oauth/sessions/{id}", s.runtime(s.session))
-	mux.Handle("POST /v1/oauth/revoke", s.runtime(s.revoke))
-	mux.Handle("GET /v1/oauth/pending", s.runtime(s.pending))
-	for _, app := range s.bundle.OAuthApps {
-		if app.Redirect.CallbackPath != "" {
-			mux.Handle("GET "+app.Redirect.CallbackPath, s.callback(app))
+	if runtime {
+		mux.Handle("POST /v1/oauth/token", s.runtime(s.token))
+		mux.Handle("GET /v1/oauth/sessions/{id}", s.runtime(s.session))
+		mux.Handle("POST /v1/oauth/revoke", s.runtime(s.revoke))
+		mux.Handle("GET /v1/oauth/pending", s.runtime(s.pending))
+	}
+	if callbacks {
+		for _, app := range s.bundle.OAuthApps {
+			if app.Redirect.CallbackPath != "" {
+				mux.Handle("GET "+app.Redirect.CallbackPath, s.callback(app))
+			}
 		}
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,77 @@
+package lambdaentry
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+)
+
+func event(t *testing.T) events.APIGatewayV2HTTPRequest {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/token-event.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev events.APIGatewayV2HTTPRequest
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		t.Fatal(err)
+	}
+	// Round trip: the fixture is a real v2 event shape.
+	again, _ := json.Marshal(ev)
+	var back events.APIGatewayV2HTTPRequest
+	if err := json.Unmarshal(again, &back); err != nil || back.RequestContext.HTTP.Method != "POST" || back.RawPath != ev.RawPath {
+		t.Fatalf("fixture round trip: %v", err)
+	}
+	return ev
+}
+
+func TestRuntimeFunctionAnswersAPIGatewayEvents(t *testing.T) {
+	t.Setenv(EnvBundle, "testdata/bundle")
+	t.Setenv(EnvHome, t.TempDir())
+	t.Setenv(EnvPublicURL, "https://auth.example")
+	t.Setenv("TEAM_CLIENT_SECRET", "s3cret")
+	t.Setenv("GOONDAN_OAUTH_KEY", "")
+	h, err := Build(context.Background(), RuntimeRoutes, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := httpadapter.NewV2(h).ProxyWithContext(context.Background(), event(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	_ = json.Unmarshal([]byte(resp.Body), &out)
+	if resp.StatusCode != 200 || out["status"] != "authorization_required" || !strings.Contains(out["authorizationUrl"].(string), "redirect_uri=https%3A%2F%2Fauth.example%2Foauth%2Fcallback%2Fteam") {
+		t.Fatalf("%d %s", resp.StatusCode, resp.Body)
+	}
+	if resp.Headers["X-Request-Id"] != "lambda-req-1" {
+		t.Fatalf("headers %v", resp.Headers)
+	}
+	// The runtime function does not serve callbacks.
+	ev := event(t)
+	ev.RawPath, ev.RequestContext.HTTP.Method, ev.RequestContext.HTTP.Path = "/oauth/callback/team", "GET", "/oauth/callback/team"
+	if resp, _ := httpadapter.NewV2(h).ProxyWithContext(context.Background(), ev); resp.StatusCode != 404 {
+		t.Fatalf("callback on the runtime function: %d", resp.StatusCode)
+	}
+}
+
+func TestBuildNamesMissingConfiguration(t *testing.T) {
+	t.Setenv(EnvPublicURL, "")
+	if _, err := Build(context.Background(), CallbackRoutes, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), EnvPublicURL) {
+		t.Fatalf("err = %v", err)
+	}
+	t.Setenv(EnvPublicURL, "https://auth.example")
+	t.Setenv(EnvBundle, "testdata/bundle")
+	t.Setenv(EnvHome, t.TempDir())
+	t.Setenv("TEAM_CLIENT_SECRET", "")
+	_, err := Build(context.Background(), CallbackRoutes, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "TEAM_CLIENT_SECRET") {
+		t.Fatalf("err = %v", err)
+	}
+}
