@@ -1,0 +1,19 @@
+// Package filestore is the embedded domain.Store: the seed's filesystem
+// OAuthStore under <home>/oauth, one JSON file per grant and auth session,
+// plus short leases, for running agentauth on a laptop.
+//
+// Records hold only sealed secrets (domain.EncryptedValue); this package
+// never sees a plaintext and never seals or opens anything except in Reseal,
+// through the sealer it is given. It must never build a path from an id it
+// has not validated, never leave a half-written record (writes are a
+// temporary file, fsync and rename), never overwrite or remove a record it
+// cannot decode, and never let a conditional write win without holding the
+// record's lock, which excludes other goroutines and other processes alike.
+//
+// Layout under <home>/oauth (directories 0700, files 0600):
+//
+//	grants/<grantId>.enc.json     OAuthGrantRecord envelope
+//	sessions/<sessionId>.enc.json AuthSessionRecord envelope
+//	leases/<hash of key>.json     lease key, owner and expiry
+//	locks/<record>.lock           flock files for conditional writes
+package filestore

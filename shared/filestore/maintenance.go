@@ -1,0 +1,183 @@
+package filestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/agentauth/agentauth/shared/domain"
+)
+
+// sealedField is one sealed value of a record and where it binds.
+type sealedField struct {
+	field string
+	v     *domain.EncryptedValue
+}
+
+func grantFields(g *domain.Grant) []sealedField {
+	f := []sealedField{{"accessToken", &g.Token.AccessToken}}
+	if g.Token.RefreshToken != nil {
+		f = append(f, sealedField{"refreshToken", g.Token.RefreshToken})
+	}
+	return nonZero(f)
+}
+
+func sessionFields(s *domain.Session) []sealedField {
+	var f []sealedField
+	if s.Flow.PKCE != nil {
+		f = append(f, sealedField{"codeVerifier", &s.Flow.PKCE.CodeVerifier})
+	}
+	f = append(f, sealedField{"state", &s.Flow.State})
+	if s.Flow.DeviceCode != nil {
+		f = append(f, sealedField{"deviceCode", &s.Flow.DeviceCode.DeviceCode})
+	}
+	return nonZero(f)
+}
+
+func nonZero(fields []sealedField) []sealedField {
+	return slices.DeleteFunc(fields, func(f sealedField) bool { return f.v.IsZero() })
+}
+
+// Reseal opens every sealed value of every grant and session and seals it
+// again with sealer (so under its current key), one record at a time under
+// that record's lock, bumping the record's version. It returns how many
+// values were resealed. It stops at the first error, naming the record and
+// field; records done before it are complete and consistent, the failing
+// record is unchanged. The plaintexts live only in memory, briefly.
+func (s *Store) Reseal(ctx context.Context, sealer domain.Sealer) (int, error) {
+	n := 0
+	grantIDs, _, err := recordIDs(s.grantsDir, ValidGrantID)
+	if err != nil {
+		return n, fmt.Errorf("filestore: reseal: %w", err)
+	}
+	for _, id := range grantIDs {
+		c, err := s.resealGrant(ctx, id, sealer)
+		n += c
+		if err != nil {
+			return n, fmt.Errorf("filestore: reseal grant %s: %w", id, err)
+		}
+	}
+	sessionIDs, _, err := recordIDs(s.sessionsDir, ValidSessionID)
+	if err != nil {
+		return n, fmt.Errorf("filestore: reseal: %w", err)
+	}
+	for _, id := range sessionIDs {
+		c, err := s.resealSession(ctx, id, sealer)
+		n += c
+		if err != nil {
+			return n, fmt.Errorf("filestore: reseal session %s: %w", id, err)
+		}
+	}
+	return n, nil
+}
+
+func (s *Store) resealGrant(ctx context.Context, id string, sealer domain.Sealer) (int, error) {
+	l, err := s.lock(ctx, "grant-"+id)
+	if err != nil {
+		return 0, err
+	}
+	defer l.release(false)
+	g, err := s.loadGrant(id)
+	if errors.Is(err, domain.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	g = copyGrant(g)
+	fields := grantFields(&g)
+	if err := resealFields(ctx, sealer, "grant", id, fields); err != nil {
+		return 0, err
+	}
+	if len(fields) == 0 {
+		return 0, nil
+	}
+	g.Version++
+	if _, err := s.writeGrant(g); err != nil {
+		return 0, err
+	}
+	return len(fields), nil
+}
+
+func (s *Store) resealSession(ctx context.Context, id string, sealer domain.Sealer) (int, error) {
+	l, err := s.lock(ctx, "session-"+id)
+	if err != nil {
+		return 0, err
+	}
+	defer l.release(false)
+	sess, err := s.loadSession(id)
+	if errors.Is(err, domain.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	sess = copySession(sess)
+	fields := sessionFields(&sess)
+	if err := resealFields(ctx, sealer, "session", id, fields); err != nil {
+		return 0, err
+	}
+	if len(fields) == 0 {
+		return 0, nil
+	}
+	sess.Version++
+	if _, err := s.writeSession(sess); err != nil {
+		return 0, err
+	}
+	return len(fields), nil
+}
+
+// resealFields replaces each value in place; on error nothing has been
+// written yet, so the record on disk is unchanged.
+func resealFields(ctx context.Context, sealer domain.Sealer, record, id string, fields []sealedField) error {
+	for _, f := range fields {
+		b := domain.Binding{Record: record, RecordID: id, Field: f.field}
+		pt, err := sealer.Open(ctx, *f.v, b)
+		if err != nil {
+			return fmt.Errorf("field %s: open: %w", f.field, err)
+		}
+		v, err := sealer.Seal(ctx, pt, b)
+		clear(pt)
+		if err != nil {
+			return fmt.Errorf("field %s: seal: %w", f.field, err)
+		}
+		*f.v = v
+	}
+	return nil
+}
+
+// KeyIDs maps each key id found on a sealed value to the ids of the records
+// using it (sorted, each once). Values without a key id are under "".
+// Unreadable records are skipped; ListGrants and ListSessions report them.
+// Callers compare the keys with their keyring to catch a wrong or missing
+// key before serving.
+func (s *Store) KeyIDs(ctx context.Context) (map[string][]string, error) {
+	out := map[string][]string{}
+	add := func(recordID string, fields []sealedField) {
+		for _, f := range fields {
+			ids := out[f.v.KeyID]
+			if !slices.Contains(ids, recordID) {
+				out[f.v.KeyID] = append(ids, recordID)
+			}
+		}
+	}
+	grants, _, err := s.ListGrants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range grants {
+		add(grants[i].ID, grantFields(&grants[i]))
+	}
+	sessions, _, err := s.ListSessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range sessions {
+		add(sessions[i].ID, sessionFields(&sessions[i]))
+	}
+	for _, ids := range out {
+		slices.Sort(ids)
+	}
+	return out, nil
+}

@@ -1,0 +1,236 @@
+package filestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/agentauth/agentauth/shared/domain"
+)
+
+func (s *Store) sessionPath(id string) string {
+	return s.sessionsDir + string(filepath.Separator) + id + recordExt
+}
+
+// CreateSession writes a new session as given (Version included, normally
+// 0); ErrConflict when the id exists.
+func (s *Store) CreateSession(_ context.Context, sess domain.Session) error {
+	if err := ValidSessionID(sess.ID); err != nil {
+		return fmt.Errorf("filestore: create session: %w", err)
+	}
+	data, written, err := encodeSession(sess)
+	if err != nil {
+		return fmt.Errorf("filestore: create session %s: %w", sess.ID, err)
+	}
+	// link(2) refuses an existing name, so no lock is needed to create once.
+	st, err := createFileExclusive(s.sessionPath(sess.ID), data)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("filestore: create session %s: already exists: %w", sess.ID, domain.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("filestore: create session %s: %w", sess.ID, err)
+	}
+	s.sessions.put(sess.ID, st, written)
+	return nil
+}
+
+// GetSession returns the session with id.
+func (s *Store) GetSession(_ context.Context, id string) (domain.Session, error) {
+	if err := ValidSessionID(id); err != nil {
+		return domain.Session{}, fmt.Errorf("filestore: get session: %w", err)
+	}
+	fi, err := os.Stat(s.sessionPath(id))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			s.sessions.drop(id)
+			return domain.Session{}, fmt.Errorf("filestore: get session %s: %w", id, domain.ErrNotFound)
+		}
+		return domain.Session{}, fmt.Errorf("filestore: get session %s: %w", id, err)
+	}
+	if sess, ok := s.sessions.get(id, stampOf(fi)); ok {
+		return copySession(sess), nil
+	}
+	sess, err := s.loadSession(id)
+	if err != nil {
+		return domain.Session{}, fmt.Errorf("filestore: get session %s: %w", id, err)
+	}
+	return copySession(sess), nil
+}
+
+func (s *Store) loadSession(id string) (domain.Session, error) {
+	data, st, err := readFile(s.sessionPath(id))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			s.sessions.drop(id)
+			return domain.Session{}, domain.ErrNotFound
+		}
+		return domain.Session{}, err
+	}
+	sess, err := decodeRecord[domain.Session](data, KindSession, id)
+	if err != nil {
+		s.sessions.drop(id)
+		return domain.Session{}, err
+	}
+	sess.ID = id
+	s.sessions.put(id, st, sess)
+	return sess, nil
+}
+
+func encodeSession(sess domain.Session) ([]byte, domain.Session, error) {
+	data, err := encodeRecord(KindSession, sess.ID, sess)
+	if err != nil {
+		return nil, domain.Session{}, err
+	}
+	written, err := decodeRecord[domain.Session](data, KindSession, sess.ID)
+	if err != nil {
+		return nil, domain.Session{}, err
+	}
+	written.ID = sess.ID
+	return data, written, nil
+}
+
+// writeSession replaces the session file (lock held) and returns what a
+// read will return.
+func (s *Store) writeSession(sess domain.Session) (domain.Session, error) {
+	data, written, err := encodeSession(sess)
+	if err != nil {
+		return domain.Session{}, err
+	}
+	st, err := writeFileAtomic(s.sessionPath(sess.ID), data)
+	if err != nil {
+		s.sessions.drop(sess.ID)
+		return domain.Session{}, err
+	}
+	s.sessions.put(sess.ID, st, written)
+	return copySession(written), nil
+}
+
+// UpdateSession writes sess when the stored version equals sess.Version and
+// returns it with the version bumped; ErrNotFound when it does not exist.
+func (s *Store) UpdateSession(ctx context.Context, sess domain.Session) (domain.Session, error) {
+	if err := ValidSessionID(sess.ID); err != nil {
+		return domain.Session{}, fmt.Errorf("filestore: update session: %w", err)
+	}
+	l, err := s.lock(ctx, "session-"+sess.ID)
+	if err != nil {
+		return domain.Session{}, fmt.Errorf("filestore: update session %s: %w", sess.ID, err)
+	}
+	defer l.release(false)
+	stored, err := s.loadSession(sess.ID)
+	if err != nil {
+		return domain.Session{}, fmt.Errorf("filestore: update session %s: %w", sess.ID, err)
+	}
+	if stored.Version != sess.Version {
+		return domain.Session{}, fmt.Errorf("filestore: update session %s: stored version %d, expected %d: %w",
+			sess.ID, stored.Version, sess.Version, domain.ErrConflict)
+	}
+	sess.Version++
+	written, err := s.writeSession(sess)
+	if err != nil {
+		return domain.Session{}, fmt.Errorf("filestore: update session %s: %w", sess.ID, err)
+	}
+	return written, nil
+}
+
+// CompleteSession moves a pending session to completed and upserts g,
+// holding both records' locks (session first, then grant, always in that
+// order). The grant is written first: a crash between the two writes leaves
+// the session pending, and a retry completes it.
+func (s *Store) CompleteSession(ctx context.Context, sessionID string, at time.Time, g domain.Grant) (domain.Session, domain.Grant, error) {
+	fail := func(err error) (domain.Session, domain.Grant, error) {
+		return domain.Session{}, domain.Grant{}, fmt.Errorf("filestore: complete session %s: %w", sessionID, err)
+	}
+	if err := ValidSessionID(sessionID); err != nil {
+		return fail(err)
+	}
+	if err := ValidGrantID(g.ID); err != nil {
+		return fail(err)
+	}
+	sl, err := s.lock(ctx, "session-"+sessionID)
+	if err != nil {
+		return fail(err)
+	}
+	defer sl.release(false)
+	sess, err := s.loadSession(sessionID)
+	if err != nil {
+		return fail(err)
+	}
+	if sess.Status != domain.SessionPending {
+		return fail(fmt.Errorf("status is %s, not pending: %w", sess.Status, domain.ErrConflict))
+	}
+	gl, err := s.lock(ctx, "grant-"+g.ID)
+	if err != nil {
+		return fail(err)
+	}
+	defer gl.release(false)
+	stored, err := s.storedGrantVersion(g.ID)
+	if err != nil {
+		return fail(fmt.Errorf("grant %s: %w", g.ID, err))
+	}
+	g.Version = stored + 1
+	grant, err := s.writeGrant(g)
+	if err != nil {
+		return fail(fmt.Errorf("grant %s: %w", g.ID, err))
+	}
+	sess.Status = domain.SessionCompleted
+	sess.CompletedAt = &at
+	sess.Version++
+	written, err := s.writeSession(sess)
+	if err != nil {
+		return fail(err)
+	}
+	return written, grant, nil
+}
+
+// ListSessions returns every readable session in id order, plus one error
+// per file that could not be read.
+func (s *Store) ListSessions(ctx context.Context) ([]domain.Session, []error, error) {
+	ids, bad, err := recordIDs(s.sessionsDir, ValidSessionID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("filestore: list sessions: %w", err)
+	}
+	out := make([]domain.Session, 0, len(ids))
+	for _, id := range ids {
+		if err := checkCtx(ctx); err != nil {
+			return nil, nil, fmt.Errorf("filestore: list sessions: %w", err)
+		}
+		sess, err := s.GetSession(ctx, id)
+		switch {
+		case errors.Is(err, domain.ErrNotFound):
+		case err != nil:
+			bad = append(bad, err)
+		default:
+			out = append(out, sess)
+		}
+	}
+	return out, bad, nil
+}
+
+// DeleteSession removes the session file; ErrNotFound when absent. An
+// unreadable session can be deleted too (that is how an operator clears it).
+func (s *Store) DeleteSession(ctx context.Context, id string) error {
+	if err := ValidSessionID(id); err != nil {
+		return fmt.Errorf("filestore: delete session: %w", err)
+	}
+	l, err := s.lock(ctx, "session-"+id)
+	if err != nil {
+		return fmt.Errorf("filestore: delete session %s: %w", id, err)
+	}
+	err = os.Remove(s.sessionPath(id))
+	s.sessions.drop(id)
+	if errors.Is(err, fs.ErrNotExist) {
+		l.release(true)
+		return fmt.Errorf("filestore: delete session %s: %w", id, domain.ErrNotFound)
+	}
+	if err != nil {
+		l.release(false)
+		return fmt.Errorf("filestore: delete session %s: %w", id, err)
+	}
+	syncDir(s.sessionsDir)
+	l.release(true)
+	return nil
+}
