@@ -44,7 +44,24 @@ spec:
   options: {prompt: consent}
 %s`, name, mode, clientID, p.AuthorizationURL, p.TokenURL, p.RevocationURL, p.UserInfoURL, name, extra)
 	}
-	return app("e2e-global", "global", "") + "---\n" + app("e2e-user", "user", "  subjectVerification: {template: \"demo:user:{sub}\"}\n")
+	device := fmt.Sprintf(`apiVersion: agents.example.io/v1alpha1
+kind: OAuthApp
+metadata: {name: e2e-device}
+spec:
+  provider: demo
+  flow: deviceCode
+  subjectMode: user
+  client:
+    clientId: {value: %s}
+    clientSecret: {valueFrom: {env: E2E_CLIENT_SECRET}}
+  endpoints:
+    deviceAuthorizationUrl: %s
+    tokenUrl: %s
+    userInfoUrl: %s
+  scopes: [openid, profile]
+  subjectVerification: {template: "demo:user:{sub}"}
+`, clientID, p.DeviceAuthorizationURL, p.TokenURL, p.UserInfoURL)
+	return app("e2e-global", "global", "") + "---\n" + app("e2e-user", "user", "  subjectVerification: {template: \"demo:user:{sub}\"}\n") + "---\n" + device
 }
 
 // TestOAuthBrokerEndToEnd drives the whole broker: the real agentauth
@@ -64,7 +81,7 @@ func TestOAuthBrokerEndToEnd(t *testing.T) {
 		Clients: []e2ekit.Client{{
 			ClientID: clientID, ClientSecret: clientSecret,
 			RedirectURIs: []string{base + "/oauth/callback/e2e-global", base + "/oauth/callback/e2e-user"},
-			GrantTypes:   []string{e2ekit.GrantAuthorizationCode, e2ekit.GrantRefreshToken},
+			GrantTypes:   []string{e2ekit.GrantAuthorizationCode, e2ekit.GrantRefreshToken, e2ekit.GrantDeviceCode},
 		}},
 	})
 	home := t.TempDir()
@@ -107,6 +124,13 @@ func TestOAuthBrokerEndToEnd(t *testing.T) {
 				v, err := kr.Open(ctx, s.Flow.PKCE.CodeVerifier, domain.Binding{Record: "session", RecordID: s.ID, Field: "codeVerifier"})
 				if err != nil {
 					t.Fatalf("open verifier: %v", err)
+				}
+				keep(string(v))
+			}
+			if s.Flow.DeviceCode != nil {
+				v, err := kr.Open(ctx, s.Flow.DeviceCode.DeviceCode, domain.Binding{Record: "session", RecordID: s.ID, Field: "deviceCode"})
+				if err != nil {
+					t.Fatalf("open device code: %v", err)
 				}
 				keep(string(v))
 			}
@@ -236,6 +260,24 @@ func TestOAuthBrokerEndToEnd(t *testing.T) {
 		if again := srv.token(t, r); again["status"] != "authorization_required" {
 			t.Fatalf("carol: %v", again)
 		}
+	})
+
+	t.Run("device code: approve on the provider's device page", func(t *testing.T) {
+		r := tokenReq{App: "e2e-device", Global: "demo:team:T1", User: "demo:user:dave", Instance: "inst-device"}
+		out := srv.token(t, r)
+		dc, _ := out["deviceCode"].(map[string]any)
+		if out["status"] != "authorization_required" || dc == nil || dc["userCode"] == "" || dc["verificationUri"] == "" {
+			t.Fatalf("device answer: %v", out)
+		}
+		res, err := browser.ApproveDevice(ctx, out["authorizationUrl"].(string), "dave")
+		if err != nil {
+			t.Fatalf("device approval: %v (%+v)", err, res)
+		}
+		_, st := srv.call(t, "GET", "/v1/oauth/sessions/"+out["authSessionId"].(string)+"?wait=50", nil)
+		if st["status"] != "completed" {
+			t.Fatalf("device session: %v", st)
+		}
+		worksAtProvider(t, ready(t, srv.token(t, r)), "dave")
 	})
 
 	minTTL := 3599 // the provider issues 3600 s tokens: a token older than 1 s needs a refresh, a fresh one does not

@@ -109,12 +109,7 @@ func setup(t *testing.T) *flowEnv {
 	})
 	b := e2ekit.StartBrowser(t)
 
-	endpoint := oauth2.Endpoint{
-		AuthURL:       p.AuthorizationURL,
-		TokenURL:      p.TokenURL,
-		DeviceAuthURL: p.DeviceAuthorizationURL,
-		AuthStyle:     oauth2.AuthStyleInHeader,
-	}
+	endpoint := p.Endpoint() // AuthStyleInHeader
 	// oidc-provider accepts client_secret_basic and client_secret_post from
 	// any client registered with either. With AuthStyleAutoDetect, x/oauth2
 	// sends a failing token request twice (header, then params) until one

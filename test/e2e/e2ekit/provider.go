@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/oauth2"
 )
 
 // ModulePath is the Go module whose root holds test/e2e/provider.
@@ -443,6 +445,17 @@ func (p *Provider) loadDiscovery(ctx context.Context) error {
 		return errors.New("discovery lacks authorization_endpoint or token_endpoint")
 	}
 	return nil
+}
+
+// Endpoint returns the provider's endpoints for golang.org/x/oauth2, with
+// client_secret_basic (oidc-provider also accepts client_secret_post).
+func (p *Provider) Endpoint() oauth2.Endpoint {
+	return oauth2.Endpoint{
+		AuthURL:       p.AuthorizationURL,
+		TokenURL:      p.TokenURL,
+		DeviceAuthURL: p.DeviceAuthorizationURL,
+		AuthStyle:     oauth2.AuthStyleInHeader,
+	}
 }
 
 // UserInfo calls the userinfo endpoint with the bearer token. It returns the
