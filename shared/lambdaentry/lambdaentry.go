@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
@@ -19,6 +20,7 @@ import (
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/embedded"
 	"github.com/agentauth/agentauth/shared/httpapi"
+	"github.com/agentauth/agentauth/shared/logging"
 	"github.com/agentauth/agentauth/shared/oauth"
 )
 
@@ -80,7 +82,17 @@ func Build(ctx context.Context, routes Routes, log *slog.Logger) (http.Handler, 
 	return api.RuntimeHandler(), nil
 }
 
-// Start serves h as a Lambda function behind API Gateway HTTP API.
-func Start(h http.Handler) {
+// Main is a function's whole main: JSON logs to stdout, build from the
+// environment (a failed cold start exits with the reason logged, never a
+// secret), log the init duration, then serve API Gateway events.
+func Main(name string, routes Routes) {
+	start := time.Now()
+	log := logging.New(os.Stdout, slog.LevelInfo).With("function", name)
+	h, err := Build(context.Background(), routes, log)
+	if err != nil {
+		log.Error("cold start failed", "err", err)
+		os.Exit(1)
+	}
+	log.Info("initialized", "initMs", time.Since(start).Milliseconds())
 	lambda.Start(httpadapter.NewV2(h).ProxyWithContext)
 }
