@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -185,4 +186,26 @@ func asUsage(err error, ue *usageError) bool {
 		*ue = u
 	}
 	return ok
+}
+
+func TestCallbackBase(t *testing.T) {
+	loop := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}
+	any := &net.TCPAddr{IP: net.IPv4zero, Port: 8080}
+	for _, tc := range []struct {
+		public string
+		addr   *net.TCPAddr
+		want   string
+		ok     bool
+	}{
+		{"", loop, "http://127.0.0.1:8080", true},
+		{"", any, "", false},
+		{"https://auth.example.com/", any, "https://auth.example.com", true},
+		{"auth.example.com", loop, "", false},
+		{"https://auth.example.com/?x=1", loop, "", false},
+	} {
+		got, err := callbackBase(tc.public, tc.addr)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("%q %v: %q %v", tc.public, tc.addr, got, err)
+		}
+	}
 }

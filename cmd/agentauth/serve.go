@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/agentauth/agentauth/shared/httpapi"
@@ -59,9 +61,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", *addr, err)
 	}
-	base := *publicURL
-	if base == "" {
-		base = "http://" + ln.Addr().String()
+	base, err := callbackBase(*publicURL, ln.Addr().(*net.TCPAddr))
+	if err != nil {
+		ln.Close()
+		return err
 	}
 	mgr, err := oauth.New(oauth.Config{
 		Bundle:    b,
@@ -144,4 +147,21 @@ func sweep(ctx context.Context, mgr *oauth.Manager, log *slog.Logger) {
 			}
 		}
 	}
+}
+
+// callbackBase is the public URL providers redirect browsers to: the
+// --public-url, else the listen address — which must then be one a browser
+// can reach, not a wildcard.
+func callbackBase(public string, addr *net.TCPAddr) (string, error) {
+	if public != "" {
+		u, err := url.Parse(public)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return "", usageError{fmt.Sprintf("serve: --public-url %q: want an absolute http(s) URL without query", public)}
+		}
+		return strings.TrimRight(public, "/"), nil
+	}
+	if addr.IP.IsUnspecified() {
+		return "", usageError{fmt.Sprintf("serve: listening on %s (all interfaces): set --public-url to the address browsers use to reach this server", addr)}
+	}
+	return "http://" + addr.String(), nil
 }

@@ -198,8 +198,8 @@ func (m *Manager) GetAccessToken(ctx context.Context, req TokenRequest) Result {
 	minTTL := DefaultMinTTLSeconds
 	if req.MinTTLSeconds != nil {
 		minTTL = *req.MinTTLSeconds
-		if minTTL < 0 {
-			return ErrorResult(CodeConfigurationError, fmt.Sprintf("minTtlSeconds must be 0 or more, got %d", minTTL))
+		if minTTL < 0 || minTTL > MaxMinTTLSeconds {
+			return ErrorResult(CodeConfigurationError, fmt.Sprintf("minTtlSeconds must be between 0 and %d, got %d", MaxMinTTLSeconds, minTTL))
 		}
 	}
 	subject := resolveSubject(app.SubjectMode, req.Auth)

@@ -83,7 +83,7 @@ func TestTokenValid(t *testing.T) {
 
 func TestGetAccessTokenErrors(t *testing.T) {
 	h := newHarness(t)
-	neg := -1
+	neg, huge := -1, MaxMinTTLSeconds+1
 	for _, tc := range []struct {
 		name string
 		mut  func(*TokenRequest)
@@ -95,6 +95,7 @@ func TestGetAccessTokenErrors(t *testing.T) {
 		{"global subject missing", func(r *TokenRequest) { r.Auth = auth("", "demo:user:alice") }, CodeSubjectUnavailable},
 		{"scope outside the app", func(r *TokenRequest) { r.Scopes = []string{"read", "admin"} }, CodeScopeNotAllowed},
 		{"negative minTtlSeconds", func(r *TokenRequest) { r.MinTTLSeconds = &neg }, CodeConfigurationError},
+		{"minTtlSeconds beyond a year", func(r *TokenRequest) { r.MinTTLSeconds = &huge }, CodeConfigurationError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := h.request("global", tc.mut)
@@ -599,6 +600,19 @@ func TestPendingBlockHasNoSecrets(t *testing.T) {
 		if strings.Contains(string(raw), bad) {
 			t.Fatalf("auth.pending holds %q", bad)
 		}
+	}
+	h.clock.Advance(time.Second)
+	again := h.request("global")
+	block, _ = h.m.PendingBlock(context.Background(), testResume.InstanceKey, testResume.AgentName)
+	if len(block.Items) != 2 {
+		t.Fatalf("a second request for the same grant added an item: %d", len(block.Items))
+	}
+	found := false
+	for _, it := range block.Items {
+		found = found || it.AuthSessionID == again.AuthSessionID
+	}
+	if !found {
+		t.Fatal("auth.pending does not show the newest session")
 	}
 	other, _ := h.m.PendingBlock(context.Background(), "other", "planner")
 	if len(other.Items) != 0 {

@@ -83,6 +83,10 @@ type TokenRequest struct {
 // DefaultMinTTLSeconds is the spec's default minTtlSeconds.
 const DefaultMinTTLSeconds = 300
 
+// MaxMinTTLSeconds bounds minTtlSeconds (one year): no token lives longer,
+// and larger values would overflow a time.Duration.
+const MaxMinTTLSeconds = 365 * 24 * 3600
+
 // DefaultSessionTTL is how long an auth session stays usable.
 const DefaultSessionTTL = 10 * time.Minute
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/agentauth/agentauth/shared/domain"
@@ -129,11 +130,26 @@ func (m *Manager) PendingBlock(ctx context.Context, instanceKey, agentName strin
 		return block, fmt.Errorf("auth.pending: list sessions: %w", err)
 	}
 	now := m.now()
+	// An agent that asked several times has several pending sessions for
+	// one (app, subject); the user needs one link: the newest.
+	newest := map[string]domain.Session{}
 	for _, s := range sessions {
 		if s.Status != domain.SessionPending || !now.Before(s.ExpiresAt) ||
 			s.Resume.InstanceKey != instanceKey || s.Resume.AgentName != agentName {
 			continue
 		}
+		k := s.OAuthAppRef.String() + "\x00" + s.Subject
+		if cur, ok := newest[k]; !ok || s.CreatedAt.After(cur.CreatedAt) {
+			newest[k] = s
+		}
+	}
+	keys := make([]string, 0, len(newest))
+	for k := range newest {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		s := newest[k]
 		item := AuthPendingItem{
 			AuthSessionID:    s.ID,
 			OAuthAppRef:      s.OAuthAppRef,
