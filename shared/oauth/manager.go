@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -229,6 +230,11 @@ func (m *Manager) GetAccessToken(ctx context.Context, req TokenRequest) Result {
 		if res, done := m.fromGrant(ctx, rt, g, scopes, minTTL); done {
 			return res
 		}
+		if !g.Revoked {
+			// Ask for what the grant already had too, so a narrower
+			// request never narrows the grant others rely on.
+			scopes = unionWithin(scopes, g.ScopesGranted, app.Scopes)
+		}
 	}
 	return m.startSession(ctx, rt, subject, scopes, req)
 }
@@ -414,4 +420,15 @@ func quoteList(ss []string) string {
 		q[i] = fmt.Sprintf("%q", s)
 	}
 	return "[" + strings.Join(q, " ") + "]"
+}
+
+// unionWithin returns a ∪ (b ∩ allowed), a's order first.
+func unionWithin(a, b, allowed []string) []string {
+	out := append([]string(nil), a...)
+	for _, s := range b {
+		if slices.Contains(allowed, s) && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }

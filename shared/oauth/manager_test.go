@@ -458,8 +458,14 @@ func TestScopesBeyondGrantAskAgain(t *testing.T) {
 	if r := h.request("global", func(r *TokenRequest) { r.Scopes = []string{"read"} }); r.Status != StatusReady {
 		t.Fatalf("read: %+v", r)
 	}
-	if r := h.request("global", func(r *TokenRequest) { r.Scopes = []string{"read", "write"} }); r.Status != StatusAuthorizationRequired {
-		t.Fatalf("read write on a read grant: %+v", r)
+	r := h.request("global", func(r *TokenRequest) { r.Scopes = []string{"write"} })
+	if r.Status != StatusAuthorizationRequired {
+		t.Fatalf("write on a read grant: %+v", r)
+	}
+	// The new consent asks for the grant's scopes too: "write read".
+	u, _ := url.Parse(r.AuthorizationURL)
+	if got := u.Query().Get("scope"); got != "write read" {
+		t.Fatalf("scope %q, want the union", got)
 	}
 }
 
