@@ -1,6 +1,7 @@
 package aesseal
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -12,6 +13,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/agentauth/agentauth/shared/atomicfile"
 )
 
 // EnvVar is the environment variable the caller reads the key list from.
@@ -141,7 +144,7 @@ func Ensure(home, envKey string, storeHasRecords bool) (k *Keyring, created bool
 	if err := os.MkdirAll(KeysDir(home), 0o700); err != nil {
 		return nil, false, fmt.Errorf("aesseal: create key dir: %w", err)
 	}
-	err = writeFileExclusive(path, encodeKeyFile(key))
+	err = atomicfile.CreateExclusive(path, encodeKeyFile(key), 0o600)
 	switch {
 	case errors.Is(err, fs.ErrExist):
 		// Another starter won the race; use its key.
@@ -164,11 +167,11 @@ func Ensure(home, envKey string, storeHasRecords bool) (k *Keyring, created bool
 // master.key is atomically replaced. Records keep their old key id until
 // they are resealed.
 func Rotate(home string) (newID, oldID string, err error) {
-	unlock, err := lockPath(filepath.Join(KeysDir(home), ".rotate.lock"))
+	lock, err := atomicfile.LockFile(context.Background(), filepath.Join(KeysDir(home), ".rotate.lock"))
 	if err != nil {
 		return "", "", fmt.Errorf("aesseal: rotate: %w", err)
 	}
-	defer unlock()
+	defer lock.Unlock()
 
 	old, err := readKeyFile(MasterKeyPath(home))
 	if err != nil {
@@ -179,14 +182,14 @@ func Rotate(home string) (newID, oldID string, err error) {
 		return "", "", fmt.Errorf("aesseal: rotate: %w", err)
 	}
 	retired := filepath.Join(RetiredDir(home), oldID+".key")
-	if err := writeFileAtomic(retired, encodeKeyFile(old)); err != nil {
+	if err := atomicfile.Replace(retired, encodeKeyFile(old), 0o600); err != nil {
 		return "", "", fmt.Errorf("aesseal: rotate: retire %s: %w", oldID, err)
 	}
 	key, err := newKey()
 	if err != nil {
 		return "", "", err
 	}
-	if err := writeFileAtomic(MasterKeyPath(home), encodeKeyFile(key)); err != nil {
+	if err := atomicfile.Replace(MasterKeyPath(home), encodeKeyFile(key), 0o600); err != nil {
 		return "", "", fmt.Errorf("aesseal: rotate: write new master.key: %w", err)
 	}
 	return KeyID(key), oldID, nil

@@ -11,7 +11,6 @@ package filequeue
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -20,12 +19,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/agentauth/agentauth/shared/atomicfile"
 	"github.com/agentauth/agentauth/shared/domain"
 )
 
@@ -34,6 +33,10 @@ import (
 const DedupWindow = 24 * time.Hour
 
 const ext = ".json"
+
+// staleTempAge is how old a temporary file must be before scan takes it
+// for the leftover of a crash rather than a write in progress.
+const staleTempAge = time.Hour
 
 // Queue is a directory of event files. It is safe for concurrent use, also
 // by several processes sharing the directory.
@@ -106,22 +109,10 @@ func (q *Queue) Enqueue(_ context.Context, e domain.Event) error {
 	if err != nil {
 		return fmt.Errorf("filequeue: enqueue: %w", err)
 	}
-	path := q.path(e.ID)
-	tmp, err := writeTemp(path, data)
-	if err != nil {
-		return fmt.Errorf("filequeue: enqueue: %w", err)
-	}
-	defer os.Remove(tmp)
-	// link(2) refuses an existing name: the first writer of an ID wins and
-	// the file appears complete or not at all.
-	if err := os.Link(tmp, path); err != nil {
-		var le *os.LinkError
-		if errors.As(err, &le) && errors.Is(le.Err, fs.ErrExist) {
-			return nil
-		}
-		return fmt.Errorf("filequeue: enqueue: %w", err)
-	}
-	if err := syncDir(q.dir); err != nil {
+	// The first writer of an ID wins and the file appears complete or not
+	// at all.
+	err = atomicfile.CreateExclusive(q.path(e.ID), data, 0o600)
+	if err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("filequeue: enqueue: %w", err)
 	}
 	return nil
@@ -160,10 +151,14 @@ func (q *Queue) scan() ([]record, []error, error) {
 	}
 	var recs []record
 	var bad []error
+	sawTemp := false
 	for _, e := range entries {
 		name := e.Name()
+		if atomicfile.IsTemp(name) {
+			sawTemp = true
+			continue
+		}
 		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ext) {
-			removeStaleTemp(q.dir, e)
 			continue
 		}
 		data, err := os.ReadFile(filepath.Join(q.dir, name))
@@ -180,6 +175,11 @@ func (q *Queue) scan() ([]record, []error, error) {
 			continue
 		}
 		recs = append(recs, r)
+	}
+	if sawTemp {
+		// Best effort: a leftover temporary file costs only space, and the
+		// next scan tries again.
+		atomicfile.RemoveStaleTemps(q.dir, staleTempAge)
 	}
 	slices.SortFunc(recs, func(a, b record) int {
 		if a.Seq != b.Seq {
@@ -213,58 +213,8 @@ func (q *Queue) Delete(_ context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("filequeue: delete event: %w", err)
 	}
-	tmp, err := writeTemp(path, tomb)
-	if err != nil {
-		return fmt.Errorf("filequeue: delete event: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("filequeue: delete event: %w", err)
-	}
-	if err := syncDir(q.dir); err != nil {
+	if err := atomicfile.Replace(path, tomb, 0o600); err != nil {
 		return fmt.Errorf("filequeue: delete event: %w", err)
 	}
 	return nil
-}
-
-func writeTemp(path string, data []byte) (string, error) {
-	var rnd [8]byte
-	rand.Read(rnd[:])
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp-"+hex.EncodeToString(rnd[:]))
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return "", err
-	}
-	_, werr := f.Write(data)
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		os.Remove(tmp)
-		return "", err
-	}
-	return tmp, nil
-}
-
-// removeStaleTemp removes a temporary file left by a crash mid-write.
-func removeStaleTemp(dir string, e fs.DirEntry) {
-	if !strings.HasPrefix(e.Name(), ".") || !strings.Contains(e.Name(), ".tmp-") {
-		return
-	}
-	if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > time.Hour {
-		os.Remove(filepath.Join(dir, e.Name()))
-	}
-}
-
-// syncDir makes a new or renamed name durable. Windows cannot fsync a
-// directory (and does not need to).
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

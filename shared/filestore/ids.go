@@ -1,7 +1,6 @@
 package filestore
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -38,10 +37,4 @@ func validID(id, prefix string, hexLen int, what string) error {
 func leaseName(key string) string {
 	sum := sha256.Sum256([]byte("agentauth/lease/v1|" + key))
 	return hex.EncodeToString(sum[:16])
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b) // crypto/rand.Read never fails on supported platforms
-	return hex.EncodeToString(b)
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/agentauth/agentauth/shared/atomicfile"
 	"github.com/agentauth/agentauth/shared/domain"
 )
 
@@ -230,7 +231,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		l.release(false)
 		return fmt.Errorf("filestore: delete session %s: %w", id, err)
 	}
-	syncDir(s.sessionsDir)
+	atomicfile.SyncDir(s.sessionsDir)
 	l.release(true)
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentauth/agentauth/shared/atomicfile"
 	"github.com/agentauth/agentauth/shared/domain"
 )
 
@@ -64,7 +65,8 @@ func New(home string) (*Store, error) {
 		}
 	}
 	for _, dir := range []string{s.grantsDir, s.sessionsDir, s.leasesDir} {
-		removeStaleTemps(dir, time.Hour)
+		// Best effort: a leftover temporary file costs only space.
+		atomicfile.RemoveStaleTemps(dir, time.Hour)
 	}
 	return s, nil
 }
@@ -147,89 +149,49 @@ func readFile(path string) ([]byte, fileStamp, error) {
 	return data, stampOf(fi), nil
 }
 
-// writeFileAtomic replaces path with data (0600): temporary file in the same
-// directory, fsync, rename, fsync of the directory. It returns the stamp of
-// the new file.
+// writeFileAtomic replaces path with data (0600), as atomicfile.Replace
+// does, and returns the stamp of the new file.
 func writeFileAtomic(path string, data []byte) (fileStamp, error) {
-	tmp, st, err := writeTemp(path, data)
+	tmp, st, err := writeStampedTemp(path, data)
 	if err != nil {
 		return fileStamp{}, err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fileStamp{}, err
-	}
-	return st, syncDir(filepath.Dir(path))
+	return st, atomicfile.CommitReplace(tmp, path)
 }
 
-// createFileExclusive creates path with data (0600), failing with an error
-// that wraps fs.ErrExist when something is there already. The file appears
-// whole or not at all.
+// createFileExclusive creates path with data (0600), as
+// atomicfile.CreateExclusive does (an error wrapping fs.ErrExist when
+// something is there already), and returns the stamp of the new file.
 func createFileExclusive(path string, data []byte) (fileStamp, error) {
-	tmp, st, err := writeTemp(path, data)
+	tmp, st, err := writeStampedTemp(path, data)
 	if err != nil {
 		return fileStamp{}, err
 	}
-	defer os.Remove(tmp)
-	if err := os.Link(tmp, path); err != nil {
-		var le *os.LinkError
-		if errors.As(err, &le) && errors.Is(le.Err, fs.ErrExist) {
-			return fileStamp{}, fs.ErrExist
-		}
-		return fileStamp{}, err
-	}
-	return st, syncDir(filepath.Dir(path))
+	return st, atomicfile.CommitExclusive(tmp, path)
 }
 
-func writeTemp(path string, data []byte) (string, fileStamp, error) {
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp-"+randomHex(8))
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+// writeStampedTemp writes the temporary file for path and returns it with
+// the stamp it will keep once renamed or linked into place.
+func writeStampedTemp(path string, data []byte) (string, fileStamp, error) {
+	tmp, err := atomicfile.WriteTemp(path, data, 0o600)
 	if err != nil {
 		return "", fileStamp{}, err
-	}
-	fail := func(err error) (string, fileStamp, error) {
-		f.Close()
-		os.Remove(tmp)
-		return "", fileStamp{}, err
-	}
-	if _, err := f.Write(data); err != nil {
-		return fail(err)
 	}
 	// The kernel stamps writes with a coarse clock; a nanosecond mtime of
 	// our own makes two versions of one record tell apart by stat alone,
-	// which the read cache relies on.
+	// which the read cache relies on. It is set before the file is
+	// published, so no reader ever sees the coarse one.
 	now := time.Now()
 	if err := os.Chtimes(tmp, now, now); err != nil {
-		return fail(err)
+		os.Remove(tmp)
+		return "", fileStamp{}, err
 	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	fi, err := f.Stat()
+	fi, err := os.Stat(tmp)
 	if err != nil {
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
 		os.Remove(tmp)
 		return "", fileStamp{}, err
 	}
 	return tmp, stampOf(fi), nil
-}
-
-// removeStaleTemps removes temporary files left by a crash mid-write.
-func removeStaleTemps(dir string, olderThan time.Duration) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), ".") || !strings.Contains(e.Name(), ".tmp-") {
-			continue
-		}
-		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > olderThan {
-			os.Remove(filepath.Join(dir, e.Name()))
-		}
-	}
 }
 
 // recordIDs lists the ids of the record files in dir, in name order, plus

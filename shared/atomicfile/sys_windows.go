@@ -1,12 +1,19 @@
 //go:build windows
 
-package filestore
+package atomicfile
 
 import (
 	"io/fs"
 	"os"
 	"syscall"
 	"unsafe"
+)
+
+const (
+	locksExclude = true
+	// A file open elsewhere cannot always be removed on Windows; a leftover
+	// lock file is harmless.
+	removeLockFiles = false
 )
 
 // LockFileEx through kernel32 directly keeps this package on the standard
@@ -20,7 +27,7 @@ const (
 	errorIOPending          = syscall.Errno(997)
 )
 
-func tryFlock(f *os.File) (bool, error) {
+func tryLock(f *os.File) (bool, error) {
 	var ol syscall.Overlapped
 	r, _, err := procLockFileEx.Call(f.Fd(), lockfileExclusiveLock|lockfileFailImmediately,
 		0, 1, 0, uintptr(unsafe.Pointer(&ol)))
@@ -34,12 +41,5 @@ func tryFlock(f *os.File) (bool, error) {
 	}
 }
 
-// Lock files stay on Windows: a file open elsewhere cannot always be
-// removed, and a leftover lock file is harmless.
-func removeLockFile(string) {}
-
-// Windows cannot fsync a directory; rename is still atomic there.
+// Windows cannot fsync a directory; rename is durable there without it.
 func syncDir(string) error { return nil }
-
-// Windows has no inode in FileInfo; size and nanosecond mtime remain.
-func inodeOf(fs.FileInfo) uint64 { return 0 }

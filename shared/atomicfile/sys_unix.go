@@ -1,6 +1,6 @@
 //go:build unix
 
-package filestore
+package atomicfile
 
 import (
 	"errors"
@@ -9,7 +9,12 @@ import (
 	"syscall"
 )
 
-func tryFlock(f *os.File) (bool, error) {
+const (
+	locksExclude    = true
+	removeLockFiles = true
+)
+
+func tryLock(f *os.File) (bool, error) {
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		switch {
@@ -25,8 +30,6 @@ func tryFlock(f *os.File) (bool, error) {
 	}
 }
 
-func removeLockFile(path string) { os.Remove(path) }
-
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
@@ -34,11 +37,4 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
-}
-
-func inodeOf(fi fs.FileInfo) uint64 {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return uint64(st.Ino)
-	}
-	return 0
 }
