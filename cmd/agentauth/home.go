@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/agentauth/agentauth/shared/atomicfile"
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/embedded"
@@ -87,19 +88,14 @@ func runtimeToken(home string) (domain.Secret, bool, error) {
 	raw := make([]byte, 32)
 	_, _ = rand.Read(raw)
 	tok := "aat_" + base64.RawURLEncoding.EncodeToString(raw)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	// Written whole before it appears, so a concurrent starter never reads
+	// half a token.
+	err := atomicfile.CreateExclusive(path, []byte(tok+"\n"), 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return runtimeToken(home) // another starter won the race
 	}
 	if err != nil {
 		return domain.Secret{}, false, fmt.Errorf("create runtime token: %w", err)
-	}
-	if _, err := f.WriteString(tok + "\n"); err != nil {
-		f.Close()
-		return domain.Secret{}, false, err
-	}
-	if err := f.Close(); err != nil {
-		return domain.Secret{}, false, err
 	}
 	return domain.NewSecret(tok), true, nil
 }
