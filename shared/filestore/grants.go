@@ -4,67 +4,36 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 
 	"github.com/agentauth/agentauth/shared/domain"
 )
 
-func (s *Store) grantPath(id string) string {
-	return s.grantsDir + string(filepath.Separator) + id + recordExt
+// grantRecords keeps grants as grants/<grantId>.enc.json in dir.
+func grantRecords(dir string) *records[domain.Grant] {
+	return &records[domain.Grant]{
+		dir:     dir,
+		kind:    KindGrant,
+		name:    "grant",
+		valid:   ValidGrantID,
+		copy:    copyGrant,
+		withID:  func(g domain.Grant, id string) domain.Grant { g.ID = id; return g },
+		sealed:  grantFields,
+		version: func(g *domain.Grant) *int64 { return &g.Version },
+	}
 }
+
+func (s *Store) grantPath(id string) string { return s.grants.path(id) }
 
 // GetGrant returns the grant with id. A warm read costs one stat: the
 // decoded record is cached and revalidated against the file's stamp.
 func (s *Store) GetGrant(_ context.Context, id string) (domain.Grant, error) {
-	if err := ValidGrantID(id); err != nil {
-		return domain.Grant{}, fmt.Errorf("filestore: get grant: %w", err)
-	}
-	path := s.grantPath(id)
-	fi, err := os.Stat(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			s.grants.drop(id)
-			return domain.Grant{}, fmt.Errorf("filestore: get grant %s: %w", id, domain.ErrNotFound)
-		}
-		return domain.Grant{}, fmt.Errorf("filestore: get grant %s: %w", id, err)
-	}
-	if g, ok := s.grants.get(id, stampOf(fi)); ok {
-		return copyGrant(g), nil
-	}
-	g, err := s.loadGrant(id)
-	if err != nil {
-		return domain.Grant{}, fmt.Errorf("filestore: get grant %s: %w", id, err)
-	}
-	return copyGrant(g), nil
-}
-
-// loadGrant reads and decodes the grant file, caching the result. It returns
-// an error wrapping ErrNotFound or ErrCorrupt; the file is never touched.
-func (s *Store) loadGrant(id string) (domain.Grant, error) {
-	data, st, err := readFile(s.grantPath(id))
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			s.grants.drop(id)
-			return domain.Grant{}, domain.ErrNotFound
-		}
-		return domain.Grant{}, err
-	}
-	g, err := decodeRecord[domain.Grant](data, KindGrant, id)
-	if err != nil {
-		s.grants.drop(id)
-		return domain.Grant{}, err
-	}
-	g.ID = id
-	s.grants.put(id, st, g)
-	return g, nil
+	return s.grants.get(id)
 }
 
 // storedGrantVersion is the version on disk, 0 when absent. Call it with the
 // grant's lock held.
 func (s *Store) storedGrantVersion(id string) (int64, error) {
-	g, err := s.loadGrant(id)
+	g, err := s.grants.load(id)
 	switch {
 	case errors.Is(err, domain.ErrNotFound):
 		return 0, nil
@@ -80,7 +49,7 @@ func (s *Store) PutGrant(ctx context.Context, g domain.Grant, expectVersion int6
 	if err := ValidGrantID(g.ID); err != nil {
 		return domain.Grant{}, fmt.Errorf("filestore: put grant: %w", err)
 	}
-	l, err := s.lock(ctx, "grant-"+g.ID)
+	l, err := s.lock(ctx, s.grants.lockName(g.ID))
 	if err != nil {
 		return domain.Grant{}, fmt.Errorf("filestore: put grant %s: %w", g.ID, err)
 	}
@@ -94,55 +63,15 @@ func (s *Store) PutGrant(ctx context.Context, g domain.Grant, expectVersion int6
 			g.ID, stored, expectVersion, domain.ErrConflict)
 	}
 	g.Version = expectVersion + 1
-	written, err := s.writeGrant(g)
+	written, err := s.grants.write(g.ID, g)
 	if err != nil {
 		return domain.Grant{}, fmt.Errorf("filestore: put grant %s: %w", g.ID, err)
 	}
 	return written, nil
 }
 
-// writeGrant writes g as is (lock held) and returns what a read will return.
-func (s *Store) writeGrant(g domain.Grant) (domain.Grant, error) {
-	data, err := encodeRecord(KindGrant, g.ID, g)
-	if err != nil {
-		return domain.Grant{}, err
-	}
-	// Decode what we write so the cache and the caller see exactly what a
-	// later read from disk gives (JSON numbers, time zones and all).
-	written, err := decodeRecord[domain.Grant](data, KindGrant, g.ID)
-	if err != nil {
-		return domain.Grant{}, err
-	}
-	written.ID = g.ID
-	st, err := writeFileAtomic(s.grantPath(g.ID), data)
-	if err != nil {
-		s.grants.drop(g.ID)
-		return domain.Grant{}, err
-	}
-	s.grants.put(g.ID, st, written)
-	return copyGrant(written), nil
-}
-
 // ListGrants returns every readable grant in id order, plus one error per
 // file that could not be read.
 func (s *Store) ListGrants(ctx context.Context) ([]domain.Grant, []error, error) {
-	ids, bad, err := recordIDs(s.grantsDir, ValidGrantID)
-	if err != nil {
-		return nil, nil, fmt.Errorf("filestore: list grants: %w", err)
-	}
-	out := make([]domain.Grant, 0, len(ids))
-	for _, id := range ids {
-		if err := checkCtx(ctx); err != nil {
-			return nil, nil, fmt.Errorf("filestore: list grants: %w", err)
-		}
-		g, err := s.GetGrant(ctx, id)
-		switch {
-		case errors.Is(err, domain.ErrNotFound): // removed meanwhile
-		case err != nil:
-			bad = append(bad, err)
-		default:
-			out = append(out, g)
-		}
-	}
-	return out, bad, nil
+	return s.grants.list(ctx)
 }

@@ -46,83 +46,54 @@ func nonZero(fields []sealedField) []sealedField {
 // field; records done before it are complete and consistent, the failing
 // record is unchanged. The plaintexts live only in memory, briefly.
 func (s *Store) Reseal(ctx context.Context, sealer domain.Sealer) (int, error) {
+	n, err := resealAll(ctx, s, s.grants, sealer)
+	if err != nil {
+		return n, err
+	}
+	m, err := resealAll(ctx, s, s.sessions, sealer)
+	return n + m, err
+}
+
+// resealAll reseals every record of one kind, in id order.
+func resealAll[T any](ctx context.Context, s *Store, r *records[T], sealer domain.Sealer) (int, error) {
+	ids, _, err := recordIDs(r.dir, r.valid)
+	if err != nil {
+		return 0, fmt.Errorf("filestore: reseal: %w", err)
+	}
 	n := 0
-	grantIDs, _, err := recordIDs(s.grantsDir, ValidGrantID)
-	if err != nil {
-		return n, fmt.Errorf("filestore: reseal: %w", err)
-	}
-	for _, id := range grantIDs {
-		c, err := s.resealGrant(ctx, id, sealer)
+	for _, id := range ids {
+		c, err := resealRecord(ctx, s, r, id, sealer)
 		n += c
 		if err != nil {
-			return n, fmt.Errorf("filestore: reseal grant %s: %w", id, err)
-		}
-	}
-	sessionIDs, _, err := recordIDs(s.sessionsDir, ValidSessionID)
-	if err != nil {
-		return n, fmt.Errorf("filestore: reseal: %w", err)
-	}
-	for _, id := range sessionIDs {
-		c, err := s.resealSession(ctx, id, sealer)
-		n += c
-		if err != nil {
-			return n, fmt.Errorf("filestore: reseal session %s: %w", id, err)
+			return n, fmt.Errorf("filestore: reseal %s %s: %w", r.name, id, err)
 		}
 	}
 	return n, nil
 }
 
-func (s *Store) resealGrant(ctx context.Context, id string, sealer domain.Sealer) (int, error) {
-	l, err := s.lock(ctx, "grant-"+id)
+func resealRecord[T any](ctx context.Context, s *Store, r *records[T], id string, sealer domain.Sealer) (int, error) {
+	l, err := s.lock(ctx, r.lockName(id))
 	if err != nil {
 		return 0, err
 	}
 	defer l.release(false)
-	g, err := s.loadGrant(id)
+	rec, err := r.load(id)
 	if errors.Is(err, domain.ErrNotFound) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
 	}
-	g = copyGrant(g)
-	fields := grantFields(&g)
-	if err := resealFields(ctx, sealer, "grant", id, fields); err != nil {
+	rec = r.copy(rec)
+	fields := r.sealed(&rec)
+	if err := resealFields(ctx, sealer, r.name, id, fields); err != nil {
 		return 0, err
 	}
 	if len(fields) == 0 {
 		return 0, nil
 	}
-	g.Version++
-	if _, err := s.writeGrant(g); err != nil {
-		return 0, err
-	}
-	return len(fields), nil
-}
-
-func (s *Store) resealSession(ctx context.Context, id string, sealer domain.Sealer) (int, error) {
-	l, err := s.lock(ctx, "session-"+id)
-	if err != nil {
-		return 0, err
-	}
-	defer l.release(false)
-	sess, err := s.loadSession(id)
-	if errors.Is(err, domain.ErrNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	sess = copySession(sess)
-	fields := sessionFields(&sess)
-	if err := resealFields(ctx, sealer, "session", id, fields); err != nil {
-		return 0, err
-	}
-	if len(fields) == 0 {
-		return 0, nil
-	}
-	sess.Version++
-	if _, err := s.writeSession(sess); err != nil {
+	*r.version(&rec)++
+	if _, err := r.write(id, rec); err != nil {
 		return 0, err
 	}
 	return len(fields), nil

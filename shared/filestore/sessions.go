@@ -6,16 +6,27 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/agentauth/agentauth/shared/atomicfile"
 	"github.com/agentauth/agentauth/shared/domain"
 )
 
-func (s *Store) sessionPath(id string) string {
-	return s.sessionsDir + string(filepath.Separator) + id + recordExt
+// sessionRecords keeps auth sessions as sessions/<sessionId>.enc.json in dir.
+func sessionRecords(dir string) *records[domain.Session] {
+	return &records[domain.Session]{
+		dir:     dir,
+		kind:    KindSession,
+		name:    "session",
+		valid:   ValidSessionID,
+		copy:    copySession,
+		withID:  func(sess domain.Session, id string) domain.Session { sess.ID = id; return sess },
+		sealed:  sessionFields,
+		version: func(sess *domain.Session) *int64 { return &sess.Version },
+	}
 }
+
+func (s *Store) sessionPath(id string) string { return s.sessions.path(id) }
 
 // CreateSession writes a new session as given (Version included, normally
 // 0); ErrConflict when the id exists.
@@ -23,7 +34,7 @@ func (s *Store) CreateSession(_ context.Context, sess domain.Session) error {
 	if err := ValidSessionID(sess.ID); err != nil {
 		return fmt.Errorf("filestore: create session: %w", err)
 	}
-	data, written, err := encodeSession(sess)
+	data, written, err := s.sessions.encode(sess.ID, sess)
 	if err != nil {
 		return fmt.Errorf("filestore: create session %s: %w", sess.ID, err)
 	}
@@ -35,79 +46,13 @@ func (s *Store) CreateSession(_ context.Context, sess domain.Session) error {
 	if err != nil {
 		return fmt.Errorf("filestore: create session %s: %w", sess.ID, err)
 	}
-	s.sessions.put(sess.ID, st, written)
+	s.sessions.remember(sess.ID, st, written)
 	return nil
 }
 
 // GetSession returns the session with id.
 func (s *Store) GetSession(_ context.Context, id string) (domain.Session, error) {
-	if err := ValidSessionID(id); err != nil {
-		return domain.Session{}, fmt.Errorf("filestore: get session: %w", err)
-	}
-	fi, err := os.Stat(s.sessionPath(id))
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			s.sessions.drop(id)
-			return domain.Session{}, fmt.Errorf("filestore: get session %s: %w", id, domain.ErrNotFound)
-		}
-		return domain.Session{}, fmt.Errorf("filestore: get session %s: %w", id, err)
-	}
-	if sess, ok := s.sessions.get(id, stampOf(fi)); ok {
-		return copySession(sess), nil
-	}
-	sess, err := s.loadSession(id)
-	if err != nil {
-		return domain.Session{}, fmt.Errorf("filestore: get session %s: %w", id, err)
-	}
-	return copySession(sess), nil
-}
-
-func (s *Store) loadSession(id string) (domain.Session, error) {
-	data, st, err := readFile(s.sessionPath(id))
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			s.sessions.drop(id)
-			return domain.Session{}, domain.ErrNotFound
-		}
-		return domain.Session{}, err
-	}
-	sess, err := decodeRecord[domain.Session](data, KindSession, id)
-	if err != nil {
-		s.sessions.drop(id)
-		return domain.Session{}, err
-	}
-	sess.ID = id
-	s.sessions.put(id, st, sess)
-	return sess, nil
-}
-
-func encodeSession(sess domain.Session) ([]byte, domain.Session, error) {
-	data, err := encodeRecord(KindSession, sess.ID, sess)
-	if err != nil {
-		return nil, domain.Session{}, err
-	}
-	written, err := decodeRecord[domain.Session](data, KindSession, sess.ID)
-	if err != nil {
-		return nil, domain.Session{}, err
-	}
-	written.ID = sess.ID
-	return data, written, nil
-}
-
-// writeSession replaces the session file (lock held) and returns what a
-// read will return.
-func (s *Store) writeSession(sess domain.Session) (domain.Session, error) {
-	data, written, err := encodeSession(sess)
-	if err != nil {
-		return domain.Session{}, err
-	}
-	st, err := writeFileAtomic(s.sessionPath(sess.ID), data)
-	if err != nil {
-		s.sessions.drop(sess.ID)
-		return domain.Session{}, err
-	}
-	s.sessions.put(sess.ID, st, written)
-	return copySession(written), nil
+	return s.sessions.get(id)
 }
 
 // UpdateSession writes sess when the stored version equals sess.Version and
@@ -116,12 +61,12 @@ func (s *Store) UpdateSession(ctx context.Context, sess domain.Session) (domain.
 	if err := ValidSessionID(sess.ID); err != nil {
 		return domain.Session{}, fmt.Errorf("filestore: update session: %w", err)
 	}
-	l, err := s.lock(ctx, "session-"+sess.ID)
+	l, err := s.lock(ctx, s.sessions.lockName(sess.ID))
 	if err != nil {
 		return domain.Session{}, fmt.Errorf("filestore: update session %s: %w", sess.ID, err)
 	}
 	defer l.release(false)
-	stored, err := s.loadSession(sess.ID)
+	stored, err := s.sessions.load(sess.ID)
 	if err != nil {
 		return domain.Session{}, fmt.Errorf("filestore: update session %s: %w", sess.ID, err)
 	}
@@ -130,7 +75,7 @@ func (s *Store) UpdateSession(ctx context.Context, sess domain.Session) (domain.
 			sess.ID, stored.Version, sess.Version, domain.ErrConflict)
 	}
 	sess.Version++
-	written, err := s.writeSession(sess)
+	written, err := s.sessions.write(sess.ID, sess)
 	if err != nil {
 		return domain.Session{}, fmt.Errorf("filestore: update session %s: %w", sess.ID, err)
 	}
@@ -151,19 +96,19 @@ func (s *Store) CompleteSession(ctx context.Context, sessionID string, at time.T
 	if err := ValidGrantID(g.ID); err != nil {
 		return fail(err)
 	}
-	sl, err := s.lock(ctx, "session-"+sessionID)
+	sl, err := s.lock(ctx, s.sessions.lockName(sessionID))
 	if err != nil {
 		return fail(err)
 	}
 	defer sl.release(false)
-	sess, err := s.loadSession(sessionID)
+	sess, err := s.sessions.load(sessionID)
 	if err != nil {
 		return fail(err)
 	}
 	if sess.Status != domain.SessionPending {
 		return fail(fmt.Errorf("status is %s, not pending: %w", sess.Status, domain.ErrConflict))
 	}
-	gl, err := s.lock(ctx, "grant-"+g.ID)
+	gl, err := s.lock(ctx, s.grants.lockName(g.ID))
 	if err != nil {
 		return fail(err)
 	}
@@ -173,14 +118,14 @@ func (s *Store) CompleteSession(ctx context.Context, sessionID string, at time.T
 		return fail(fmt.Errorf("grant %s: %w", g.ID, err))
 	}
 	g.Version = stored + 1
-	grant, err := s.writeGrant(g)
+	grant, err := s.grants.write(g.ID, g)
 	if err != nil {
 		return fail(fmt.Errorf("grant %s: %w", g.ID, err))
 	}
 	sess.Status = domain.SessionCompleted
 	sess.CompletedAt = &at
 	sess.Version++
-	written, err := s.writeSession(sess)
+	written, err := s.sessions.write(sess.ID, sess)
 	if err != nil {
 		return fail(err)
 	}
@@ -190,25 +135,7 @@ func (s *Store) CompleteSession(ctx context.Context, sessionID string, at time.T
 // ListSessions returns every readable session in id order, plus one error
 // per file that could not be read.
 func (s *Store) ListSessions(ctx context.Context) ([]domain.Session, []error, error) {
-	ids, bad, err := recordIDs(s.sessionsDir, ValidSessionID)
-	if err != nil {
-		return nil, nil, fmt.Errorf("filestore: list sessions: %w", err)
-	}
-	out := make([]domain.Session, 0, len(ids))
-	for _, id := range ids {
-		if err := checkCtx(ctx); err != nil {
-			return nil, nil, fmt.Errorf("filestore: list sessions: %w", err)
-		}
-		sess, err := s.GetSession(ctx, id)
-		switch {
-		case errors.Is(err, domain.ErrNotFound):
-		case err != nil:
-			bad = append(bad, err)
-		default:
-			out = append(out, sess)
-		}
-	}
-	return out, bad, nil
+	return s.sessions.list(ctx)
 }
 
 // DeleteSession removes the session file; ErrNotFound when absent. An
@@ -217,7 +144,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	if err := ValidSessionID(id); err != nil {
 		return fmt.Errorf("filestore: delete session: %w", err)
 	}
-	l, err := s.lock(ctx, "session-"+id)
+	l, err := s.lock(ctx, s.sessions.lockName(id))
 	if err != nil {
 		return fmt.Errorf("filestore: delete session %s: %w", id, err)
 	}

@@ -38,8 +38,8 @@ type Store struct {
 	locksDir    string
 
 	procLocks keyedMutex
-	grants    recordCache[domain.Grant]
-	sessions  recordCache[domain.Session]
+	grants    *records[domain.Grant]
+	sessions  *records[domain.Session]
 }
 
 var _ domain.Store = (*Store)(nil)
@@ -56,9 +56,9 @@ func New(home string) (*Store, error) {
 		sessionsDir: filepath.Join(root, "sessions"),
 		leasesDir:   filepath.Join(root, "leases"),
 		locksDir:    filepath.Join(root, "locks"),
-		grants:      recordCache[domain.Grant]{m: map[string]cacheEntry[domain.Grant]{}},
-		sessions:    recordCache[domain.Session]{m: map[string]cacheEntry[domain.Session]{}},
 	}
+	s.grants = grantRecords(s.grantsDir)
+	s.sessions = sessionRecords(s.sessionsDir)
 	for _, dir := range []string{root, s.grantsDir, s.sessionsDir, s.leasesDir, s.locksDir} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("filestore: %w", err)
@@ -250,6 +250,7 @@ func stampOf(fi fs.FileInfo) fileStamp {
 
 // recordCache holds decoded records by id with the stamp of the file they
 // were decoded from. Entries are never handed out: callers get deep copies.
+// The zero value is ready to use.
 type recordCache[T any] struct {
 	mu sync.RWMutex
 	m  map[string]cacheEntry[T]
@@ -260,7 +261,7 @@ type cacheEntry[T any] struct {
 	rec   T
 }
 
-func (c *recordCache[T]) get(id string, st fileStamp) (T, bool) {
+func (c *recordCache[T]) cached(id string, st fileStamp) (T, bool) {
 	c.mu.RLock()
 	e, ok := c.m[id]
 	c.mu.RUnlock()
@@ -271,8 +272,11 @@ func (c *recordCache[T]) get(id string, st fileStamp) (T, bool) {
 	return e.rec, true
 }
 
-func (c *recordCache[T]) put(id string, st fileStamp, rec T) {
+func (c *recordCache[T]) remember(id string, st fileStamp, rec T) {
 	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]cacheEntry[T]{}
+	}
 	c.m[id] = cacheEntry[T]{stamp: st, rec: rec}
 	c.mu.Unlock()
 }
