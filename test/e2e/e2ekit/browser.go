@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -308,6 +309,11 @@ func (s *Session) ApproveDevice(ctx context.Context, verificationURIComplete, lo
 	})
 }
 
+// settleTime is how long drive waits on a page it has nothing to do on for
+// the page to navigate by itself (e.g. oidc-provider's auto-submitting
+// form_post pages) before it reports being stuck.
+const settleTime = 5 * time.Second
+
 // drive opens start and then works through the provider's pages (device
 // code confirmation, login, consent), each at most once, until done says
 // the flow has arrived.
@@ -318,53 +324,79 @@ func (s *Session) drive(ctx context.Context, what, start, login string, done fun
 
 	navErr := s.navigate(runCtx, chromedp.Navigate(start))
 	confirmed, loggedIn, consented := false, false, false
-	for step := 0; step < 10; step++ {
-		res := s.result(runCtx)
-		if done(res) {
-			return res, nil
+	lastGen, idleSince := -1, time.Now()
+	for {
+		snap, gen, settled := s.rec.state()
+		res := snap
+		if settled {
+			res = s.result(runCtx)
+			if done(res) {
+				return res, nil
+			}
 		}
-		if navErr != nil {
+		if navErr != nil && !strings.Contains(navErr.Error(), "net::ERR_ABORTED") {
 			return res, fmt.Errorf("e2ekit: %s: loading %s: %w", what, redactURL(res.FinalURL), navErr)
 		}
+		navErr = nil
 		if err := runCtx.Err(); err != nil {
-			return res, fmt.Errorf("e2ekit: %s: %w (at %s)", what, err, redactURL(res.FinalURL))
+			return res, fmt.Errorf("e2ekit: %s: %w (at %s, status %d, title %q)", what, err, redactURL(res.FinalURL), res.Status, res.Title)
 		}
-		var page struct {
-			Login   bool   `json:"login"`
-			Prompt  string `json:"prompt"`
-			Confirm bool   `json:"confirm"`
+
+		var action []chromedp.Action
+		if settled {
+			var pg struct {
+				Login   bool   `json:"login"`
+				Prompt  string `json:"prompt"`
+				Confirm bool   `json:"confirm"`
+			}
+			// An error here means the document went away under us (it is
+			// navigating): look again after a pause.
+			if err := chromedp.Run(runCtx, chromedp.Evaluate(`(() => {
+				const p = document.querySelector('form input[name="prompt"]');
+				return {
+					login: !!document.querySelector('form input[name="login"]'),
+					prompt: p ? p.value : '',
+					confirm: !!document.querySelector('button[form="op.deviceConfirmForm"]:not([name="abort"])'),
+				};
+			})()`, &pg)); err == nil {
+				switch {
+				case pg.Login && !loggedIn:
+					loggedIn = true
+					action = []chromedp.Action{
+						chromedp.SetValue(`form input[name="login"]`, login, chromedp.ByQuery),
+						chromedp.SetValue(`form input[name="password"]`, "password", chromedp.ByQuery),
+						chromedp.Click(`form button[type="submit"]`, chromedp.ByQuery),
+					}
+				case pg.Prompt == "consent" && !consented:
+					consented = true
+					action = []chromedp.Action{chromedp.Click(`form button[type="submit"]`, chromedp.ByQuery)}
+				case pg.Confirm && !confirmed:
+					confirmed = true
+					action = []chromedp.Action{chromedp.Click(`button[form="op.deviceConfirmForm"]:not([name="abort"])`, chromedp.ByQuery)}
+				}
+			}
 		}
-		if err := chromedp.Run(runCtx, chromedp.Evaluate(`(() => {
-			const p = document.querySelector('form input[name="prompt"]');
-			return {
-				login: !!document.querySelector('form input[name="login"]'),
-				prompt: p ? p.value : '',
-				confirm: !!document.querySelector('button[form="op.deviceConfirmForm"]:not([name="abort"])'),
-			};
-		})()`, &page)); err != nil {
-			return res, fmt.Errorf("e2ekit: %s: inspect page %s: %w", what, redactURL(res.FinalURL), err)
+		if action != nil {
+			navErr = s.navigate(runCtx, action...)
+			lastGen = -1
+			continue
 		}
-		switch {
-		case page.Login && !loggedIn:
-			loggedIn = true
-			navErr = s.navigate(runCtx,
-				chromedp.SetValue(`form input[name="login"]`, login, chromedp.ByQuery),
-				chromedp.SetValue(`form input[name="password"]`, "password", chromedp.ByQuery),
-				chromedp.Click(`form button[type="submit"]`, chromedp.ByQuery),
-			)
-		case page.Prompt == "consent" && !consented:
-			consented = true
-			navErr = s.navigate(runCtx, chromedp.Click(`form button[type="submit"]`, chromedp.ByQuery))
-		case page.Confirm && !confirmed:
-			confirmed = true
-			navErr = s.navigate(runCtx, chromedp.Click(`button[form="op.deviceConfirmForm"]:not([name="abort"])`, chromedp.ByQuery))
-		default:
+
+		// Nothing to do (yet): wait for the page to load or move on.
+		if gen != lastGen {
+			lastGen, idleSince = gen, time.Now()
+		} else if time.Since(idleSince) > settleTime {
+			if !settled {
+				res = s.result(runCtx)
+			}
 			return res, fmt.Errorf("e2ekit: %s: stuck at %s (status %d, title %q): %s",
 				what, redactURL(res.FinalURL), res.Status, res.Title, truncate(res.BodyText, 600))
 		}
+		select {
+		case <-runCtx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
-	res := s.result(runCtx)
-	return res, fmt.Errorf("e2ekit: %s: too many steps, still at %s", what, redactURL(res.FinalURL))
 }
 
 // navigate runs actions that trigger a top-level navigation and waits for it
@@ -426,16 +458,19 @@ func boundCtx(caller, cdpCtx context.Context, d time.Duration) (context.Context,
 // docRecorder tracks the tab's last top-level document request.
 type docRecorder struct {
 	mu        sync.Mutex
+	gen       int // bumped for every new document request
 	reqID     network.RequestID
 	url       string
 	status    int
 	loadError string
+	loaded    bool // load event seen after the current document's response
 }
 
 func (d *docRecorder) reset() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.reqID, d.url, d.status, d.loadError = "", "", 0, ""
+	d.gen++
+	d.reqID, d.url, d.status, d.loadError, d.loaded = "", "", 0, "", false
 }
 
 func (d *docRecorder) handle(ev any) {
@@ -443,13 +478,16 @@ func (d *docRecorder) handle(ev any) {
 	defer d.mu.Unlock()
 	switch ev := ev.(type) {
 	case *network.EventRequestWillBeSent:
-		// Top-level documents only: their loader id equals the request id
-		// for main-frame navigations; iframes are not used by the pages
-		// we drive, so any Document request counts.
+		// Document requests: the pages driven here have no iframes, so
+		// these are the tab's top-level navigations (redirect hops keep
+		// their request id).
 		if ev.Type != network.ResourceTypeDocument || ev.Request == nil {
 			return
 		}
-		d.reqID, d.url, d.status, d.loadError = ev.RequestID, ev.Request.URL, 0, ""
+		if ev.RequestID != d.reqID {
+			d.gen++
+		}
+		d.reqID, d.url, d.status, d.loadError, d.loaded = ev.RequestID, ev.Request.URL, 0, "", false
 		if ev.Request.URLFragment != "" {
 			d.url += ev.Request.URLFragment
 		}
@@ -457,18 +495,31 @@ func (d *docRecorder) handle(ev any) {
 		if ev.RequestID == d.reqID && ev.Response != nil {
 			d.status = int(ev.Response.Status)
 			d.url = ev.Response.URL
+			d.loaded = false
 		}
 	case *network.EventLoadingFailed:
 		if ev.RequestID == d.reqID && !ev.Canceled {
 			d.loadError = ev.ErrorText
 		}
+	case *page.EventLoadEventFired:
+		if d.status != 0 {
+			d.loaded = true
+		}
 	}
 }
 
 func (d *docRecorder) snapshot() Result {
+	r, _, _ := d.state()
+	return r
+}
+
+// state returns the current document, its generation, and whether it has
+// settled: loaded after its response arrived, or failed to load.
+func (d *docRecorder) state() (Result, int, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return Result{FinalURL: d.url, Status: d.status, LoadError: d.loadError}
+	r := Result{FinalURL: d.url, Status: d.status, LoadError: d.loadError}
+	return r, d.gen, d.loadError != "" || (d.loaded && d.status != 0)
 }
 
 func sameOrigin(raw, origin string) bool {

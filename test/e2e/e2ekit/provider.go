@@ -291,20 +291,40 @@ func LaunchProvider(ctx context.Context, opts ProviderOptions) (*Provider, error
 	}
 	env = append(env, opts.Env...)
 
+	// A provider killed by a signal before it listened was not killed by
+	// us: on a shared machine a stray signal can hit a fresh process, so
+	// try again (a configuration error exits with status 1 and is final).
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		p, signaled, err := startProvider(ctx, dir, env, timeout)
+		if err == nil {
+			return p, nil
+		}
+		lastErr = err
+		if !signaled || ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+// startProvider starts node once. signaled reports that the process died
+// from a signal before printing its listening line.
+func startProvider(ctx context.Context, dir string, env []string, timeout time.Duration) (_ *Provider, signaled bool, _ error) {
 	cmd := exec.Command(nodeBinary(), "provider.mjs")
 	cmd.Dir = dir
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("e2ekit: start node provider.mjs in %s: %w", dir, err)
+		return nil, false, fmt.Errorf("e2ekit: start node provider.mjs in %s: %w", dir, err)
 	}
 
 	p := &Provider{
@@ -356,19 +376,25 @@ func LaunchProvider(ctx context.Context, opts ProviderOptions) (*Provider, error
 	select {
 	case p.Issuer = <-issuerCh:
 	case <-p.done:
-		return nil, fmt.Errorf("e2ekit: provider exited before listening (%v); %s\nlog tail:\n%s",
+		var ee *exec.ExitError
+		if errors.As(p.waitErr, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				signaled = true
+			}
+		}
+		return nil, signaled, fmt.Errorf("e2ekit: provider exited before listening (%v); %s\nlog tail:\n%s",
 			p.waitErr, depsHintIfMissing(p.logs), strings.Join(p.logs.tail(30), "\n"))
 	case <-ctx.Done():
 		_ = p.Close()
-		return nil, fmt.Errorf("e2ekit: provider did not print its listening line within %s: %w\nlog tail:\n%s",
+		return nil, false, fmt.Errorf("e2ekit: provider did not print its listening line within %s: %w\nlog tail:\n%s",
 			timeout, ctx.Err(), strings.Join(p.logs.tail(30), "\n"))
 	}
 
 	if err := p.loadDiscovery(ctx); err != nil {
 		_ = p.Close()
-		return nil, fmt.Errorf("e2ekit: provider discovery: %w\nlog tail:\n%s", err, strings.Join(p.logs.tail(30), "\n"))
+		return nil, false, fmt.Errorf("e2ekit: provider discovery: %w\nlog tail:\n%s", err, strings.Join(p.logs.tail(30), "\n"))
 	}
-	return p, nil
+	return p, false, nil
 }
 
 func ttlSeconds(d time.Duration) int {
