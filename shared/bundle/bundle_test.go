@@ -479,7 +479,7 @@ func TestParseRules(t *testing.T) {
 		{name: "issuer not https", file: dev, old: "issuer: https://issuer.example.com", new: "issuer: http://issuer.example.com",
 			at: "issuer:", want: "OAuthApp/cli-device: spec.subjectVerification.issuer: https is required"},
 		{name: "template required", old: `    template: "oidc:user:{sub}"`, new: `    source: userinfo`,
-			at: "  subjectVerification:", want: `OAuthApp/demo-user: spec.subjectVerification.template: required for provider "demo": built-in subject builders exist only for slack, github, google`},
+			at: "  subjectVerification:", want: `OAuthApp/demo-user: spec.subjectVerification.template: required for provider "demo" in user mode: built-in subject builders exist only for slack and google (user and global mode), github (user mode)`},
 		{name: "template unclosed", old: `"oidc:user:{sub}"`, new: `"oidc:user:{sub"`,
 			at: "template:", want: `OAuthApp/demo-user: spec.subjectVerification.template: template: unclosed "{" at offset 10`},
 		{name: "template constant", old: `"oidc:user:{sub}"`, new: `"oidc:user"`,

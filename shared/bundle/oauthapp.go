@@ -14,16 +14,20 @@ import (
 )
 
 // builtinSubjectProvider reports whether agentauth has a built-in subject
-// builder for provider, so that subjectVerification.template may be empty.
-func builtinSubjectProvider(provider string) bool {
+// builder for provider in mode, so that subjectVerification.template may be
+// empty (spec §4.3 formats; GitHub's /user names no organisation, so a
+// global GitHub subject needs a template).
+func builtinSubjectProvider(provider, mode string) bool {
 	switch provider {
-	case "slack", "github", "google":
+	case "slack", "google":
 		return true
+	case "github":
+		return mode != domain.SubjectModeGlobal
 	}
 	return false
 }
 
-const builtinSubjectProviders = "slack, github, google"
+const builtinSubjectProviders = "slack and google (user and global mode), github (user mode)"
 
 // reservedAuthParam reports whether an options key would override a
 // parameter agentauth itself sets on the authorization request.
@@ -249,8 +253,8 @@ func subjectVerification(r *res, spec, ep *mapping, userInfo scalar, app *OAuthA
 		}
 	}
 	templateGiven := tmpl.Present && !(tmpl.OK && tmpl.Value == "")
-	if !templateGiven && app.Provider != "" && !builtinSubjectProvider(app.Provider) {
-		r.errorf(tmpl.Line, sv.field("template"), "required for provider %q: built-in subject builders exist only for %s", app.Provider, builtinSubjectProviders)
+	if !templateGiven && app.Provider != "" && !builtinSubjectProvider(app.Provider, app.SubjectMode) {
+		r.errorf(tmpl.Line, sv.field("template"), "required for provider %q in %s mode: built-in subject builders exist only for %s", app.Provider, app.SubjectMode, builtinSubjectProviders)
 	}
 	return out
 }
