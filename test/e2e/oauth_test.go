@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,7 +62,8 @@ spec:
   scopes: [openid, profile]
   subjectVerification: {template: "demo:user:{sub}"}
 `, clientID, p.DeviceAuthorizationURL, p.TokenURL, p.UserInfoURL)
-	return app("e2e-global", "global", "") + "---\n" + app("e2e-user", "user", "  subjectVerification: {template: \"demo:user:{sub}\"}\n") + "---\n" + device
+	oidc := app("e2e-oidc", "user", fmt.Sprintf("  subjectVerification: {source: idToken, issuer: %q, template: \"demo:user:{sub}\"}\n", p.Issuer))
+	return app("e2e-global", "global", "") + "---\n" + app("e2e-user", "user", "  subjectVerification: {template: \"demo:user:{sub}\"}\n") + "---\n" + oidc + "---\n" + device
 }
 
 // TestOAuthBrokerEndToEnd drives the whole broker: the real agentauth
@@ -80,7 +82,7 @@ func TestOAuthBrokerEndToEnd(t *testing.T) {
 		Stats: true,
 		Clients: []e2ekit.Client{{
 			ClientID: clientID, ClientSecret: clientSecret,
-			RedirectURIs: []string{base + "/oauth/callback/e2e-global", base + "/oauth/callback/e2e-user"},
+			RedirectURIs: []string{base + "/oauth/callback/e2e-global", base + "/oauth/callback/e2e-user", base + "/oauth/callback/e2e-oidc"},
 			GrantTypes:   []string{e2ekit.GrantAuthorizationCode, e2ekit.GrantRefreshToken, e2ekit.GrantDeviceCode},
 		}},
 	})
@@ -259,6 +261,23 @@ func TestOAuthBrokerEndToEnd(t *testing.T) {
 		}
 		if again := srv.token(t, r); again["status"] != "authorization_required" {
 			t.Fatalf("carol: %v", again)
+		}
+	})
+
+	t.Run("user mode verified by a signed id_token", func(t *testing.T) {
+		r := tokenReq{App: "e2e-oidc", Global: "demo:team:T1", User: "demo:user:erin", Instance: "inst-oidc"}
+		out := srv.token(t, r)
+		u, _ := url.Parse(out["authorizationUrl"].(string))
+		if u.Query().Get("nonce") == "" {
+			t.Fatalf("no nonce in %s", u)
+		}
+		if res := consent(t, out, "erin"); !strings.Contains(res.BodyText, "Connected") {
+			t.Fatalf("callback page: %+v", res)
+		}
+		worksAtProvider(t, ready(t, srv.token(t, r)), "erin")
+		mismatch := tokenReq{App: "e2e-oidc", Global: "demo:team:T1", User: "demo:user:frank", Instance: "inst-oidc"}
+		if res := consent(t, srv.token(t, mismatch), "mallory"); !strings.Contains(res.BodyText, "subject_mismatch") {
+			t.Fatalf("id_token of another user accepted: %+v", res)
 		}
 	})
 
