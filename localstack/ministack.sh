@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Local AWS for agentauth: MiniStack (PyPI, pinned) in a project venv,
+# listening on 127.0.0.1:4566 only.
+#   localstack/ministack.sh up      install if needed, start, wait until healthy
+#   localstack/ministack.sh down    stop it
+#   localstack/ministack.sh status  exit 0 when it answers
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VERSION=1.5.33
+VENV=.tools/ministack-$VERSION
+PORT=${MINISTACK_PORT:-4566}
+STATE=.tools/ministack-run
+URL=http://127.0.0.1:$PORT
+
+healthy() { curl -fsS -m 2 "$URL/_localstack/health" >/dev/null 2>&1; }
+
+case "${1:-}" in
+up)
+  if healthy; then echo "MiniStack already up on $URL"; exit 0; fi
+  if [ ! -x "$VENV/bin/ministack" ]; then
+    echo "installing MiniStack $VERSION into $VENV (pip)"
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q --disable-pip-version-check "ministack==$VERSION"
+  fi
+  mkdir -p "$STATE"
+  BIND_HOST=127.0.0.1 GATEWAY_PORT=$PORT nohup "$VENV/bin/ministack" >"$STATE/ministack.log" 2>&1 &
+  echo $! >"$STATE/pid"
+  for _ in $(seq 1 100); do
+    if healthy; then echo "MiniStack $VERSION up on $URL (log: $STATE/ministack.log)"; exit 0; fi
+    if ! kill -0 "$(cat "$STATE/pid")" 2>/dev/null; then break; fi
+    sleep 0.3
+  done
+  echo "MiniStack did not start; last log lines:" >&2
+  tail -20 "$STATE/ministack.log" >&2 || true
+  exit 1
+  ;;
+down)
+  if [ -f "$STATE/pid" ]; then
+    pid=$(cat "$STATE/pid")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$STATE/pid"
+  fi
+  echo "MiniStack stopped"
+  ;;
+status)
+  healthy
+  ;;
+*)
+  echo "usage: $0 up|down|status" >&2
+  exit 2
+  ;;
+esac
