@@ -28,7 +28,8 @@ type SessionStore interface {
 	// returns it with its new version; otherwise ErrConflict.
 	UpdateSession(ctx context.Context, s Session) (Session, error)
 	// CompleteSession atomically moves a pending session to completed and
-	// writes the grant (upsert, version bumped past whatever is stored).
+	// writes the grant (upsert, version bumped past whatever is stored,
+	// CreatedAt kept from a stored grant).
 	// ErrConflict when the session is no longer pending: a session
 	// completes at most once.
 	CompleteSession(ctx context.Context, sessionID string, at time.Time, g Grant) (Session, Grant, error)

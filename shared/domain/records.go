@@ -19,13 +19,36 @@ const AlgorithmAES256GCM = "aes-256-gcm"
 // IsZero reports whether v holds nothing.
 func (v EncryptedValue) IsZero() bool { return v.Ciphertext == "" && v.IV == "" }
 
-// Binding names the place a sealed value belongs to. Sealers bind it as
-// additional data (and KMS encryption context), so a ciphertext copied to
-// another record or field does not open.
+// Binding names the place a sealed value belongs to. Sealers bind Record,
+// RecordID and Field as additional data, so a ciphertext copied to another
+// record or field does not open. App and Subject name the record's owner
+// for envelope sealers' key-service context (KMS EncryptionContext, audit);
+// they are not part of the additional data.
 type Binding struct {
 	Record   string // "grant" or "session"
 	RecordID string // grant-… or as-…
 	Field    string // accessToken, refreshToken, codeVerifier, state, deviceCode
+	App      string // "OAuthApp/<name>"
+	Subject  string
+}
+
+// Sealed field names.
+const (
+	FieldAccessToken  = "accessToken"
+	FieldRefreshToken = "refreshToken"
+	FieldCodeVerifier = "codeVerifier"
+	FieldState        = "state"
+	FieldDeviceCode   = "deviceCode"
+)
+
+// GrantBinding binds field of grant g.
+func GrantBinding(g Grant, field string) Binding {
+	return Binding{Record: "grant", RecordID: g.ID, Field: field, App: g.OAuthAppRef.String(), Subject: g.Subject}
+}
+
+// SessionBinding binds field of session s.
+func SessionBinding(s Session, field string) Binding {
+	return Binding{Record: "session", RecordID: s.ID, Field: field, App: s.OAuthAppRef.String(), Subject: s.Subject}
 }
 
 // AAD is the additional-data string for b.

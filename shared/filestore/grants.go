@@ -18,6 +18,7 @@ func grantRecords(dir string) *records[domain.Grant] {
 		copy:    copyGrant,
 		withID:  func(g domain.Grant, id string) domain.Grant { g.ID = id; return g },
 		sealed:  grantFields,
+		bind:    domain.GrantBinding,
 		version: func(g *domain.Grant) *int64 { return &g.Version },
 	}
 }

@@ -86,7 +86,7 @@ func resealRecord[T any](ctx context.Context, s *Store, r *records[T], id string
 	}
 	rec = r.copy(rec)
 	fields := r.sealed(&rec)
-	if err := resealFields(ctx, sealer, r.name, id, fields); err != nil {
+	if err := resealFields(ctx, sealer, func(field string) domain.Binding { return r.bind(rec, field) }, fields); err != nil {
 		return 0, err
 	}
 	if len(fields) == 0 {
@@ -101,9 +101,9 @@ func resealRecord[T any](ctx context.Context, s *Store, r *records[T], id string
 
 // resealFields replaces each value in place; on error nothing has been
 // written yet, so the record on disk is unchanged.
-func resealFields(ctx context.Context, sealer domain.Sealer, record, id string, fields []sealedField) error {
+func resealFields(ctx context.Context, sealer domain.Sealer, bind func(field string) domain.Binding, fields []sealedField) error {
 	for _, f := range fields {
-		b := domain.Binding{Record: record, RecordID: id, Field: f.field}
+		b := bind(f.field)
 		pt, err := sealer.Open(ctx, *f.v, b)
 		if err != nil {
 			return fmt.Errorf("field %s: open: %w", f.field, err)

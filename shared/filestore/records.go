@@ -29,9 +29,11 @@ type records[T any] struct {
 	// It takes and returns the record by value so it does not move to the
 	// heap on every load.
 	withID func(rec T, id string) T
-	// sealed and version point into a record for Reseal.
+	// sealed and version point into a record for Reseal; bind is the seal
+	// binding of one of its fields.
 	sealed  func(*T) []sealedField
 	version func(*T) *int64
+	bind    func(rec T, field string) domain.Binding
 
 	recordCache[T]
 }

@@ -22,6 +22,7 @@ func sessionRecords(dir string) *records[domain.Session] {
 		copy:    copySession,
 		withID:  func(sess domain.Session, id string) domain.Session { sess.ID = id; return sess },
 		sealed:  sessionFields,
+		bind:    domain.SessionBinding,
 		version: func(sess *domain.Session) *int64 { return &sess.Version },
 	}
 }
@@ -113,11 +114,16 @@ func (s *Store) CompleteSession(ctx context.Context, sessionID string, at time.T
 		return fail(err)
 	}
 	defer gl.release(false)
-	stored, err := s.storedGrantVersion(g.ID)
-	if err != nil {
+	prev, err := s.grants.load(g.ID)
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		g.Version = 1
+	case err != nil:
 		return fail(fmt.Errorf("grant %s: %w", g.ID, err))
+	default:
+		g.Version = prev.Version + 1
+		g.CreatedAt = prev.CreatedAt // a new consent renews a grant, it does not create one
 	}
-	g.Version = stored + 1
 	grant, err := s.grants.write(g.ID, g)
 	if err != nil {
 		return fail(fmt.Errorf("grant %s: %w", g.ID, err))

@@ -82,7 +82,7 @@ func (m *Manager) HandleCallback(ctx context.Context, app *bundle.OAuthApp, q ur
 	}
 	// The signature proves we issued the state; equality with the sealed
 	// copy proves it is this session's current state.
-	stored, err := m.cfg.Sealer.Open(ctx, s.Flow.State, domain.Binding{Record: "session", RecordID: s.ID, Field: "state"})
+	stored, err := m.cfg.Sealer.Open(ctx, s.Flow.State, domain.SessionBinding(s, domain.FieldState))
 	if err != nil || !domain.NewSecret(string(stored)).Equal(domain.NewSecret(state)) {
 		m.log.WarnContext(ctx, "callback state does not match its session", "authSessionId", s.ID)
 		return CallbackOutcome{}, fail(ReasonInvalidState)
@@ -118,7 +118,7 @@ func (m *Manager) HandleCallback(ctx context.Context, app *bundle.OAuthApp, q ur
 	}
 
 	rt := m.app(s.OAuthAppRef)
-	verifier, err := m.cfg.Sealer.Open(ctx, s.Flow.PKCE.CodeVerifier, domain.Binding{Record: "session", RecordID: s.ID, Field: "codeVerifier"})
+	verifier, err := m.cfg.Sealer.Open(ctx, s.Flow.PKCE.CodeVerifier, domain.SessionBinding(s, domain.FieldCodeVerifier))
 	if err != nil {
 		m.log.ErrorContext(ctx, "code verifier does not open", "authSessionId", s.ID, "err", err)
 		m.settle(ctx, s, domain.SessionFailed, ReasonInternal)
@@ -170,9 +170,6 @@ func (m *Manager) finish(ctx context.Context, rt *appRuntime, s domain.Session, 
 		Flow:          flow,
 		ScopesGranted: append([]string(nil), s.RequestedScopes...),
 		CreatedAt:     now,
-	}
-	if prev, err := m.cfg.Store.GetGrant(ctx, grantID); err == nil {
-		g.CreatedAt = prev.CreatedAt
 	}
 	g, err := m.applyToken(ctx, g, tok, issued)
 	if err != nil {

@@ -268,7 +268,7 @@ func (m *Manager) fromGrant(ctx context.Context, rt *appRuntime, g domain.Grant,
 }
 
 func (m *Manager) ready(ctx context.Context, g domain.Grant) (Result, bool) {
-	tok, err := m.cfg.Sealer.Open(ctx, g.Token.AccessToken, domain.Binding{Record: "grant", RecordID: g.ID, Field: "accessToken"})
+	tok, err := m.cfg.Sealer.Open(ctx, g.Token.AccessToken, domain.GrantBinding(g, domain.FieldAccessToken))
 	if err != nil {
 		m.log.ErrorContext(ctx, "grant access token does not open", "grantId", g.ID, "keyId", g.Token.AccessToken.KeyID, "err", err)
 		return ErrorResult(CodeGrantUnreadable, fmt.Sprintf("grant %s cannot be decrypted; an operator must inspect it", g.ID)), true
@@ -369,11 +369,11 @@ func promptMessage(provider string, d *DeviceCodePrompt) string {
 func (m *Manager) prepareCodeSession(ctx context.Context, rt *appRuntime, s *domain.Session, now time.Time) error {
 	verifier := oauth2.GenerateVerifier()
 	state := m.state.Encode(s.ID, now)
-	sealedVerifier, err := m.cfg.Sealer.Seal(ctx, []byte(verifier), domain.Binding{Record: "session", RecordID: s.ID, Field: "codeVerifier"})
+	sealedVerifier, err := m.cfg.Sealer.Seal(ctx, []byte(verifier), domain.SessionBinding(*s, domain.FieldCodeVerifier))
 	if err != nil {
 		return fmt.Errorf("seal code verifier: %w", err)
 	}
-	sealedState, err := m.cfg.Sealer.Seal(ctx, []byte(state), domain.Binding{Record: "session", RecordID: s.ID, Field: "state"})
+	sealedState, err := m.cfg.Sealer.Seal(ctx, []byte(state), domain.SessionBinding(*s, domain.FieldState))
 	if err != nil {
 		return fmt.Errorf("seal state: %w", err)
 	}

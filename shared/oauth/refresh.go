@@ -77,7 +77,7 @@ func (m *Manager) refreshLeased(ctx context.Context, rt *appRuntime, seen domain
 	if cur.Revoked || cur.Token.RefreshToken == nil {
 		return cur, nil
 	}
-	rtok, err := m.cfg.Sealer.Open(ctx, *cur.Token.RefreshToken, domain.Binding{Record: "grant", RecordID: cur.ID, Field: "refreshToken"})
+	rtok, err := m.cfg.Sealer.Open(ctx, *cur.Token.RefreshToken, domain.GrantBinding(cur, domain.FieldRefreshToken))
 	if err != nil {
 		return domain.Grant{}, fmt.Errorf("open refresh token of %s: %w", cur.ID, err)
 	}
@@ -119,13 +119,13 @@ func (m *Manager) applyToken(ctx context.Context, g domain.Grant, tok *oauth2.To
 	if tok.AccessToken == "" {
 		return domain.Grant{}, fmt.Errorf("%w: token response for %s has no access_token", errProvider, g.ID)
 	}
-	at, err := m.cfg.Sealer.Seal(ctx, []byte(tok.AccessToken), domain.Binding{Record: "grant", RecordID: g.ID, Field: "accessToken"})
+	at, err := m.cfg.Sealer.Seal(ctx, []byte(tok.AccessToken), domain.GrantBinding(g, domain.FieldAccessToken))
 	if err != nil {
 		return domain.Grant{}, fmt.Errorf("seal access token of %s: %w", g.ID, err)
 	}
 	g.Token.AccessToken = at
 	if tok.RefreshToken != "" {
-		rt, err := m.cfg.Sealer.Seal(ctx, []byte(tok.RefreshToken), domain.Binding{Record: "grant", RecordID: g.ID, Field: "refreshToken"})
+		rt, err := m.cfg.Sealer.Seal(ctx, []byte(tok.RefreshToken), domain.GrantBinding(g, domain.FieldRefreshToken))
 		if err != nil {
 			return domain.Grant{}, fmt.Errorf("seal refresh token of %s: %w", g.ID, err)
 		}

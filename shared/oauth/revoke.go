@@ -48,10 +48,10 @@ func (m *Manager) RevokeGrant(ctx context.Context, ref domain.ObjectRef, subject
 		}
 		var access, refresh []byte
 		if !g.Token.AccessToken.IsZero() {
-			access, _ = m.cfg.Sealer.Open(ctx, g.Token.AccessToken, domain.Binding{Record: "grant", RecordID: id, Field: "accessToken"})
+			access, _ = m.cfg.Sealer.Open(ctx, g.Token.AccessToken, domain.GrantBinding(g, domain.FieldAccessToken))
 		}
 		if g.Token.RefreshToken != nil {
-			refresh, _ = m.cfg.Sealer.Open(ctx, *g.Token.RefreshToken, domain.Binding{Record: "grant", RecordID: id, Field: "refreshToken"})
+			refresh, _ = m.cfg.Sealer.Open(ctx, *g.Token.RefreshToken, domain.GrantBinding(g, domain.FieldRefreshToken))
 		}
 		if !g.Revoked {
 			_, err = m.markRevoked(ctx, g)

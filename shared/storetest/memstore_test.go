@@ -162,7 +162,8 @@ func (m *memStore) CompleteSession(_ context.Context, id string, at time.Time, g
 	}
 	g.Version = 1
 	if gb, ok := m.grants[g.ID]; ok {
-		g.Version = dec[domain.Grant](gb).Version + 1
+		prev := dec[domain.Grant](gb)
+		g.Version, g.CreatedAt = prev.Version+1, prev.CreatedAt
 	}
 	m.grants[g.ID] = enc(g)
 	s.ID, s.Status, s.CompletedAt = id, domain.SessionCompleted, &at

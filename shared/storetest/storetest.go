@@ -561,10 +561,14 @@ func testCompleteSessionUpsert(t *testing.T, s domain.Store) {
 	noErr(t, s.CreateSession(ctx, sess), "CreateSession")
 	g.Subject = "re-authorized"
 	g.Version = 0 // ignored: the store bumps past what it holds
+	g.CreatedAt = t1.Add(time.Hour)
 	_, grant, err := s.CompleteSession(ctx, sess.ID, t1, g)
 	noErr(t, err, "CompleteSession over an existing grant")
 	if grant.Version != old.Version+1 || grant.Subject != "re-authorized" {
 		t.Fatalf("grant version %d subject %q, want version %d", grant.Version, grant.Subject, old.Version+1)
+	}
+	if !grant.CreatedAt.Equal(old.CreatedAt) {
+		t.Fatalf("CreatedAt %v, want the stored grant's %v", grant.CreatedAt, old.CreatedAt)
 	}
 	gg, err := s.GetGrant(ctx, g.ID)
 	noErr(t, err, "GetGrant")
