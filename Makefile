@@ -59,10 +59,41 @@ run: provider-deps build ## run agentauth + the demo OpenID provider locally
 	  grep -q listening $(HOME_DIR)/provider.log || { echo "demo provider did not start:"; cat $(HOME_DIR)/provider.log; exit 1; }; \
 	  $(BIN) serve --bundle $(BUNDLE) --home $(HOME_DIR) --addr $(ADDR)
 
+TOOLS_BIN     := $(CURDIR)/.tools/bin
+ACTIONLINT    := $(TOOLS_BIN)/actionlint
+LAMBDA_ARCH   ?= $(shell $(GO) env GOARCH)
+LAMBDAS       := gettoken callback
+AWS_LOCAL_ENV := AWS_ENDPOINT_URL=http://127.0.0.1:4566 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
+
+$(ACTIONLINT):
+	GOBIN=$(TOOLS_BIN) $(GO) install github.com/rhysd/actionlint/cmd/actionlint@v1.7.7
+
 .PHONY: lint
-lint: ## gofmt and go vet
+lint: $(ACTIONLINT) ## gofmt, go vet, actionlint
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	$(GO) vet ./...
+	$(ACTIONLINT) .github/workflows/*.yml
+
+.PHONY: emulator-up
+emulator-up: ## start MiniStack (pinned, project venv) on 127.0.0.1:4566
+	localstack/ministack.sh up
+
+.PHONY: emulator-down
+emulator-down: ## stop MiniStack
+	localstack/ministack.sh down
+
+.PHONY: test-integration
+test-integration: emulator-up ## adapter tests against the emulator's AWS APIs
+	$(AWS_LOCAL_ENV) AGENTAUTH_REQUIRE_EMULATOR=1 $(GO) test -tags integration -count=1 -timeout 20m ./shared/...
+
+.PHONY: build-lambdas
+build-lambdas: ## static Lambda binaries + bundle in build/lambda/<fn>/ (LAMBDA_ARCH=arm64|amd64, default: this host)
+	@for fn in $(LAMBDAS); do \
+	  rm -rf build/lambda/$$fn && mkdir -p build/lambda/$$fn; \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) $(GO) build -tags lambda.norpc -trimpath -ldflags '-s -w' -o build/lambda/$$fn/bootstrap ./functions/$$fn; \
+	  cp -R $(BUNDLE) build/lambda/$$fn/bundle; \
+	  echo "build/lambda/$$fn: $$(du -h build/lambda/$$fn/bootstrap | cut -f1) ($(LAMBDA_ARCH))"; \
+	done
 
 .PHONY: test
 test: check-tools e2e-deps lint ## install what the tests need, then unit, fuzz-seed and end-to-end tests
