@@ -82,7 +82,7 @@ func (m *Manager) HandleCallback(ctx context.Context, app *bundle.OAuthApp, q ur
 	}
 	// The signature proves we issued the state; equality with the sealed
 	// copy proves it is this session's current state.
-	stored, err := m.cfg.Sealer.Open(ctx, s.Flow.State, domain.SessionBinding(s, domain.FieldState))
+	stored, err := m.cfg.SessionSealer.Open(ctx, s.Flow.State, domain.SessionBinding(s, domain.FieldState))
 	if err != nil || !domain.NewSecret(string(stored)).Equal(domain.NewSecret(state)) {
 		m.log.WarnContext(ctx, "callback state does not match its session", "authSessionId", s.ID)
 		return CallbackOutcome{}, fail(ReasonInvalidState)
@@ -118,7 +118,7 @@ func (m *Manager) HandleCallback(ctx context.Context, app *bundle.OAuthApp, q ur
 	}
 
 	rt := m.app(s.OAuthAppRef)
-	verifier, err := m.cfg.Sealer.Open(ctx, s.Flow.PKCE.CodeVerifier, domain.SessionBinding(s, domain.FieldCodeVerifier))
+	verifier, err := m.cfg.SessionSealer.Open(ctx, s.Flow.PKCE.CodeVerifier, domain.SessionBinding(s, domain.FieldCodeVerifier))
 	if err != nil {
 		m.log.ErrorContext(ctx, "code verifier does not open", "authSessionId", s.ID, "err", err)
 		m.settle(ctx, s, domain.SessionFailed, ReasonInternal)

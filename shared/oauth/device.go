@@ -31,7 +31,7 @@ func (m *Manager) prepareDeviceSession(ctx context.Context, rt *appRuntime, s *d
 	if da.DeviceCode == "" || da.UserCode == "" || da.VerificationURI == "" {
 		return nil, fmt.Errorf("%w: device authorization response lacks device_code, user_code or verification_uri", errProvider)
 	}
-	sealed, err := m.cfg.Sealer.Seal(ctx, []byte(da.DeviceCode), domain.SessionBinding(*s, domain.FieldDeviceCode))
+	sealed, err := m.cfg.SessionSealer.Seal(ctx, []byte(da.DeviceCode), domain.SessionBinding(*s, domain.FieldDeviceCode))
 	if err != nil {
 		return nil, fmt.Errorf("seal device code: %w", err)
 	}
@@ -91,7 +91,7 @@ func (m *Manager) pollDevice(ctx context.Context, id string) {
 		return
 	}
 	d := s.Flow.DeviceCode
-	code, err := m.cfg.Sealer.Open(ctx, d.DeviceCode, domain.SessionBinding(s, domain.FieldDeviceCode))
+	code, err := m.cfg.SessionSealer.Open(ctx, d.DeviceCode, domain.SessionBinding(s, domain.FieldDeviceCode))
 	if err != nil {
 		m.log.ErrorContext(ctx, "device code does not open", "authSessionId", s.ID, "err", err)
 		m.settle(ctx, s, domain.SessionFailed, ReasonInternal)

@@ -25,7 +25,13 @@ import (
 type Config struct {
 	Bundle *bundle.Bundle
 	Store  domain.Store
+	// Sealer seals grants' tokens (KMS envelope encryption in AWS).
 	Sealer domain.Sealer
+	// SessionSealer seals auth sessions' state, PKCE verifier and device
+	// code; nil means Sealer. Sessions live minutes and are opened by the
+	// callback function: in AWS a local key from Secrets Manager keeps the
+	// callback to one KMS call (sealing the new grant).
+	SessionSealer domain.Sealer
 	// Queue receives auth.granted events.
 	Queue domain.EventQueue
 	// StateKeys sign state (first) and verify it (all); at least 32 bytes
@@ -87,6 +93,9 @@ func New(cfg Config) (*Manager, error) {
 	codec, err := NewStateCodec(cfg.StateKeys)
 	if err != nil {
 		return nil, fmt.Errorf("oauth: %w", err)
+	}
+	if cfg.SessionSealer == nil {
+		cfg.SessionSealer = cfg.Sealer
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
@@ -369,11 +378,11 @@ func promptMessage(provider string, d *DeviceCodePrompt) string {
 func (m *Manager) prepareCodeSession(ctx context.Context, rt *appRuntime, s *domain.Session, now time.Time) error {
 	verifier := oauth2.GenerateVerifier()
 	state := m.state.Encode(s.ID, now)
-	sealedVerifier, err := m.cfg.Sealer.Seal(ctx, []byte(verifier), domain.SessionBinding(*s, domain.FieldCodeVerifier))
+	sealedVerifier, err := m.cfg.SessionSealer.Seal(ctx, []byte(verifier), domain.SessionBinding(*s, domain.FieldCodeVerifier))
 	if err != nil {
 		return fmt.Errorf("seal code verifier: %w", err)
 	}
-	sealedState, err := m.cfg.Sealer.Seal(ctx, []byte(state), domain.SessionBinding(*s, domain.FieldState))
+	sealedState, err := m.cfg.SessionSealer.Seal(ctx, []byte(state), domain.SessionBinding(*s, domain.FieldState))
 	if err != nil {
 		return fmt.Errorf("seal state: %w", err)
 	}

@@ -666,3 +666,33 @@ func TestDeviceFlow(t *testing.T) {
 		t.Fatal("device code in logs")
 	}
 }
+
+// recordingSealer notes which records it sealed.
+type recordingSealer struct {
+	domain.Sealer
+	mu      sync.Mutex
+	records map[string]int
+}
+
+func (r *recordingSealer) Seal(ctx context.Context, p []byte, b domain.Binding) (domain.EncryptedValue, error) {
+	r.mu.Lock()
+	r.records[b.Record]++
+	r.mu.Unlock()
+	return r.Sealer.Seal(ctx, p, b)
+}
+
+func TestSessionSealerSealsSessionsOnly(t *testing.T) {
+	h := newHarness(t)
+	grants := &recordingSealer{Sealer: h.keyring, records: map[string]int{}}
+	sessions := &recordingSealer{Sealer: h.keyring, records: map[string]int{}}
+	m, err := New(Config{Bundle: h.bundle, Store: h.store, Sealer: grants, SessionSealer: sessions, Queue: h.queue,
+		StateKeys: h.keyring.DerivedKeys("state"), BaseURL: "http://127.0.0.1:8080", Now: h.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.m = m
+	h.consent("global", "team")
+	if grants.records["session"] != 0 || grants.records["grant"] != 2 || sessions.records["grant"] != 0 || sessions.records["session"] != 2 {
+		t.Fatalf("grant sealer %v, session sealer %v", grants.records, sessions.records)
+	}
+}
