@@ -1,0 +1,82 @@
+package main
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/jsii-runtime-go"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	jsii.Close() // stops the jsii runtime and removes its temporary files
+	os.Exit(code)
+}
+
+func TestPropsFrom(t *testing.T) {
+	cases := []struct {
+		name    string
+		ctx     map[string]string // context, looked up by key
+		env     map[string]string // environment, looked up by name
+		arch    string
+		check   func(t *testing.T, p propsView)
+		wantErr string
+	}{
+		{name: "defaults", arch: "arm64", check: func(t *testing.T, p propsView) {
+			if p.prefix != "agentauth" || p.assetDir != "../build/lambda" || p.id != "AgentAuth" || p.retention != "" || len(p.callbacks) != 0 {
+				t.Errorf("defaults: %+v", p)
+			}
+		}},
+		{name: "context arch x86_64", ctx: map[string]string{"arch": "x86_64"}, arch: "x86_64"},
+		{name: "env arch amd64", env: map[string]string{"AGENTAUTH_ARCH": "amd64"}, arch: "x86_64"},
+		{name: "context wins over env", ctx: map[string]string{"arch": "arm64"}, env: map[string]string{"AGENTAUTH_ARCH": "x86_64"}, arch: "arm64"},
+		{name: "unknown arch", ctx: map[string]string{"arch": "mips"}, wantErr: `arch "mips"`},
+		{name: "lists and names", arch: "arm64",
+			ctx: map[string]string{"prefix": "aa-dev", "assetDir": "/tmp/fns", "stackName": "Dev",
+				"callbackPaths": " /oauth/callback/a, /oauth/callback/b ,", "secretArns": "arn:1", "logRetentionDays": "7"},
+			check: func(t *testing.T, p propsView) {
+				if p.prefix != "aa-dev" || p.assetDir != "/tmp/fns" || p.id != "Dev" || p.retention != awslogs.RetentionDays_ONE_WEEK {
+					t.Errorf("got %+v", p)
+				}
+				if !slices.Equal(p.callbacks, []string{"/oauth/callback/a", "/oauth/callback/b"}) || !slices.Equal(p.secrets, []string{"arn:1"}) {
+					t.Errorf("lists: %q %q", p.callbacks, p.secrets)
+				}
+			}},
+		{name: "retention CloudWatch does not offer", ctx: map[string]string{"logRetentionDays": "10"}, wantErr: "logRetentionDays"},
+		{name: "retention not a number", ctx: map[string]string{"logRetentionDays": "month"}, wantErr: "logRetentionDays"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p, id, err := propsFrom(func(key, env string) string {
+				if v := tc.ctx[key]; v != "" {
+					return v
+				}
+				return tc.env[env]
+			})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := *p.Architecture.Name(); got != tc.arch {
+				t.Errorf("arch = %s, want %s", got, tc.arch)
+			}
+			if tc.check != nil {
+				tc.check(t, propsView{prefix: p.Prefix, assetDir: p.AssetDir, id: id, retention: p.LogRetention, callbacks: p.CallbackPaths, secrets: p.SecretARNs})
+			}
+		})
+	}
+}
+
+type propsView struct {
+	prefix, assetDir, id string
+	retention            awslogs.RetentionDays
+	callbacks, secrets   []string
+}

@@ -1,0 +1,442 @@
+// Package stack defines the agentauth CloudFormation stack: the record
+// table, the customer-managed KMS key that seals secrets, the FIFO event
+// queue with its dead-letter queue, the gettoken and callback Lambda
+// functions and the HTTP API in front of them.
+//
+// The stack never builds Go code: it packages prebuilt function directories
+// (bootstrap plus the configuration bundle) as assets, so a synth needs only
+// those files and Node.js for jsii. It must never import the agentauth
+// module, which keeps the Lambda build free of CDK.
+package stack
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// Environment variables the stack sets on both functions. The function side
+// (shared/lambdaentry and the AWS adapters) reads the same names.
+const (
+	EnvTable          = "AGENTAUTH_TABLE"            // DynamoDB table name
+	EnvKMSKeyID       = "AGENTAUTH_KMS_KEY_ID"       // KMS key ARN (GenerateDataKey target)
+	EnvQueueURL       = "AGENTAUTH_QUEUE_URL"        // SQS FIFO queue URL for auth.granted
+	EnvBundle         = "AGENTAUTH_BUNDLE"           // bundle directory inside the function package
+	EnvPublicURL      = "AGENTAUTH_PUBLIC_URL"       // public base URL of the callback routes
+	EnvMaxWaitSeconds = "AGENTAUTH_MAX_WAIT_SECONDS" // cap on GET /v1/oauth/sessions/{id}?wait=
+)
+
+// Function names (and the directory names under AssetDir).
+const (
+	GetToken = "gettoken"
+	Callback = "callback"
+)
+
+// EncryptionContextRecord is the EncryptionContext key the envelope sealer
+// sets to "grant" or "session"; the key policy scopes function use by it.
+const EncryptionContextRecord = "agentauth:record"
+
+// RuntimeRoutes are the IAM-authorized routes served by gettoken.
+var RuntimeRoutes = []Route{
+	{Method: "POST", Path: "/v1/oauth/token"},
+	{Method: "GET", Path: "/v1/oauth/sessions/{id}"},
+	{Method: "POST", Path: "/v1/oauth/revoke"},
+	{Method: "GET", Path: "/v1/oauth/pending"},
+}
+
+// DefaultCallbackPaths is the one public callback route used when
+// Props.CallbackPaths is empty: it matches every app whose
+// redirect.callbackPath is /oauth/callback/<name>.
+var DefaultCallbackPaths = []string{"/oauth/callback/{app}"}
+
+// Route is one HTTP API route.
+type Route struct{ Method, Path string }
+
+// Timeouts. API Gateway HTTP API cuts every integration at 30 s, so the
+// runtime function cannot usefully run longer and a session long-poll must
+// return before that: MaxWaitSeconds leaves a margin for the token work
+// around the wait.
+const (
+	GetTokenTimeoutSeconds = 30
+	CallbackTimeoutSeconds = 20
+	MaxWaitSeconds         = 25
+)
+
+// Props configures the stack.
+type Props struct {
+	awscdk.StackProps
+
+	// Prefix starts every physical name (table, queue, functions, API,
+	// alias, alarm): lower-case letters, digits and '-', at most 32.
+	Prefix string
+	// AssetDir holds one directory per function (gettoken/, callback/),
+	// each with an executable named bootstrap and the configuration bundle
+	// at BundlePath. Built beforehand; synth does not compile Go.
+	AssetDir string
+	// BundlePath is the bundle directory as the function sees it
+	// (default /var/task/bundle: <AssetDir>/<fn>/bundle in the package).
+	BundlePath string
+	// Architecture of the function binaries: ARM_64 for AWS (default),
+	// X86_64 for an emulator on an x86 host.
+	Architecture awslambda.Architecture
+	// LogRetention of the functions' log groups (default one month).
+	LogRetention awslogs.RetentionDays
+	// PublicURL is the base URL users' browsers reach the callback routes
+	// on, e.g. a custom domain mapped to the API. Empty: the HTTP API's
+	// own endpoint.
+	PublicURL string
+	// CallbackPaths are the public callback routes (default
+	// DefaultCallbackPaths). List each app's redirect.callbackPath here to
+	// expose exactly those paths and nothing else.
+	CallbackPaths []string
+	// SecretARNs are the Secrets Manager secrets the bundle's secretRefs
+	// name (client secrets); both functions may read exactly these.
+	SecretARNs []string
+	// AlarmTopicARN, when set, receives the DLQ alarm's notifications.
+	AlarmTopicARN string
+}
+
+// Stack is the synthesized agentauth stack and its main resources.
+type Stack struct {
+	awscdk.Stack
+	Table     awsdynamodb.Table
+	Key       awskms.Key
+	Queue     awssqs.Queue
+	DLQ       awssqs.Queue
+	DLQAlarm  awscloudwatch.Alarm
+	API       awsapigatewayv2.HttpApi
+	Functions map[string]awslambda.Function
+}
+
+var prefixRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+
+func (p *Props) withDefaults() error {
+	if !prefixRE.MatchString(p.Prefix) {
+		return fmt.Errorf("stack: prefix %q: want 1-32 of a-z, 0-9, '-' starting with a letter", p.Prefix)
+	}
+	if p.AssetDir == "" {
+		return fmt.Errorf("stack: asset directory is required (the built functions: <dir>/gettoken/bootstrap, <dir>/callback/bootstrap)")
+	}
+	for _, fn := range []string{GetToken, Callback} {
+		bin := filepath.Join(p.AssetDir, fn, "bootstrap")
+		st, err := os.Stat(bin)
+		if err != nil {
+			return fmt.Errorf("stack: function %s: %w (build the functions first)", fn, err)
+		}
+		if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+			return fmt.Errorf("stack: function %s: %s is not an executable file", fn, bin)
+		}
+	}
+	if p.BundlePath == "" {
+		p.BundlePath = "/var/task/bundle"
+	}
+	if p.Architecture == nil {
+		p.Architecture = awslambda.Architecture_ARM_64()
+	}
+	if p.LogRetention == "" {
+		p.LogRetention = awslogs.RetentionDays_ONE_MONTH
+	}
+	if len(p.CallbackPaths) == 0 {
+		p.CallbackPaths = DefaultCallbackPaths
+	}
+	seen := map[string]bool{}
+	for _, r := range RuntimeRoutes {
+		seen[r.Path] = true
+	}
+	seen["/healthz"] = true
+	for _, cp := range p.CallbackPaths {
+		if len(cp) < 2 || cp[0] != '/' {
+			return fmt.Errorf("stack: callback path %q must start with '/'", cp)
+		}
+		if seen[cp] {
+			return fmt.Errorf("stack: callback path %q is listed twice or collides with a runtime route", cp)
+		}
+		seen[cp] = true
+	}
+	return nil
+}
+
+// New adds the agentauth stack to scope.
+func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
+	if err := props.withDefaults(); err != nil {
+		return nil, err
+	}
+	st := awscdk.NewStack(scope, jsii.String(id), &props.StackProps)
+	s := &Stack{Stack: st, Functions: map[string]awslambda.Function{}}
+	name := func(suffix string) *string { return jsii.String(props.Prefix + "-" + suffix) }
+
+	// One role per function, without AWSLambdaBasicExecutionRole: log
+	// writes are granted on the function's own log group only.
+	roles := map[string]awsiam.Role{}
+	for _, fn := range []string{GetToken, Callback} {
+		roles[fn] = awsiam.NewRole(st, jsii.String(fn+"Role"), &awsiam.RoleProps{
+			AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+			Description: jsii.String("agentauth " + fn + " function"),
+		})
+	}
+
+	s.Key = newKey(st, props, roles)
+
+	// Grants and sessions: one item per record, keyed by pk. Secret fields
+	// are already envelope-sealed by the functions; table SSE with the same
+	// customer-managed key covers the rest of each item (ids, status,
+	// expiry) and puts the whole table under the key's lifecycle.
+	s.Table = awsdynamodb.NewTable(st, jsii.String("Records"), &awsdynamodb.TableProps{
+		TableName:           name("records"),
+		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String("pk"), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		TimeToLiveAttribute: jsii.String("ttl"),
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(true),
+		},
+		Encryption:         awsdynamodb.TableEncryption_CUSTOMER_MANAGED,
+		EncryptionKey:      s.Key,
+		DeletionProtection: jsii.Bool(true),
+		RemovalPolicy:      awscdk.RemovalPolicy_RETAIN,
+	})
+
+	// auth.granted events: FIFO, one message group per agent instance,
+	// deduplicated by auth session id (never by content). SQS-managed
+	// encryption: the events hold ids and resume targets, no secret, and a
+	// KMS-encrypted queue would need unconditioned kms:GenerateDataKey for
+	// every producer and consumer on the sealing key.
+	s.DLQ = awssqs.NewQueue(st, jsii.String("EventsDLQ"), &awssqs.QueueProps{
+		QueueName:                 name("events-dlq.fifo"),
+		Fifo:                      jsii.Bool(true),
+		ContentBasedDeduplication: jsii.Bool(false),
+		Encryption:                awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:                jsii.Bool(true),
+		RetentionPeriod:           awscdk.Duration_Days(jsii.Number(14)),
+	})
+	s.Queue = awssqs.NewQueue(st, jsii.String("Events"), &awssqs.QueueProps{
+		QueueName:                 name("events.fifo"),
+		Fifo:                      jsii.Bool(true),
+		ContentBasedDeduplication: jsii.Bool(false),
+		Encryption:                awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:                jsii.Bool(true),
+		RetentionPeriod:           awscdk.Duration_Days(jsii.Number(14)),
+		// Room for a consumer (the turn function) with a timeout up to 30 s
+		// at AWS's recommended six times the function timeout.
+		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(180)),
+		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: s.DLQ, MaxReceiveCount: jsii.Number(5)},
+	})
+	s.DLQAlarm = awscloudwatch.NewAlarm(st, jsii.String("EventsDLQNotEmpty"), &awscloudwatch.AlarmProps{
+		AlarmName:        name("events-dlq-not-empty"),
+		AlarmDescription: jsii.String("auth.granted or agent events failed delivery 5 times and sit in the DLQ; inspect and redrive"),
+		Metric: s.DLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{
+			Period:    awscdk.Duration_Minutes(jsii.Number(1)),
+			Statistic: jsii.String("Maximum"),
+		}),
+		Threshold:          jsii.Number(0),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
+		EvaluationPeriods:  jsii.Number(1),
+		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+	})
+	if props.AlarmTopicARN != "" {
+		topic := awssns.Topic_FromTopicArn(st, jsii.String("AlarmTopic"), jsii.String(props.AlarmTopicARN))
+		s.DLQAlarm.AddAlarmAction(awscloudwatchactions.NewSnsAction(topic))
+	}
+
+	// The API exists before the functions: the functions read its endpoint
+	// from their environment (Api -> Function), while routes, integrations
+	// and invoke permissions come after both (Function -> Integration ->
+	// Route), so there is no cycle.
+	s.API = awsapigatewayv2.NewHttpApi(st, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{
+		ApiName:            name("http"),
+		Description:        jsii.String("agentauth runtime (IAM) and OAuth callback (public) routes"),
+		CreateDefaultStage: jsii.Bool(true),
+	})
+	publicURL := s.API.ApiEndpoint()
+	if props.PublicURL != "" {
+		publicURL = jsii.String(props.PublicURL)
+	}
+
+	env := map[string]*string{
+		EnvTable:     s.Table.TableName(),
+		EnvKMSKeyID:  s.Key.KeyArn(),
+		EnvQueueURL:  s.Queue.QueueUrl(),
+		EnvBundle:    jsii.String(props.BundlePath),
+		EnvPublicURL: publicURL,
+	}
+	timeouts := map[string]float64{GetToken: GetTokenTimeoutSeconds, Callback: CallbackTimeoutSeconds}
+	for _, fn := range []string{GetToken, Callback} {
+		fnEnv := map[string]*string{}
+		for k, v := range env {
+			fnEnv[k] = v
+		}
+		if fn == GetToken {
+			fnEnv[EnvMaxWaitSeconds] = jsii.String(fmt.Sprint(MaxWaitSeconds))
+		}
+		logs := awslogs.NewLogGroup(st, jsii.String(fn+"Logs"), &awslogs.LogGroupProps{
+			LogGroupName:  jsii.String("/aws/lambda/" + props.Prefix + "-" + fn),
+			Retention:     props.LogRetention,
+			RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+		})
+		logs.GrantWrite(roles[fn])
+		f := awslambda.NewFunction(st, jsii.String(fn+"Function"), &awslambda.FunctionProps{
+			FunctionName: name(fn),
+			Description:  jsii.String("agentauth " + fn),
+			Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+			Handler:      jsii.String("bootstrap"),
+			Architecture: props.Architecture,
+			Code:         awslambda.Code_FromAsset(jsii.String(filepath.Join(props.AssetDir, fn)), nil),
+			MemorySize:   jsii.Number(256),
+			Timeout:      awscdk.Duration_Seconds(jsii.Number(timeouts[fn])),
+			Environment:  &fnEnv,
+			Role:         roles[fn],
+			LogGroup:     logs,
+		})
+		s.Functions[fn] = f
+		grantData(roles[fn], fn, s.Table, s.Queue, props.SecretARNs)
+	}
+
+	iamAuth := awsapigatewayv2authorizers.NewHttpIamAuthorizer()
+	noAuth := awsapigatewayv2.NewHttpNoneAuthorizer()
+	integ := func(fn string) awsapigatewayv2.HttpRouteIntegration {
+		return awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String(fn+"Integration"), s.Functions[fn],
+			&awsapigatewayv2integrations.HttpLambdaIntegrationProps{
+				PayloadFormatVersion: awsapigatewayv2.PayloadFormatVersion_VERSION_2_0(),
+			})
+	}
+	runtimeInteg, callbackInteg := integ(GetToken), integ(Callback)
+	for _, r := range RuntimeRoutes {
+		s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+			Path: jsii.String(r.Path), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)},
+			Integration: runtimeInteg, Authorizer: iamAuth,
+		})
+	}
+	s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		Path: jsii.String("/healthz"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET},
+		Integration: runtimeInteg, Authorizer: noAuth,
+	})
+	for _, cp := range props.CallbackPaths {
+		s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+			Path: jsii.String(cp), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET},
+			Integration: callbackInteg, Authorizer: noAuth,
+		})
+	}
+
+	out := func(id, desc string, v *string) {
+		awscdk.NewCfnOutput(st, jsii.String(id), &awscdk.CfnOutputProps{Value: v, Description: jsii.String(desc)})
+	}
+	out("ApiUrl", "HTTP API endpoint (runtime routes, SigV4-signed)", s.API.ApiEndpoint())
+	out("PublicUrl", "base URL of the OAuth callback routes", publicURL)
+	out("TableName", "DynamoDB table of grants, sessions and leases", s.Table.TableName())
+	out("KeyArn", "KMS key that seals secrets", s.Key.KeyArn())
+	out("QueueUrl", "SQS FIFO queue of agent events", s.Queue.QueueUrl())
+	out("DlqUrl", "dead-letter queue of agent events", s.DLQ.QueueUrl())
+	out("GetTokenFunctionName", "runtime routes function", s.Functions[GetToken].FunctionName())
+	out("CallbackFunctionName", "OAuth callback function", s.Functions[Callback].FunctionName())
+	return s, nil
+}
+
+// newKey creates the sealing key. Its policy is the only thing that lets a
+// function use it: no IAM policy in this stack names KMS, so the account
+// root statement (administration and rewrap, for operators whose IAM
+// policies allow it) never extends to the functions.
+func newKey(st awscdk.Stack, props Props, roles map[string]awsiam.Role) awskms.Key {
+	root := awsiam.NewAccountRootPrincipal()
+	doc := awsiam.NewPolicyDocument(nil)
+	doc.AddStatements(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("AccountAdministrationAndRewrap"),
+		Principals: &[]awsiam.IPrincipal{root},
+		Actions: jsii.Strings(
+			"kms:Create*", "kms:Describe*", "kms:Enable*", "kms:List*", "kms:Put*", "kms:Update*",
+			"kms:Revoke*", "kms:Disable*", "kms:Get*", "kms:Delete*", "kms:TagResource", "kms:UntagResource",
+			"kms:ScheduleKeyDeletion", "kms:CancelKeyDeletion", "kms:RotateKeyOnDemand",
+			// agentauth keys rewrap: open with this key, seal with another
+			// (or the reverse), directly or through ReEncrypt.
+			"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:ReEncryptFrom", "kms:ReEncryptTo",
+		),
+		Resources: jsii.Strings("*"),
+	}))
+	for _, fn := range []string{GetToken, Callback} {
+		doc.AddStatements(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("Seal" + fn + "Records"),
+			Principals: &[]awsiam.IPrincipal{awsiam.NewArnPrincipal(roles[fn].RoleArn())},
+			Actions:    jsii.Strings("kms:GenerateDataKey", "kms:Decrypt"),
+			Resources:  jsii.Strings("*"),
+			Conditions: &map[string]any{
+				"StringEquals": map[string]any{
+					"kms:EncryptionContext:" + EncryptionContextRecord: []string{"grant", "session"},
+				},
+			},
+		}))
+	}
+	// Table SSE: DynamoDB uses the key on the caller's behalf, so the
+	// callers need it — but only through DynamoDB (kms:ViaService), which
+	// never hands them a data key: this cannot open a sealed secret.
+	doc.AddStatements(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("TableEncryptionThroughDynamoDB"),
+		Principals: &[]awsiam.IPrincipal{awsiam.NewArnPrincipal(roles[GetToken].RoleArn()), awsiam.NewArnPrincipal(roles[Callback].RoleArn())},
+		Actions:    jsii.Strings("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*", "kms:DescribeKey"),
+		Resources:  jsii.Strings("*"),
+		Conditions: &map[string]any{
+			"StringEquals": map[string]any{
+				"kms:ViaService":    awscdk.Fn_Join(jsii.String(""), jsii.Strings("dynamodb.", *awscdk.Aws_REGION(), ".amazonaws.com")),
+				"kms:CallerAccount": awscdk.Aws_ACCOUNT_ID(),
+			},
+		},
+	}))
+	return awskms.NewKey(st, jsii.String("SealingKey"), &awskms.KeyProps{
+		Alias:             jsii.String("alias/" + props.Prefix + "-sealing"),
+		Description:       jsii.String("agentauth: envelope encryption of OAuth grants and sessions, and table SSE"),
+		EnableKeyRotation: jsii.Bool(true),
+		PendingWindow:     awscdk.Duration_Days(jsii.Number(30)),
+		Policy:            doc,
+		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
+	})
+}
+
+// dataActions are what the DynamoDB store calls: conditional writes,
+// the session-completion transaction and lease checks.
+var dataActions = []string{
+	"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
+	"dynamodb:TransactWriteItems", "dynamodb:ConditionCheckItem",
+}
+
+// grantData gives fn's role the table, queue and secrets it needs, each on
+// that one resource. gettoken also scans (GET /v1/oauth/pending and
+// listing grants; the table has only a partition key) and also enqueues
+// (a device-code session completes in gettoken, which then emits
+// auth.granted itself).
+func grantData(role awsiam.Role, fn string, table awsdynamodb.Table, queue awssqs.Queue, secrets []string) {
+	actions := append([]string(nil), dataActions...)
+	if fn == GetToken {
+		actions = append(actions, "dynamodb:Scan")
+	}
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("Records"),
+		Actions:   jsii.Strings(actions...),
+		Resources: &[]*string{table.TableArn()},
+	}))
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("Events"),
+		Actions:   jsii.Strings("sqs:SendMessage"),
+		Resources: &[]*string{queue.QueueArn()},
+	}))
+	if len(secrets) > 0 {
+		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("BundleSecrets"),
+			Actions:   jsii.Strings("secretsmanager:GetSecretValue"),
+			Resources: jsii.Strings(secrets...),
+		}))
+	}
+}

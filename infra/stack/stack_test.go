@@ -1,0 +1,782 @@
+package stack_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/agentauth/agentauth/infra/stack"
+)
+
+// assetDir holds dummy function packages: synth only hashes and copies
+// them, it never runs or builds them.
+var assetDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "agentauth-infra-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for _, fn := range []string{stack.GetToken, stack.Callback} {
+		if err := os.MkdirAll(filepath.Join(dir, fn, "bundle"), 0o755); err == nil {
+			err = os.WriteFile(filepath.Join(dir, fn, "bootstrap"), []byte("#!/bin/sh\necho "+fn+"\n"), 0o755)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	assetDir = dir
+	code := m.Run()
+	jsii.Close()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// fixture is one synthesized stack: its Template for CDK assertions, its
+// raw JSON for structural checks, and the logical ids of its resources.
+type fixture struct {
+	tpl       assertions.Template
+	resources map[string]map[string]any
+	id        map[string]string
+}
+
+func synth(t *testing.T, edit func(*stack.Props)) *fixture {
+	t.Helper()
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	p := stack.Props{Prefix: "aa-test", AssetDir: assetDir}
+	if edit != nil {
+		edit(&p)
+	}
+	s, err := stack.New(app, "AgentAuthTest", p)
+	if err != nil {
+		t.Fatalf("stack.New: %v", err)
+	}
+	f := &fixture{tpl: assertions.Template_FromStack(s.Stack, nil), id: map[string]string{}}
+	raw := *f.tpl.ToJSON()
+	f.resources = map[string]map[string]any{}
+	for k, v := range raw["Resources"].(map[string]any) {
+		f.resources[k] = v.(map[string]any)
+	}
+	byName := func(key, typ, prop, name string) {
+		for lid, r := range f.resources {
+			if r["Type"] == typ && props(r)[prop] == name {
+				f.id[key] = lid
+				return
+			}
+		}
+		t.Fatalf("no %s with %s=%s", typ, prop, name)
+	}
+	byName("table", "AWS::DynamoDB::Table", "TableName", "aa-test-records")
+	byName("queue", "AWS::SQS::Queue", "QueueName", "aa-test-events.fifo")
+	byName("dlq", "AWS::SQS::Queue", "QueueName", "aa-test-events-dlq.fifo")
+	byName("api", "AWS::ApiGatewayV2::Api", "Name", "aa-test-http")
+	byName(stack.GetToken, "AWS::Lambda::Function", "FunctionName", "aa-test-gettoken")
+	byName(stack.Callback, "AWS::Lambda::Function", "FunctionName", "aa-test-callback")
+	byName(stack.GetToken+"Logs", "AWS::Logs::LogGroup", "LogGroupName", "/aws/lambda/aa-test-gettoken")
+	byName(stack.Callback+"Logs", "AWS::Logs::LogGroup", "LogGroupName", "/aws/lambda/aa-test-callback")
+	f.id["key"] = *f.tpl.GetResourceId(jsii.String("AWS::KMS::Key"), nil)
+	for _, fn := range []string{stack.GetToken, stack.Callback} {
+		role := props(f.resources[f.id[fn]])["Role"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
+		f.id[fn+"Role"] = role
+		for lid, r := range f.resources {
+			if r["Type"] == "AWS::IAM::Policy" && slices.ContainsFunc(props(r)["Roles"].([]any), func(x any) bool {
+				return x.(map[string]any)["Ref"] == role
+			}) {
+				f.id[fn+"Policy"] = lid
+			}
+		}
+	}
+	return f
+}
+
+var (
+	defaultOnce sync.Once
+	defaultFix  *fixture
+)
+
+// defaults is the stack with default props, synthesized once.
+func defaults(t *testing.T) *fixture {
+	t.Helper()
+	defaultOnce.Do(func() { defaultFix = synth(t, nil) })
+	if defaultFix == nil {
+		t.Fatal("default synth failed")
+	}
+	return defaultFix
+}
+
+func props(r map[string]any) map[string]any {
+	p, _ := r["Properties"].(map[string]any)
+	return p
+}
+
+func getAtt(id, attr string) map[string]any { return map[string]any{"Fn::GetAtt": []any{id, attr}} }
+func ref(id string) map[string]any          { return map[string]any{"Ref": id} }
+
+// check runs a CDK assertion, which panics through jsii on mismatch.
+func check(t *testing.T, f func()) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("%v", r)
+		}
+	}()
+	f()
+}
+
+type assertion struct {
+	name string
+	run  func(t *testing.T, f *fixture)
+}
+
+func runAll(t *testing.T, f *fixture, as []assertion) {
+	t.Helper()
+	for _, a := range as {
+		t.Run(a.name, func(t *testing.T) { a.run(t, f) })
+	}
+}
+
+func TestTable(t *testing.T) {
+	runAll(t, defaults(t), []assertion{
+		{"one table", func(t *testing.T, f *fixture) {
+			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::DynamoDB::Table"), jsii.Number(1)) })
+		}},
+		{"partition key pk (S) only", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+					"KeySchema":              assertions.Match_ArrayEquals(&[]any{map[string]any{"AttributeName": "pk", "KeyType": "HASH"}}),
+					"AttributeDefinitions":   assertions.Match_ArrayEquals(&[]any{map[string]any{"AttributeName": "pk", "AttributeType": "S"}}),
+					"GlobalSecondaryIndexes": assertions.Match_Absent(),
+					"LocalSecondaryIndexes":  assertions.Match_Absent(),
+				})
+			})
+		}},
+		{"on demand", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+					"BillingMode": "PAY_PER_REQUEST", "ProvisionedThroughput": assertions.Match_Absent(),
+				})
+			})
+		}},
+		{"TTL on attribute ttl", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+					"TimeToLiveSpecification": map[string]any{"AttributeName": "ttl", "Enabled": true},
+				})
+			})
+		}},
+		{"point-in-time recovery", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+					"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": true},
+				})
+			})
+		}},
+		{"SSE with the customer-managed key", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+					"SSESpecification": map[string]any{"SSEEnabled": true, "SSEType": "KMS", "KMSMasterKeyId": getAtt(f.id["key"], "Arn")},
+				})
+			})
+		}},
+		{"retained and deletion-protected", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.HasResource(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+					"DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain",
+					"Properties": assertions.Match_ObjectLike(&map[string]any{"DeletionProtectionEnabled": true}),
+				})
+			})
+		}},
+	})
+}
+
+func TestKey(t *testing.T) {
+	runAll(t, defaults(t), []assertion{
+		{"one customer-managed key, rotation on, retained", func(t *testing.T, f *fixture) {
+			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::KMS::Key"), jsii.Number(1)) })
+			check(t, func() {
+				f.tpl.HasResource(jsii.String("AWS::KMS::Key"), map[string]any{
+					"DeletionPolicy": "Retain",
+					"Properties":     assertions.Match_ObjectLike(&map[string]any{"EnableKeyRotation": true}),
+				})
+			})
+		}},
+		{"alias", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::KMS::Alias"), map[string]any{
+					"AliasName": "alias/aa-test-sealing", "TargetKeyId": getAtt(f.id["key"], "Arn"),
+				})
+			})
+		}},
+		{"each function: GenerateDataKey and Decrypt for grant and session contexts", func(t *testing.T, f *fixture) {
+			for _, fn := range []string{stack.GetToken, stack.Callback} {
+				check(t, func() {
+					f.tpl.HasResourceProperties(jsii.String("AWS::KMS::Key"), map[string]any{
+						"KeyPolicy": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+							"Effect":    "Allow",
+							"Principal": map[string]any{"AWS": getAtt(f.id[fn+"Role"], "Arn")},
+							"Action":    assertions.Match_ArrayEquals(&[]any{"kms:GenerateDataKey", "kms:Decrypt"}),
+							"Resource":  "*",
+							"Condition": assertions.Match_ObjectEquals(&map[string]any{"StringEquals": map[string]any{
+								"kms:EncryptionContext:agentauth:record": []any{"grant", "session"},
+							}}),
+						})})},
+					})
+				})
+			}
+		}},
+		{"table SSE use only through DynamoDB in this account", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::KMS::Key"), map[string]any{
+					"KeyPolicy": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+						"Principal": map[string]any{"AWS": []any{getAtt(f.id[stack.GetToken+"Role"], "Arn"), getAtt(f.id[stack.Callback+"Role"], "Arn")}},
+						"Condition": map[string]any{"StringEquals": map[string]any{
+							"kms:CallerAccount": ref("AWS::AccountId"),
+							"kms:ViaService":    map[string]any{"Fn::Join": []any{"", []any{"dynamodb.", ref("AWS::Region"), ".amazonaws.com"}}},
+						}},
+					})})},
+				})
+			})
+		}},
+		{"every function statement is conditioned; none grants kms:* or a wildcard action", func(t *testing.T, f *fixture) {
+			roles := []string{f.id[stack.GetToken+"Role"], f.id[stack.Callback+"Role"]}
+			stmts := keyStatements(t, f)
+			if len(stmts) != 4 {
+				t.Errorf("key policy has %d statements, want 4 (root, gettoken, callback, DynamoDB)", len(stmts))
+			}
+			for _, s := range stmts {
+				principals := fmt.Sprint(s["Principal"])
+				forFunction := slices.ContainsFunc(roles, func(r string) bool { return strings.Contains(principals, r) })
+				if !forFunction {
+					continue
+				}
+				for _, a := range strs(s["Action"]) {
+					if a == "kms:*" || (strings.HasSuffix(a, "*") && !slices.Contains([]string{"kms:GenerateDataKey*", "kms:ReEncrypt*"}, a)) {
+						t.Errorf("statement %v grants %s to a function", s["Sid"], a)
+					}
+				}
+				cond := fmt.Sprint(s["Condition"])
+				if !strings.Contains(cond, "kms:EncryptionContext:agentauth:record") && !strings.Contains(cond, "kms:ViaService") {
+					t.Errorf("statement %v gives a function the key without an encryption-context or via-service condition", s["Sid"])
+				}
+				if strings.Contains(fmt.Sprint(s["Action"]), "kms:GenerateDataKey*") && !strings.Contains(cond, "kms:ViaService") {
+					t.Errorf("statement %v: GenerateDataKey* outside DynamoDB", s["Sid"])
+				}
+			}
+		}},
+		{"administration and rewrap only to the account root", func(t *testing.T, f *fixture) {
+			admin := []string{"kms:Create*", "kms:Put*", "kms:Update*", "kms:Enable*", "kms:Disable*", "kms:Delete*", "kms:Revoke*",
+				"kms:TagResource", "kms:UntagResource", "kms:ScheduleKeyDeletion", "kms:CancelKeyDeletion"}
+			rewrap := []string{"kms:ReEncryptFrom", "kms:ReEncryptTo", "kms:ReEncrypt*", "kms:Encrypt"}
+			var rootActions []string
+			for _, s := range keyStatements(t, f) {
+				isRoot := strings.Contains(fmt.Sprint(s["Principal"]), ":root")
+				throughDynamoDB := strings.Contains(fmt.Sprint(s["Condition"]), "kms:ViaService")
+				for _, a := range strs(s["Action"]) {
+					switch {
+					case a == "kms:*":
+						t.Errorf("statement %v grants kms:*", s["Sid"])
+					case isRoot:
+						rootActions = append(rootActions, a)
+					case slices.Contains(admin, a):
+						t.Errorf("statement %v grants %s to a non-root principal", s["Sid"], a)
+					case slices.Contains(rewrap, a) && !throughDynamoDB:
+						t.Errorf("statement %v grants %s to a non-root principal outside DynamoDB", s["Sid"], a)
+					}
+				}
+			}
+			for _, a := range append(admin, "kms:ReEncryptFrom", "kms:ReEncryptTo", "kms:Decrypt", "kms:GenerateDataKey") {
+				if !slices.Contains(rootActions, a) {
+					t.Errorf("account root lacks %s", a)
+				}
+			}
+		}},
+		{"no IAM policy names KMS (the key policy alone decides)", func(t *testing.T, f *fixture) {
+			for lid, r := range f.resources {
+				if r["Type"] != "AWS::IAM::Policy" && r["Type"] != "AWS::IAM::Role" {
+					continue
+				}
+				if s := fmt.Sprint(props(r)); strings.Contains(s, "kms:") {
+					t.Errorf("%s mentions KMS: %s", lid, s)
+				}
+			}
+		}},
+	})
+}
+
+func keyStatements(t *testing.T, f *fixture) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, s := range props(f.resources[f.id["key"]])["KeyPolicy"].(map[string]any)["Statement"].([]any) {
+		out = append(out, s.(map[string]any))
+	}
+	return out
+}
+
+func strs(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return []string{v}
+	case []any:
+		var out []string
+		for _, x := range v {
+			out = append(out, fmt.Sprint(x))
+		}
+		return out
+	}
+	return nil
+}
+
+func TestQueues(t *testing.T) {
+	runAll(t, defaults(t), []assertion{
+		{"two queues", func(t *testing.T, f *fixture) {
+			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::SQS::Queue"), jsii.Number(2)) })
+		}},
+		{"events queue: FIFO, no content dedup, SQS-managed SSE, redrive to DLQ after 5", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::SQS::Queue"), map[string]any{
+					"QueueName":                 "aa-test-events.fifo",
+					"FifoQueue":                 true,
+					"ContentBasedDeduplication": false,
+					"SqsManagedSseEnabled":      true,
+					"RedrivePolicy":             map[string]any{"deadLetterTargetArn": getAtt(f.id["dlq"], "Arn"), "maxReceiveCount": 5},
+				})
+			})
+		}},
+		{"DLQ: FIFO, no content dedup, SQS-managed SSE, 14 days, no redrive", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::SQS::Queue"), map[string]any{
+					"QueueName":                 "aa-test-events-dlq.fifo",
+					"FifoQueue":                 true,
+					"ContentBasedDeduplication": false,
+					"SqsManagedSseEnabled":      true,
+					"MessageRetentionPeriod":    1209600,
+					"RedrivePolicy":             assertions.Match_Absent(),
+				})
+			})
+		}},
+		{"both queues refuse non-TLS requests", func(t *testing.T, f *fixture) {
+			for _, q := range []string{"queue", "dlq"} {
+				check(t, func() {
+					f.tpl.HasResourceProperties(jsii.String("AWS::SQS::QueuePolicy"), map[string]any{
+						"Queues": []any{ref(f.id[q])},
+						"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+							"Effect": "Deny", "Principal": map[string]any{"AWS": "*"}, "Action": "sqs:*",
+							"Condition": map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}},
+						})})},
+					})
+				})
+			}
+		}},
+		{"alarm on DLQ ApproximateNumberOfMessagesVisible > 0", func(t *testing.T, f *fixture) {
+			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(1)) })
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+					"Namespace":          "AWS/SQS",
+					"MetricName":         "ApproximateNumberOfMessagesVisible",
+					"Dimensions":         []any{map[string]any{"Name": "QueueName", "Value": getAtt(f.id["dlq"], "QueueName")}},
+					"ComparisonOperator": "GreaterThanThreshold",
+					"Threshold":          0,
+					"EvaluationPeriods":  1,
+					"AlarmActions":       assertions.Match_Absent(),
+				})
+			})
+		}},
+	})
+}
+
+func TestFunctions(t *testing.T) {
+	runAll(t, defaults(t), []assertion{
+		{"two functions", func(t *testing.T, f *fixture) {
+			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(2)) })
+		}},
+		{"provided.al2023, bootstrap, arm64 by default, 256 MB", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.ResourcePropertiesCountIs(jsii.String("AWS::Lambda::Function"), map[string]any{
+					"Runtime": "provided.al2023", "Handler": "bootstrap", "Architectures": []any{"arm64"}, "MemorySize": 256,
+				}, jsii.Number(2))
+			})
+		}},
+		{"timeouts: gettoken 30 s (the HTTP API limit), callback 20 s", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{"FunctionName": "aa-test-gettoken", "Timeout": 30})
+			})
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{"FunctionName": "aa-test-callback", "Timeout": 20})
+			})
+			if stack.MaxWaitSeconds >= stack.GetTokenTimeoutSeconds {
+				t.Errorf("session wait cap %d s is not below the function timeout %d s", stack.MaxWaitSeconds, stack.GetTokenTimeoutSeconds)
+			}
+		}},
+		{"environment", func(t *testing.T, f *fixture) {
+			for _, fn := range []string{stack.GetToken, stack.Callback} {
+				vars := map[string]any{
+					stack.EnvTable:     ref(f.id["table"]),
+					stack.EnvKMSKeyID:  getAtt(f.id["key"], "Arn"),
+					stack.EnvQueueURL:  ref(f.id["queue"]),
+					stack.EnvBundle:    "/var/task/bundle",
+					stack.EnvPublicURL: getAtt(f.id["api"], "ApiEndpoint"),
+				}
+				if fn == stack.GetToken {
+					vars[stack.EnvMaxWaitSeconds] = "25"
+				}
+				check(t, func() {
+					f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+						"FunctionName": "aa-test-" + fn,
+						"Environment":  map[string]any{"Variables": assertions.Match_ObjectEquals(&vars)},
+					})
+				})
+			}
+		}},
+		{"explicit log groups, one month, used by the functions", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.ResourcePropertiesCountIs(jsii.String("AWS::Logs::LogGroup"), map[string]any{"RetentionInDays": 30}, jsii.Number(2))
+			})
+			for _, fn := range []string{stack.GetToken, stack.Callback} {
+				check(t, func() {
+					f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+						"FunctionName": "aa-test-" + fn, "LoggingConfig": map[string]any{"LogGroup": ref(f.id[fn+"Logs"])},
+					})
+				})
+			}
+			check(t, func() { f.tpl.ResourceCountIs(jsii.String("Custom::LogRetention"), jsii.Number(0)) })
+		}},
+		{"roles: Lambda only, no managed policies", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.ResourcePropertiesCountIs(jsii.String("AWS::IAM::Role"), map[string]any{
+					"AssumeRolePolicyDocument": map[string]any{"Statement": []any{map[string]any{
+						"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": map[string]any{"Service": "lambda.amazonaws.com"},
+					}}},
+					"ManagedPolicyArns": assertions.Match_Absent(),
+					"Policies":          assertions.Match_Absent(),
+				}, jsii.Number(2))
+			})
+			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::IAM::Role"), jsii.Number(2)) })
+		}},
+		{"least privilege: exact statements per role", func(t *testing.T, f *fixture) {
+			data := []any{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:TransactWriteItems", "dynamodb:ConditionCheckItem"}
+			for _, fn := range []string{stack.GetToken, stack.Callback} {
+				actions := data
+				if fn == stack.GetToken {
+					actions = append(slices.Clone(data), "dynamodb:Scan")
+				}
+				check(t, func() {
+					f.tpl.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
+						"Roles": []any{ref(f.id[fn+"Role"])},
+						"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayEquals(&[]any{
+							map[string]any{"Effect": "Allow", "Action": []any{"logs:CreateLogStream", "logs:PutLogEvents"}, "Resource": getAtt(f.id[fn+"Logs"], "Arn")},
+							map[string]any{"Effect": "Allow", "Sid": "Records", "Action": actions, "Resource": getAtt(f.id["table"], "Arn")},
+							map[string]any{"Effect": "Allow", "Sid": "Events", "Action": "sqs:SendMessage", "Resource": getAtt(f.id["queue"], "Arn")},
+						})},
+					})
+				})
+			}
+			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::IAM::Policy"), jsii.Number(2)) })
+		}},
+		{"no wildcard resource or action in any IAM policy", func(t *testing.T, f *fixture) {
+			for lid, r := range f.resources {
+				if r["Type"] != "AWS::IAM::Policy" {
+					continue
+				}
+				for _, s := range props(r)["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+					st := s.(map[string]any)
+					for _, a := range strs(st["Action"]) {
+						if strings.Contains(a, "*") {
+							t.Errorf("%s: wildcard action %s", lid, a)
+						}
+					}
+					for _, res := range strs(st["Resource"]) {
+						if strings.Contains(res, "*") {
+							t.Errorf("%s: wildcard resource %s", lid, res)
+						}
+					}
+				}
+			}
+		}},
+	})
+}
+
+func TestHTTPAPI(t *testing.T) {
+	runAll(t, defaults(t), []assertion{
+		{"one HTTP API with an auto-deployed default stage", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.ResourcePropertiesCountIs(jsii.String("AWS::ApiGatewayV2::Api"), map[string]any{"ProtocolType": "HTTP"}, jsii.Number(1))
+			})
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Stage"), map[string]any{
+					"ApiId": ref(f.id["api"]), "StageName": "$default", "AutoDeploy": true,
+				})
+			})
+		}},
+		{"integrations: Lambda proxy, payload 2.0, one per function", func(t *testing.T, f *fixture) {
+			for _, fn := range []string{stack.GetToken, stack.Callback} {
+				check(t, func() {
+					f.tpl.ResourcePropertiesCountIs(jsii.String("AWS::ApiGatewayV2::Integration"), map[string]any{
+						"IntegrationType": "AWS_PROXY", "PayloadFormatVersion": "2.0", "IntegrationUri": getAtt(f.id[fn], "Arn"),
+					}, jsii.Number(1))
+				})
+			}
+		}},
+		{"routes and their authorization", func(t *testing.T, f *fixture) {
+			want := map[string]routeWant{
+				"GET /healthz":              {stack.GetToken, "NONE"},
+				"GET /oauth/callback/{app}": {stack.Callback, "NONE"},
+			}
+			for _, r := range stack.RuntimeRoutes {
+				want[r.Method+" "+r.Path] = routeWant{stack.GetToken, "AWS_IAM"}
+			}
+			assertRoutes(t, f, want)
+		}},
+		{"API Gateway may invoke each function only from this API", func(t *testing.T, f *fixture) {
+			for _, fn := range []string{stack.GetToken, stack.Callback} {
+				perms := f.tpl.FindResources(jsii.String("AWS::Lambda::Permission"), map[string]any{"Properties": map[string]any{
+					"Action": "lambda:InvokeFunction", "Principal": "apigateway.amazonaws.com", "FunctionName": getAtt(f.id[fn], "Arn"),
+				}})
+				if len(*perms) == 0 {
+					t.Errorf("no invoke permission for %s", fn)
+				}
+				for lid, p := range *perms {
+					if src := fmt.Sprint((*p)["Properties"].(map[string]any)["SourceArn"]); !strings.Contains(src, f.id["api"]) {
+						t.Errorf("%s: source %s is not this API", lid, src)
+					}
+				}
+			}
+		}},
+	})
+}
+
+type routeWant struct{ fn, auth string }
+
+func assertRoutes(t *testing.T, f *fixture, want map[string]routeWant) {
+	t.Helper()
+	check(t, func() {
+		f.tpl.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::Route"), jsii.Number(float64(len(want))))
+	})
+	integrationOf := map[string]string{}
+	for lid, r := range f.resources {
+		if r["Type"] == "AWS::ApiGatewayV2::Integration" {
+			integrationOf[lid] = props(r)["IntegrationUri"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
+		}
+	}
+	keys := make([]string, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		w := want[key]
+		check(t, func() {
+			f.tpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Route"), map[string]any{
+				"ApiId": ref(f.id["api"]), "RouteKey": key, "AuthorizationType": w.auth,
+			})
+		})
+		routes := f.tpl.FindResources(jsii.String("AWS::ApiGatewayV2::Route"), map[string]any{"Properties": map[string]any{"RouteKey": key}})
+		for lid, r := range *routes {
+			target := (*r)["Properties"].(map[string]any)["Target"].(map[string]any)["Fn::Join"].([]any)[1].([]any)[1].(map[string]any)["Ref"].(string)
+			if got := integrationOf[target]; got != f.id[w.fn] {
+				t.Errorf("%s (%s) reaches %s, want the %s function %s", key, lid, got, w.fn, f.id[w.fn])
+			}
+		}
+	}
+}
+
+func TestOutputs(t *testing.T) {
+	f := defaults(t)
+	outputs := map[string]any{
+		"ApiUrl":               getAtt(f.id["api"], "ApiEndpoint"),
+		"PublicUrl":            getAtt(f.id["api"], "ApiEndpoint"),
+		"TableName":            ref(f.id["table"]),
+		"KeyArn":               getAtt(f.id["key"], "Arn"),
+		"QueueUrl":             ref(f.id["queue"]),
+		"DlqUrl":               ref(f.id["dlq"]),
+		"GetTokenFunctionName": ref(f.id[stack.GetToken]),
+		"CallbackFunctionName": ref(f.id[stack.Callback]),
+	}
+	for name, v := range outputs {
+		t.Run(name, func(t *testing.T) {
+			check(t, func() { f.tpl.HasOutput(jsii.String(name), map[string]any{"Value": v}) })
+		})
+	}
+}
+
+// TestNoDependencyCycle walks every Ref, GetAtt and DependsOn: the
+// functions read the API endpoint, the API's routes reach the functions,
+// and CloudFormation must still find an order.
+func TestNoDependencyCycle(t *testing.T) {
+	f := defaults(t)
+	deps := map[string][]string{}
+	var walk func(from string, v any)
+	walk = func(from string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				switch k {
+				case "Ref":
+					if s, ok := x.(string); ok && f.resources[s] != nil {
+						deps[from] = append(deps[from], s)
+					}
+				case "Fn::GetAtt":
+					if a, ok := x.([]any); ok && f.resources[a[0].(string)] != nil {
+						deps[from] = append(deps[from], a[0].(string))
+					}
+				}
+				walk(from, x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(from, x)
+			}
+		}
+	}
+	for lid, r := range f.resources {
+		walk(lid, r["Properties"])
+		for _, d := range strs(r["DependsOn"]) {
+			deps[lid] = append(deps[lid], d)
+		}
+	}
+	const (
+		unseen = iota
+		active
+		done
+	)
+	state := map[string]int{}
+	var visit func(n string, path []string)
+	visit = func(n string, path []string) {
+		switch state[n] {
+		case active:
+			t.Fatalf("dependency cycle: %s -> %s", strings.Join(path, " -> "), n)
+		case done:
+			return
+		}
+		state[n] = active
+		for _, d := range deps[n] {
+			visit(d, append(path, n))
+		}
+		state[n] = done
+	}
+	for lid := range f.resources {
+		visit(lid, nil)
+	}
+	// The property that makes it work: the API does not depend on a function.
+	for _, d := range deps[f.id["api"]] {
+		t.Errorf("the API depends on %s", d)
+	}
+	if !slices.Contains(deps[f.id[stack.GetToken]], f.id["api"]) {
+		t.Errorf("gettoken does not read the API endpoint")
+	}
+}
+
+func TestArchitectureX86(t *testing.T) {
+	f := synth(t, func(p *stack.Props) { p.Architecture = awslambda.Architecture_X86_64() })
+	check(t, func() {
+		f.tpl.ResourcePropertiesCountIs(jsii.String("AWS::Lambda::Function"), map[string]any{"Architectures": []any{"x86_64"}}, jsii.Number(2))
+	})
+}
+
+func TestCustomProps(t *testing.T) {
+	secrets := []string{
+		"arn:aws:secretsmanager:eu-west-1:111122223333:secret:agentauth/slack-AbCdEf",
+		"arn:aws:secretsmanager:eu-west-1:111122223333:secret:agentauth/github-123456",
+	}
+	topic := "arn:aws:sns:eu-west-1:111122223333:ops"
+	f := synth(t, func(p *stack.Props) {
+		p.PublicURL = "https://auth.example.com"
+		p.CallbackPaths = []string{"/oauth/callback/slack-bot", "/oauth/callback/github"}
+		p.LogRetention = awslogs.RetentionDays_ONE_WEEK
+		p.BundlePath = "/opt/bundle"
+		p.SecretARNs = secrets
+		p.AlarmTopicARN = topic
+	})
+	runAll(t, f, []assertion{
+		{"public URL from props", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.ResourcePropertiesCountIs(jsii.String("AWS::Lambda::Function"), map[string]any{
+					"Environment": map[string]any{"Variables": map[string]any{stack.EnvPublicURL: "https://auth.example.com", stack.EnvBundle: "/opt/bundle"}},
+				}, jsii.Number(2))
+			})
+			check(t, func() { f.tpl.HasOutput(jsii.String("PublicUrl"), map[string]any{"Value": "https://auth.example.com"}) })
+		}},
+		{"one public route per callback path, no catch-all", func(t *testing.T, f *fixture) {
+			want := map[string]routeWant{
+				"GET /healthz":                  {stack.GetToken, "NONE"},
+				"GET /oauth/callback/slack-bot": {stack.Callback, "NONE"},
+				"GET /oauth/callback/github":    {stack.Callback, "NONE"},
+			}
+			for _, r := range stack.RuntimeRoutes {
+				want[r.Method+" "+r.Path] = routeWant{stack.GetToken, "AWS_IAM"}
+			}
+			assertRoutes(t, f, want)
+		}},
+		{"log retention from props", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.ResourcePropertiesCountIs(jsii.String("AWS::Logs::LogGroup"), map[string]any{"RetentionInDays": 7}, jsii.Number(2))
+			})
+		}},
+		{"each function reads exactly the listed secrets", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.ResourcePropertiesCountIs(jsii.String("AWS::IAM::Policy"), map[string]any{
+					"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{map[string]any{
+						"Effect": "Allow", "Sid": "BundleSecrets", "Action": "secretsmanager:GetSecretValue", "Resource": []any{secrets[0], secrets[1]},
+					}})},
+				}, jsii.Number(2))
+			})
+		}},
+		{"DLQ alarm notifies the topic", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{"AlarmActions": []any{topic}})
+			})
+		}},
+	})
+}
+
+func TestPropsRejected(t *testing.T) {
+	noBootstrap := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(noBootstrap, stack.GetToken), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	notExecutable := t.TempDir()
+	for _, fn := range []string{stack.GetToken, stack.Callback} {
+		if err := os.MkdirAll(filepath.Join(notExecutable, fn), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(notExecutable, fn, "bootstrap"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		name string
+		edit func(*stack.Props)
+		want string
+	}{
+		{"bad prefix", func(p *stack.Props) { p.Prefix = "Agent_Auth" }, "prefix"},
+		{"no asset dir", func(p *stack.Props) { p.AssetDir = "" }, "asset directory"},
+		{"missing bootstrap", func(p *stack.Props) { p.AssetDir = noBootstrap }, "function gettoken"},
+		{"bootstrap not executable", func(p *stack.Props) { p.AssetDir = notExecutable }, "not an executable file"},
+		{"relative callback path", func(p *stack.Props) { p.CallbackPaths = []string{"oauth/cb"} }, "must start with '/'"},
+		{"callback path on a runtime route", func(p *stack.Props) { p.CallbackPaths = []string{"/v1/oauth/token"} }, "collides"},
+		{"duplicate callback path", func(p *stack.Props) { p.CallbackPaths = []string{"/cb/a", "/cb/a"} }, "listed twice"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+			p := stack.Props{Prefix: "aa-test", AssetDir: assetDir}
+			tc.edit(&p)
+			_, err := stack.New(app, "Rejected", p)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
