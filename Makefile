@@ -71,6 +71,7 @@ $(ACTIONLINT):
 .PHONY: lint
 lint: $(ACTIONLINT) ## gofmt, go vet, actionlint
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
+	cd infra && $(GO) vet ./...
 	$(GO) vet ./...
 	$(ACTIONLINT) .github/workflows/*.yml
 
@@ -95,9 +96,22 @@ build-lambdas: ## static Lambda binaries + bundle in build/lambda/<fn>/ (LAMBDA_
 	  echo "build/lambda/$$fn: $$(du -h build/lambda/$$fn/bootstrap | cut -f1) ($(LAMBDA_ARCH))"; \
 	done
 
+# The CDK CLI is pinned by infra/package-lock.json (aws-cdk 2.1148.1).
+CDK           := $(CURDIR)/infra/node_modules/.bin/cdk
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+
 .PHONY: test
-test: check-tools e2e-deps lint ## install what the tests need, then unit, fuzz-seed and end-to-end tests
+test: check-tools e2e-deps lint ## install what the tests need, then unit, fuzz-seed, end-to-end and CDK assertions tests
 	E2E_REQUIRE=1 $(GO) test $(GOTEST_FLAGS) ./...
+	cd infra && $(GO) test -count=1 -timeout 20m ./...
+
+infra/node_modules/.installed: infra/package-lock.json
+	cd infra && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+.PHONY: synth
+synth: check-tools infra/node_modules/.installed build-lambdas ## synthesize the CDK app (infra/) with the pinned CDK CLI
+	cd infra && $(CDK) synth --quiet
 
 .PHONY: test-unit
 test-unit: ## unit tests only (no browser, no provider)
