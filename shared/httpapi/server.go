@@ -261,10 +261,10 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("wait"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			writeError(w, r, http.StatusBadRequest, "invalidRequest", "wait must be a whole number of seconds between 0 and 55")
+			writeError(w, r, http.StatusBadRequest, "invalidRequest", fmt.Sprintf("wait must be a whole number of seconds between 0 and %d", int(s.mgr.MaxWait().Seconds())))
 			return
 		}
-		wait = min(time.Duration(n)*time.Second, oauth.MaxWait)
+		wait = min(time.Duration(n)*time.Second, s.mgr.MaxWait())
 	}
 	st, err := s.mgr.SessionStatus(r.Context(), id, wait)
 	switch {

@@ -53,6 +53,9 @@ type Config struct {
 	// RefreshLeaseTTL bounds how long one process may hold a grant's
 	// refresh lease (default 30 s).
 	RefreshLeaseTTL time.Duration
+	// MaxWait bounds a session-status long poll (default and at most
+	// MaxWait, 55 s).
+	MaxWait time.Duration
 }
 
 // Manager is the OAuthManager.
@@ -111,6 +114,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.ProviderTimeout <= 0 {
 		cfg.ProviderTimeout = 10 * time.Second
+	}
+	if cfg.MaxWait <= 0 || cfg.MaxWait > MaxWait {
+		cfg.MaxWait = MaxWait
 	}
 	if cfg.RefreshLeaseTTL <= 0 {
 		cfg.RefreshLeaseTTL = 30 * time.Second
@@ -441,3 +447,6 @@ func unionWithin(a, b, allowed []string) []string {
 	}
 	return out
 }
+
+// MaxWait is the longest session-status long poll this manager allows.
+func (m *Manager) MaxWait() time.Duration { return m.cfg.MaxWait }

@@ -17,16 +17,14 @@ type SessionStatus struct {
 	StatusReason string               `json:"statusReason,omitempty"`
 }
 
-// MaxWait bounds a long poll of a session's status (API Gateway cuts
-// requests at 30-60 s; 55 keeps below the larger limit).
+// MaxWait is the default bound of a long poll of a session's status; behind
+// API Gateway (30 s integration timeout) Config.MaxWait lowers it.
 const MaxWait = 55 * time.Second
 
 // SessionStatus returns a session's status; with wait > 0 it polls until
 // the session leaves pending or wait passes. ErrNotFound for unknown ids.
 func (m *Manager) SessionStatus(ctx context.Context, id string, wait time.Duration) (SessionStatus, error) {
-	if wait > MaxWait {
-		wait = MaxWait
-	}
+	wait = min(wait, m.cfg.MaxWait)
 	deadline := time.Now().Add(wait)
 	tick := 100 * time.Millisecond
 	for {

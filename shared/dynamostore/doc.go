@@ -1,0 +1,40 @@
+// Package dynamostore is the AWS domain.Store: sealed grants, auth sessions
+// and refresh leases in one DynamoDB table, shared by every Lambda.
+//
+// Every rule of the port is enforced by a DynamoDB condition on the write
+// itself (attribute_not_exists, version equality, pending status, lease
+// owner and expiry), never by reading first and writing after, so two
+// Lambdas racing on one record cannot both win. CompleteSession is a single
+// TransactWriteItems over the session and the grant.
+//
+// It must never log an item or put item contents in an error (errors name
+// the record id and what failed, nothing else), and never write a secret
+// unsealed: records carry only the domain.EncryptedValues the sealer
+// produced, and this package seals or opens nothing except in Reseal,
+// through the sealer it is given. It never builds a key from an id it has
+// not validated, and never overwrites a record it cannot decode.
+//
+// # Table layout
+//
+// One table, partition key [PartitionKey] ("pk", a string), no sort key,
+// on-demand billing, TimeToLive on [TTLAttribute] ("ttl"); [TableSchema] and
+// [TimeToLiveSpec] give the requests that create it. Items:
+//
+//	pk                      kind               other attributes
+//	grant#<grantId>         OAuthGrantRecord   version N, createdAt S, doc S
+//	session#<sessionId>     AuthSessionRecord  version N, status S, completedAt S (once set), ttl N, doc S
+//	lease#<sha256 hex(key)> Lease              owner S, expiresAt N (Unix ms), ttl N
+//
+// doc is the record's JSON as domain's JSON tags give it, sealed values
+// inline, minus the fields kept as attributes (the grant's version and
+// createdAt; the session's version, status and completedAt), which a read
+// merges back. Keeping those outside doc is what lets CompleteSession
+// complete a session and keep a grant's CreatedAt without rewriting or
+// reading the other fields.
+//
+// ttl is in epoch seconds: a session's expiresAt plus [SessionRetention],
+// so DynamoDB removes finished sessions, and a lease's expiry plus
+// [LeaseRetention]. Grants never expire.
+//
+// Times in attributes are RFC 3339 text with nanoseconds, as in doc.
+package dynamostore

@@ -1,0 +1,209 @@
+package dynamostore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/agentauth/agentauth/shared/domain"
+)
+
+// validGrantID checks ^grant-[0-9a-f]{16}$, as every backend does.
+func validGrantID(id string) error { return validID(id, "grant-", 16, "grant") }
+
+// validSessionID checks ^as-[0-9a-f]{32}$.
+func validSessionID(id string) error { return validID(id, "as-", 32, "session") }
+
+func validID(id, prefix string, hexLen int, what string) error {
+	ok := len(id) == len(prefix)+hexLen && strings.HasPrefix(id, prefix)
+	for i := len(prefix); ok && i < len(id); i++ {
+		c := id[i]
+		ok = c >= '0' && c <= '9' || c >= 'a' && c <= 'f'
+	}
+	if !ok {
+		// %q keeps control characters in a hostile id from reaching logs raw.
+		return fmt.Errorf("%s id %.80q: want %s followed by %d lowercase hex digits: %w", what, id, prefix, hexLen, domain.ErrInvalidID)
+	}
+	return nil
+}
+
+// leasePK keys a lease by a hash of its key, so no caller-supplied text
+// reaches the key or an expression.
+func leasePK(leaseKey string) string {
+	sum := sha256.Sum256([]byte(leaseKey))
+	return leasePrefix + hex.EncodeToString(sum[:])
+}
+
+// grantDoc and sessionDoc are the doc attribute: the record's JSON without
+// the fields kept as attributes. A field of the outer struct hides the
+// embedded field of the same JSON name, and a nil one is omitted.
+type grantDoc struct {
+	domain.Grant
+	Version   *struct{} `json:"version,omitempty"`
+	CreatedAt *struct{} `json:"createdAt,omitempty"`
+}
+
+type sessionDoc struct {
+	domain.Session
+	Version     *struct{} `json:"version,omitempty"`
+	Status      *struct{} `json:"status,omitempty"`
+	CompletedAt *struct{} `json:"completedAt,omitempty"`
+}
+
+// grantItem is the item for g as given (version included).
+func grantItem(g domain.Grant) (map[string]types.AttributeValue, error) {
+	doc, err := json.Marshal(grantDoc{Grant: g})
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	created, err := timeText(g.CreatedAt)
+	if err != nil {
+		return nil, fmt.Errorf("encode createdAt: %w", err)
+	}
+	return map[string]types.AttributeValue{
+		PartitionKey:  str(grantPrefix + g.ID),
+		attrKind:      str(kindGrant),
+		attrVersion:   num(g.Version),
+		attrCreatedAt: str(created),
+		attrDoc:       str(string(doc)),
+	}, nil
+}
+
+// decodeGrant reads a grant item. Errors wrap domain.ErrCorrupt.
+func decodeGrant(id string, item map[string]types.AttributeValue) (domain.Grant, error) {
+	if err := checkKind(item, kindGrant); err != nil {
+		return domain.Grant{}, err
+	}
+	version, err := needN(item, attrVersion)
+	if err != nil {
+		return domain.Grant{}, err
+	}
+	created, err := needTime(item, attrCreatedAt)
+	if err != nil {
+		return domain.Grant{}, err
+	}
+	doc, err := needS(item, attrDoc)
+	if err != nil {
+		return domain.Grant{}, err
+	}
+	var g domain.Grant
+	if err := json.Unmarshal([]byte(doc), &g); err != nil {
+		return domain.Grant{}, fmt.Errorf("%w: doc: %s", domain.ErrCorrupt, jsonErrorWithoutContent(err))
+	}
+	g.ID, g.Version, g.CreatedAt = id, version, created
+	return g, nil
+}
+
+// grantState is what CompleteSession needs to know of a stored grant.
+type grantState struct {
+	exists    bool
+	version   int64
+	createdAt string // attribute text, written back unchanged
+}
+
+// grantStateOf reads the state from an item (nil: no grant).
+func grantStateOf(item map[string]types.AttributeValue) (grantState, error) {
+	if len(item) == 0 {
+		return grantState{}, nil
+	}
+	if err := checkKind(item, kindGrant); err != nil {
+		return grantState{}, err
+	}
+	v, err := needN(item, attrVersion)
+	if err != nil {
+		return grantState{}, err
+	}
+	if _, err := needTime(item, attrCreatedAt); err != nil {
+		return grantState{}, err
+	}
+	created, _ := needS(item, attrCreatedAt)
+	return grantState{exists: true, version: v, createdAt: created}, nil
+}
+
+// sessionItem is the item for s as given (version and status included).
+func sessionItem(s domain.Session) (map[string]types.AttributeValue, error) {
+	doc, err := json.Marshal(sessionDoc{Session: s})
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	item := map[string]types.AttributeValue{
+		PartitionKey: str(sessionPrefix + s.ID),
+		attrKind:     str(kindSession),
+		attrVersion:  num(s.Version),
+		attrStatus:   str(string(s.Status)),
+		TTLAttribute: num(epochCeil(s.ExpiresAt.Add(SessionRetention))),
+		attrDoc:      str(string(doc)),
+	}
+	if s.CompletedAt != nil {
+		at, err := timeText(*s.CompletedAt)
+		if err != nil {
+			return nil, fmt.Errorf("encode completedAt: %w", err)
+		}
+		item[attrCompletedAt] = str(at)
+	}
+	return item, nil
+}
+
+// sessionState is a stored session as CompleteSession needs it: the doc
+// text it conditions on and the attributes it replaces.
+type sessionState struct {
+	version int64
+	status  domain.SessionStatus
+	doc     string
+}
+
+// decodeSession reads a session item and returns it with its state.
+// Errors wrap domain.ErrCorrupt.
+func decodeSession(id string, item map[string]types.AttributeValue) (domain.Session, sessionState, error) {
+	fail := func(err error) (domain.Session, sessionState, error) { return domain.Session{}, sessionState{}, err }
+	if err := checkKind(item, kindSession); err != nil {
+		return fail(err)
+	}
+	version, err := needN(item, attrVersion)
+	if err != nil {
+		return fail(err)
+	}
+	status, err := needS(item, attrStatus)
+	if err != nil {
+		return fail(err)
+	}
+	doc, err := needS(item, attrDoc)
+	if err != nil {
+		return fail(err)
+	}
+	var s domain.Session
+	if err := json.Unmarshal([]byte(doc), &s); err != nil {
+		return fail(fmt.Errorf("%w: doc: %s", domain.ErrCorrupt, jsonErrorWithoutContent(err)))
+	}
+	s.ID, s.Version, s.Status, s.CompletedAt = id, version, domain.SessionStatus(status), nil
+	if _, ok := item[attrCompletedAt]; ok {
+		at, err := needTime(item, attrCompletedAt)
+		if err != nil {
+			return fail(err)
+		}
+		s.CompletedAt = &at
+	}
+	return s, sessionState{version: version, status: s.Status, doc: doc}, nil
+}
+
+// jsonErrorWithoutContent keeps decoder errors from quoting the doc (a type
+// error can echo a value) while still saying where it broke.
+func jsonErrorWithoutContent(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("invalid JSON at byte %d", se.Offset)
+	case errors.As(err, &te):
+		return fmt.Sprintf("field %s: cannot decode a JSON %s into %s", te.Field, te.Value, te.Type)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "truncated JSON"
+	}
+	return "cannot decode JSON"
+}
