@@ -22,7 +22,7 @@
 //
 //	pk                      kind               other attributes
 //	grant#<grantId>         OAuthGrantRecord   version N, createdAt S, doc S
-//	session#<sessionId>     AuthSessionRecord  version N, status S, completedAt S (once set), ttl N, doc S
+//	session#<sessionId>     AuthSessionRecord  version N, status S, completedAt S (once set), ttl N (see below), doc S
 //	lease#<sha256 hex(key)> Lease              owner S, expiresAt N (Unix ms), ttl N
 //
 // doc is the record's JSON as domain's JSON tags give it, sealed values
@@ -34,7 +34,9 @@
 //
 // ttl is in epoch seconds: a session's expiresAt plus [SessionRetention],
 // so DynamoDB removes finished sessions, and a lease's expiry plus
-// [LeaseRetention]. Grants never expire.
+// [LeaseRetention]. Grants never expire, and neither does a session whose
+// auth.granted event is still pending (eventPending): it keeps no ttl until
+// the sweep has delivered the event.
 //
 // Times in attributes are RFC 3339 text with nanoseconds, as in doc.
 package dynamostore

@@ -137,8 +137,13 @@ func sessionItem(s domain.Session) (map[string]types.AttributeValue, error) {
 		attrKind:     str(kindSession),
 		attrVersion:  num(s.Version),
 		attrStatus:   str(string(s.Status)),
-		TTLAttribute: num(epochCeil(s.ExpiresAt.Add(SessionRetention))),
 		attrDoc:      str(string(doc)),
+	}
+	// A session whose auth.granted event is still to be delivered must
+	// outlive its retention until the sweep delivers it (and clears the
+	// flag, which brings the ttl back).
+	if !s.EventPending {
+		item[TTLAttribute] = num(epochCeil(s.ExpiresAt.Add(SessionRetention)))
 	}
 	if s.CompletedAt != nil {
 		at, err := timeText(*s.CompletedAt)

@@ -14,7 +14,8 @@ import (
 	"github.com/agentauth/agentauth/shared/domain"
 )
 
-// DynamoAPI is the part of *dynamodb.Client the store uses.
+// DynamoAPI is the part of *dynamodb.Client the store uses: pass the
+// client main builds once; tests wrap it to count or fake calls.
 type DynamoAPI interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
@@ -32,7 +33,8 @@ const (
 	// TTLAttribute is the table's TimeToLive attribute (epoch seconds).
 	TTLAttribute = "ttl"
 	// SessionRetention is how long a session stays after its expiresAt
-	// before DynamoDB may remove it.
+	// before DynamoDB may remove it (the OAuth manager's cleanup keeps
+	// finished sessions as long).
 	SessionRetention = 24 * time.Hour
 	// LeaseRetention is how long a lease item stays after the lease ends.
 	LeaseRetention = time.Hour
