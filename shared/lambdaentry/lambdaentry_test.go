@@ -37,7 +37,7 @@ func TestRuntimeFunctionAnswersAPIGatewayEvents(t *testing.T) {
 	t.Setenv(EnvPublicURL, "https://auth.example")
 	t.Setenv("TEAM_CLIENT_SECRET", "s3cret")
 	t.Setenv("GOONDAN_OAUTH_KEY", "")
-	h, err := Build(context.Background(), RuntimeRoutes, slog.New(slog.DiscardHandler))
+	h, err := Build(context.Background(), RuntimeRoutes, slog.New(slog.DiscardHandler), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,14 +63,14 @@ func TestRuntimeFunctionAnswersAPIGatewayEvents(t *testing.T) {
 
 func TestBuildNamesMissingConfiguration(t *testing.T) {
 	t.Setenv(EnvPublicURL, "")
-	if _, err := Build(context.Background(), CallbackRoutes, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), EnvPublicURL) {
+	if _, err := Build(context.Background(), CallbackRoutes, slog.New(slog.DiscardHandler), Options{}); err == nil || !strings.Contains(err.Error(), EnvPublicURL) {
 		t.Fatalf("err = %v", err)
 	}
 	t.Setenv(EnvPublicURL, "https://auth.example")
 	t.Setenv(EnvBundle, "testdata/bundle")
 	t.Setenv(EnvHome, t.TempDir())
 	t.Setenv("TEAM_CLIENT_SECRET", "")
-	_, err := Build(context.Background(), CallbackRoutes, slog.New(slog.DiscardHandler))
+	_, err := Build(context.Background(), CallbackRoutes, slog.New(slog.DiscardHandler), Options{})
 	if err == nil || !strings.Contains(err.Error(), "TEAM_CLIENT_SECRET") {
 		t.Fatalf("err = %v", err)
 	}
