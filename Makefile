@@ -87,6 +87,10 @@ emulator-down: ## stop MiniStack
 test-integration: emulator-up ## adapter tests against the emulator's AWS APIs
 	$(AWS_LOCAL_ENV) AGENTAUTH_REQUIRE_EMULATOR=1 $(GO) test -tags integration -count=1 -timeout 20m ./shared/...
 
+.PHONY: bench-aws
+bench-aws: emulator-up ## AWS calls per operation (SDK middleware counts) on the emulator
+	@$(AWS_LOCAL_ENV) AGENTAUTH_REQUIRE_EMULATOR=1 $(GO) test -tags integration -count=1 -v -run TestAWSBackendsFlowAndCallCounts ./shared/lambdaentry | grep -E 'AWS calls|^(ok|FAIL|---)'
+
 .PHONY: build-lambdas
 build-lambdas: ## static Lambda binaries + bundle in build/lambda/<fn>/ (LAMBDA_ARCH=arm64|amd64, default: this host)
 	@for fn in $(LAMBDAS); do \

@@ -22,10 +22,7 @@ import (
 
 // Load returns the SDK configuration; counter may be nil.
 func Load(ctx context.Context, counter *awscount.Counter) (aws.Config, error) {
-	client := awshttp.NewBuildableClient()
-	opts := []func(*config.LoadOptions) error{
-		config.WithHTTPClient(plainBodyClient{client}),
-	}
+	var opts []func(*config.LoadOptions) error
 	if counter != nil {
 		opts = append(opts, config.WithAPIOptions(counter.APIOptions()))
 	}
@@ -33,6 +30,12 @@ func Load(ctx context.Context, counter *awscount.Counter) (aws.Config, error) {
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("aws config: %w", err)
 	}
+	// Wrapped after loading: the SDK configures its own client first
+	// (AWS_CA_BUNDLE needs the concrete type).
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = awshttp.NewBuildableClient()
+	}
+	cfg.HTTPClient = plainBodyClient{cfg.HTTPClient}
 	return cfg, nil
 }
 
