@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentauth/agentauth/shared/aesseal"
+	"github.com/agentauth/agentauth/shared/awsbackends"
 	"github.com/agentauth/agentauth/shared/logging"
 	"github.com/agentauth/agentauth/shared/oauth"
 )
@@ -209,5 +210,28 @@ func cmdKeysGenerate(stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(stdout, k)
+	return nil
+}
+
+// cmdKeysRewrap moves every grant of the AWS deployment named by the
+// environment (the functions' variables) to another KMS key.
+func cmdKeysRewrap(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("keys rewrap")
+	to := fs.String("to-key", "", "KMS key id, ARN or alias to move every grant to")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *to == "" {
+		return usageError{"keys rewrap: --to-key is required"}
+	}
+	be, err := awsbackends.Open(ctx, os.Getenv, nil)
+	if err != nil {
+		return err
+	}
+	n, err := be.Rewrap(ctx, *to)
+	if err != nil {
+		return fmt.Errorf("rewrap stopped after %d values: %w (run it again to finish; records already moved stay readable)", n, err)
+	}
+	fmt.Fprintf(stdout, "rewrapped %d values under %s; set %s to it for the functions\n", n, *to, awsbackends.EnvKMSKey)
 	return nil
 }

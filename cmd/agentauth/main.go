@@ -24,6 +24,8 @@ Usage:
   agentauth keys rotate [--home DIR]          new master key, every record resealed
   agentauth keys reseal [--home DIR]          reseal every record under the current key
   agentauth keys generate                     print a new key for GOONDAN_OAUTH_KEY
+  agentauth keys rewrap --to-key KMS_KEY      AWS: move every grant to another KMS key
+                                              (reads AGENTAUTH_TABLE, AGENTAUTH_KMS_KEY_ID, …)
   agentauth bench [--url URL] [--token T] [--duration D] [--concurrency N]
 
 Home defaults to $AGENTAUTH_HOME or ./.agentauth; the bundle to
@@ -73,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdKeysRotate(ctx, rest[1:], stdout)
 	case cmd == "keys" && sub == "reseal":
 		return cmdKeysReseal(ctx, rest[1:], stdout)
+	case cmd == "keys" && sub == "rewrap":
+		return cmdKeysRewrap(ctx, rest[1:], stdout)
 	case cmd == "keys" && sub == "generate":
 		return cmdKeysGenerate(stdout)
 	case cmd == "bench":

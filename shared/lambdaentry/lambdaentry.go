@@ -11,36 +11,24 @@ package lambdaentry
 
 import (
 	"context"
-	"crypto/sha256"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
-	"github.com/agentauth/agentauth/shared/aesseal"
-	"github.com/agentauth/agentauth/shared/awsconfig"
+	"github.com/agentauth/agentauth/shared/awsbackends"
 	"github.com/agentauth/agentauth/shared/awscount"
-	"github.com/agentauth/agentauth/shared/awssecrets"
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/domain"
-	"github.com/agentauth/agentauth/shared/dynamostore"
 	"github.com/agentauth/agentauth/shared/embedded"
 	"github.com/agentauth/agentauth/shared/httpapi"
-	"github.com/agentauth/agentauth/shared/kmsseal"
 	"github.com/agentauth/agentauth/shared/logging"
 	"github.com/agentauth/agentauth/shared/oauth"
-	"github.com/agentauth/agentauth/shared/sqsqueue"
 )
 
 // Environment variables read at cold start.
@@ -49,12 +37,12 @@ const (
 	EnvPublicURL = "AGENTAUTH_PUBLIC_URL" // public base URL of the callback route (required)
 	EnvMaxWait   = "AGENTAUTH_MAX_WAIT_SECONDS"
 
-	// AWS backends (all required when EnvTable is set).
-	EnvTable             = "AGENTAUTH_TABLE"
-	EnvKMSKey            = "AGENTAUTH_KMS_KEY_ID"
-	EnvQueueURL          = "AGENTAUTH_QUEUE_URL"
-	EnvSessionKeysSecret = "AGENTAUTH_SESSION_KEYS_SECRET" // Secrets Manager id: comma-separated random strings, first current
-	EnvSecretPrefix      = "AGENTAUTH_SECRET_PREFIX"       // bundle Secret/<name> → secret <prefix><name> (default "agentauth/")
+	// AWS backends: see shared/awsbackends (set EnvTable to use them).
+	EnvTable             = awsbackends.EnvTable
+	EnvKMSKey            = awsbackends.EnvKMSKey
+	EnvQueueURL          = awsbackends.EnvQueueURL
+	EnvSessionKeysSecret = awsbackends.EnvSessionKeysSecret
+	EnvSecretPrefix      = awsbackends.EnvSecretPrefix
 
 	// Embedded backends.
 	EnvHome    = "AGENTAUTH_HOME"    // home (default /tmp/agentauth)
@@ -161,66 +149,12 @@ func embeddedBackends(ctx context.Context) (*backends, error) {
 }
 
 func awsBackends(ctx context.Context, counter *awscount.Counter) (*backends, error) {
-	var missing []string
-	for _, k := range []string{EnvKMSKey, EnvQueueURL, EnvSessionKeysSecret} {
-		if os.Getenv(k) == "" {
-			missing = append(missing, k)
-		}
-	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("%s set but %s missing", EnvTable, strings.Join(missing, ", "))
-	}
-	cfg, err := awsconfig.Load(ctx, counter)
+	be, err := awsbackends.Open(ctx, os.Getenv, counter)
 	if err != nil {
 		return nil, err
 	}
-	store, err := dynamostore.New(dynamodb.NewFromConfig(cfg), os.Getenv(EnvTable))
-	if err != nil {
-		return nil, err
-	}
-	sealer, err := kmsseal.New(kms.NewFromConfig(cfg), os.Getenv(EnvKMSKey), kmsseal.Options{})
-	if err != nil {
-		return nil, err
-	}
-	queue, err := sqsqueue.New(sqs.NewFromConfig(cfg), os.Getenv(EnvQueueURL), sqsqueue.Options{})
-	if err != nil {
-		return nil, err
-	}
-	secrets := awssecrets.New(secretsmanager.NewFromConfig(cfg), getenv(EnvSecretPrefix, "agentauth/"))
-	raw, err := secrets.String(os.Getenv(EnvSessionKeysSecret))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", EnvSessionKeysSecret, err)
-	}
-	keys, err := SessionKeys(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", EnvSessionKeysSecret, err)
-	}
-	ring, err := aesseal.New(keys[0], keys[1:]...)
-	if err != nil {
-		return nil, err
-	}
-	return &backends{store: store, sealer: sealer, sessionSealer: ring, queue: queue,
-		stateKeys: ring.DerivedKeys("state"), secrets: secrets}, nil
-}
-
-// SessionKeys turns the session-keys secret — comma-separated random
-// strings of at least 32 characters, the first current — into AES keys
-// (SHA-256 of each), so Secrets Manager's generated passwords work as is
-// and a rotation prepends a new string.
-func SessionKeys(s domain.Secret) ([][]byte, error) {
-	var keys [][]byte
-	for i, part := range strings.Split(s.Reveal(), ",") {
-		part = strings.TrimSpace(part)
-		if len(part) < 32 {
-			return nil, fmt.Errorf("key %d is shorter than 32 characters", i+1)
-		}
-		sum := sha256.Sum256([]byte(part))
-		keys = append(keys, sum[:])
-	}
-	if len(keys) == 0 {
-		return nil, errors.New("no keys")
-	}
-	return keys, nil
+	return &backends{store: be.Store, sealer: be.GrantSealer, sessionSealer: be.SessionSealer, queue: be.Queue,
+		stateKeys: be.StateKeys(), secrets: be.Secrets}, nil
 }
 
 // Main is a function's whole main: JSON logs to stdout, build from the

@@ -1,0 +1,52 @@
+package awsbackends
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/agentauth/agentauth/shared/domain"
+)
+
+func TestSessionKeys(t *testing.T) {
+	long := strings.Repeat("a", 32)
+	keys, err := SessionKeys(domain.NewSecret(long + ", " + strings.Repeat("b", 40)))
+	if err != nil || len(keys) != 2 || len(keys[0]) != 32 || string(keys[0]) == string(keys[1]) {
+		t.Fatalf("%d keys, %v", len(keys), err)
+	}
+	for _, bad := range []string{"", "short", long + ",short"} {
+		if _, err := SessionKeys(domain.NewSecret(bad)); err == nil || strings.Contains(err.Error(), long) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+func TestOpenNamesMissingVariables(t *testing.T) {
+	_, err := Open(context.Background(), func(k string) string {
+		if k == EnvTable {
+			return "t"
+		}
+		return ""
+	}, nil)
+	if err == nil || !strings.Contains(err.Error(), EnvKMSKey) || !strings.Contains(err.Error(), EnvSessionKeysSecret) || strings.Contains(err.Error(), EnvTable+",") {
+		t.Fatalf("%v", err)
+	}
+}
+
+type tagSealer string
+
+func (s tagSealer) Seal(_ context.Context, p []byte, _ domain.Binding) (domain.EncryptedValue, error) {
+	return domain.EncryptedValue{KeyID: string(s)}, nil
+}
+func (s tagSealer) Open(context.Context, domain.EncryptedValue, domain.Binding) ([]byte, error) {
+	return []byte(s), nil
+}
+
+func TestRoutedPicksByRecord(t *testing.T) {
+	r := Routed{Grants: tagSealer("kms"), Sessions: tagSealer("local")}
+	g, _ := r.Seal(context.Background(), nil, domain.Binding{Record: "grant"})
+	s, _ := r.Seal(context.Background(), nil, domain.Binding{Record: "session"})
+	if g.KeyID != "kms" || s.KeyID != "local" {
+		t.Fatalf("grant %s session %s", g.KeyID, s.KeyID)
+	}
+}
