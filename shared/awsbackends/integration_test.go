@@ -44,7 +44,9 @@ func TestRewrapMovesGrantsToAnotherKey(t *testing.T) {
 	if _, err := ddb.CreateTable(ctx, dynamostore.TableSchema(table)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)}) })
+	t.Cleanup(func() {
+		_, _ = ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
 	k1, err := kmsc.CreateKey(ctx, &kms.CreateKeyInput{})
 	if err != nil {
 		t.Fatal(err)

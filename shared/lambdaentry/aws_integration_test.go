@@ -95,7 +95,9 @@ func TestAWSBackendsFlowAndCallCounts(t *testing.T) {
 	if _, err := ddb.CreateTable(ctx, dynamostore.TableSchema(table)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)}) })
+	t.Cleanup(func() {
+		_, _ = ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
 	key, err := kmsc.CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String("agentauth it")})
 	if err != nil {
 		t.Fatal(err)
