@@ -87,6 +87,14 @@ emulator-down: ## stop MiniStack
 test-integration: emulator-up ## adapter tests against the emulator's AWS APIs
 	$(AWS_LOCAL_ENV) AGENTAUTH_REQUIRE_EMULATOR=1 $(GO) test -tags integration -count=1 -timeout 20m ./shared/...
 
+.PHONY: test-localstack
+test-localstack: ## the adapter suites against LocalStack (needs Docker and LOCALSTACK_AUTH_TOKEN)
+	@[ -n "$${LOCALSTACK_AUTH_TOKEN:-}" ] || { echo "LocalStack needs LOCALSTACK_AUTH_TOKEN (and Docker); agentauth's own tests use MiniStack: make test-integration"; exit 1; }
+	@docker info >/dev/null 2>&1 || { echo "LocalStack needs a running Docker engine"; exit 1; }
+	docker compose -f localstack/docker-compose.yml up -d --wait
+	AWS_ENDPOINT_URL=http://127.0.0.1:4567 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AGENTAUTH_REQUIRE_EMULATOR=1 \
+	  $(GO) test -tags integration -count=1 -timeout 20m ./shared/...
+
 .PHONY: bench-aws
 bench-aws: emulator-up ## AWS calls per operation (SDK middleware counts) on the emulator
 	@$(AWS_LOCAL_ENV) AGENTAUTH_REQUIRE_EMULATOR=1 $(GO) test -tags integration -count=1 -v -run TestAWSBackendsFlowAndCallCounts ./shared/lambdaentry | grep -E 'AWS calls|^(ok|FAIL|---)'
