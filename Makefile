@@ -72,6 +72,7 @@ $(ACTIONLINT):
 lint: $(ACTIONLINT) ## gofmt, go vet, actionlint
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	cd infra && $(GO) vet ./...
+	cd localstack && $(GO) vet ./... && $(GO) vet -tags deploylocal ./...
 	$(GO) vet ./...
 	$(ACTIONLINT) .github/workflows/*.yml
 
@@ -121,6 +122,11 @@ infra/node_modules/.installed: infra/package-lock.json
 	cd infra && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+.PHONY: deploy
+deploy: check-tools infra/node_modules/.installed ## deploy to the AWS account of the current credentials (run build-lambdas LAMBDA_ARCH=arm64 first)
+	@[ -x build/lambda/gettoken/bootstrap ] || { echo "build the functions first: make build-lambdas LAMBDA_ARCH=arm64"; exit 1; }
+	cd infra && $(CDK) deploy --require-approval never -c arch=$$( [ "$(LAMBDA_ARCH)" = amd64 ] && echo x86_64 || echo arm64 )
+
 .PHONY: synth
 synth: check-tools infra/node_modules/.installed build-lambdas ## synthesize the CDK app (infra/) with the pinned CDK CLI
 	cd infra && $(CDK) synth --quiet
@@ -144,3 +150,25 @@ bench: build ## benchmarks: the warm ready path in-process and over loopback
 .PHONY: clean
 clean: ## remove build output (keeps .agentauth)
 	rm -rf bin
+
+# The real stack on the local emulator with the real CDK CLI (localstack/README.md).
+# MINISTACK_PORT selects the emulator (default 4566; another port starts a
+# separate one, with its own state under .tools/ministack-run-<port>).
+MINISTACK_PORT ?= 4566
+HOST_ARCH     := $(shell $(GO) env GOARCH)
+
+.PHONY: deploy-local
+deploy-local: check-tools infra/node_modules/.installed ## deploy the CDK stack to MiniStack (host-arch functions, pinned CDK CLI); outputs in .tools/deploy-local/
+	MINISTACK_PORT=$(MINISTACK_PORT) localstack/ministack.sh up
+	$(MAKE) --no-print-directory build-lambdas LAMBDA_ARCH=$(HOST_ARCH)
+	MINISTACK_PORT=$(MINISTACK_PORT) localstack/deploy-local.sh deploy
+
+.PHONY: test-deploy-local
+test-deploy-local: deploy-local ## deploy-local, then check the deployed stack and call it through the emulator's API Gateway
+	cd localstack && AWS_ENDPOINT_URL=http://127.0.0.1:$(MINISTACK_PORT) \
+	  AGENTAUTH_DEPLOY_OUTPUTS=$(CURDIR)/.tools/deploy-local$(if $(filter 4566,$(MINISTACK_PORT)),,-$(MINISTACK_PORT))/outputs.json \
+	  $(GO) test -tags deploylocal -count=1 -v ./deploylocal
+
+.PHONY: destroy-local
+destroy-local: check-tools infra/node_modules/.installed ## delete the local stack and what it retains (table, key, secrets)
+	MINISTACK_PORT=$(MINISTACK_PORT) localstack/deploy-local.sh destroy

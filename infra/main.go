@@ -59,7 +59,12 @@ func propsFrom(get func(key, env string) string) (stack.Props, string, error) {
 		PublicURL:     get("publicUrl", "AGENTAUTH_PUBLIC_URL"),
 		AlarmTopicARN: get("alarmTopicArn", "AGENTAUTH_ALARM_TOPIC_ARN"),
 		CallbackPaths: list(get("callbackPaths", "AGENTAUTH_CALLBACK_PATHS")),
-		SecretARNs:    list(get("secretArns", "AGENTAUTH_SECRET_ARNS")),
+		SecretPrefix:  get("secretPrefix", "AGENTAUTH_SECRET_PREFIX"),
+	}
+	// The functions read bundle secrets by name under SecretPrefix only;
+	// a list of ARNs would grant secrets they never ask for.
+	if get("secretArns", "AGENTAUTH_SECRET_ARNS") != "" {
+		return p, "", fmt.Errorf("secretArns was replaced by secretPrefix: bundle Secret/<name> reads the secret <secretPrefix><name> (default <prefix>/), and the functions may read exactly the secrets under that prefix")
 	}
 	switch a := strings.ToLower(or(get("arch", "AGENTAUTH_ARCH"), "arm64")); a {
 	case "arm64", "arm_64", "aarch64":

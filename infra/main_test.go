@@ -26,7 +26,7 @@ func TestPropsFrom(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults", arch: "arm64", check: func(t *testing.T, p propsView) {
-			if p.prefix != "agentauth" || p.assetDir != "../build/lambda" || p.id != "AgentAuth" || p.retention != "" || len(p.callbacks) != 0 {
+			if p.prefix != "agentauth" || p.assetDir != "../build/lambda" || p.id != "AgentAuth" || p.retention != "" || len(p.callbacks) != 0 || p.secretPrefix != "" {
 				t.Errorf("defaults: %+v", p)
 			}
 		}},
@@ -36,15 +36,22 @@ func TestPropsFrom(t *testing.T) {
 		{name: "unknown arch", ctx: map[string]string{"arch": "mips"}, wantErr: `arch "mips"`},
 		{name: "lists and names", arch: "arm64",
 			ctx: map[string]string{"prefix": "aa-dev", "assetDir": "/tmp/fns", "stackName": "Dev",
-				"callbackPaths": " /oauth/callback/a, /oauth/callback/b ,", "secretArns": "arn:1", "logRetentionDays": "7"},
+				"callbackPaths": " /oauth/callback/a, /oauth/callback/b ,", "secretPrefix": "team/agentauth/", "logRetentionDays": "7"},
 			check: func(t *testing.T, p propsView) {
 				if p.prefix != "aa-dev" || p.assetDir != "/tmp/fns" || p.id != "Dev" || p.retention != awslogs.RetentionDays_ONE_WEEK {
 					t.Errorf("got %+v", p)
 				}
-				if !slices.Equal(p.callbacks, []string{"/oauth/callback/a", "/oauth/callback/b"}) || !slices.Equal(p.secrets, []string{"arn:1"}) {
-					t.Errorf("lists: %q %q", p.callbacks, p.secrets)
+				if !slices.Equal(p.callbacks, []string{"/oauth/callback/a", "/oauth/callback/b"}) || p.secretPrefix != "team/agentauth/" {
+					t.Errorf("lists: %q %q", p.callbacks, p.secretPrefix)
 				}
 			}},
+		{name: "env secret prefix", arch: "arm64", env: map[string]string{"AGENTAUTH_SECRET_PREFIX": "prod/"},
+			check: func(t *testing.T, p propsView) {
+				if p.secretPrefix != "prod/" {
+					t.Errorf("secret prefix %q", p.secretPrefix)
+				}
+			}},
+		{name: "secretArns is refused, not ignored", ctx: map[string]string{"secretArns": "arn:1"}, wantErr: "replaced by secretPrefix"},
 		{name: "retention CloudWatch does not offer", ctx: map[string]string{"logRetentionDays": "10"}, wantErr: "logRetentionDays"},
 		{name: "retention not a number", ctx: map[string]string{"logRetentionDays": "month"}, wantErr: "logRetentionDays"},
 	}
@@ -69,7 +76,7 @@ func TestPropsFrom(t *testing.T) {
 				t.Errorf("arch = %s, want %s", got, tc.arch)
 			}
 			if tc.check != nil {
-				tc.check(t, propsView{prefix: p.Prefix, assetDir: p.AssetDir, id: id, retention: p.LogRetention, callbacks: p.CallbackPaths, secrets: p.SecretARNs})
+				tc.check(t, propsView{prefix: p.Prefix, assetDir: p.AssetDir, id: id, retention: p.LogRetention, callbacks: p.CallbackPaths, secretPrefix: p.SecretPrefix})
 			}
 		})
 	}
@@ -78,5 +85,6 @@ func TestPropsFrom(t *testing.T) {
 type propsView struct {
 	prefix, assetDir, id string
 	retention            awslogs.RetentionDays
-	callbacks, secrets   []string
+	callbacks            []string
+	secretPrefix         string
 }

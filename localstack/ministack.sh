@@ -8,23 +8,39 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VERSION=1.5.33
+# MiniStack answers CloudWatch's smithy-rpc-v2-cbor protocol (the one the
+# current AWS SDKs speak) only when cbor2 is importable, but lists cbor2 in
+# its "test" extra alone; without it a CBOR client gets JSON labelled
+# application/cbor and fails to decode it.
+CBOR2_VERSION=5.9.0
 VENV=.tools/ministack-$VERSION
 PORT=${MINISTACK_PORT:-4566}
+# One state directory (pid, log) per port, so a second emulator on another
+# port (MINISTACK_PORT=4567) is started and stopped on its own.
 STATE=.tools/ministack-run
+if [ "$PORT" != 4566 ]; then STATE=.tools/ministack-run-$PORT; fi
 URL=http://127.0.0.1:$PORT
 
 healthy() { curl -fsS -m 2 "$URL/_localstack/health" >/dev/null 2>&1; }
 
 case "${1:-}" in
 up)
-  if healthy; then echo "MiniStack already up on $URL"; exit 0; fi
   if [ ! -x "$VENV/bin/ministack" ]; then
     echo "installing MiniStack $VERSION into $VENV (pip)"
     python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check "ministack==$VERSION"
+    "$VENV/bin/pip" install -q --disable-pip-version-check "ministack==$VERSION" "cbor2==$CBOR2_VERSION"
+  elif ! "$VENV/bin/python" -c 'import cbor2' 2>/dev/null; then
+    # MiniStack imports cbor2 per request, so a running one picks it up too.
+    echo "installing cbor2 $CBOR2_VERSION into $VENV (pip)"
+    "$VENV/bin/pip" install -q --disable-pip-version-check "cbor2==$CBOR2_VERSION"
   fi
+  if healthy; then echo "MiniStack already up on $URL"; exit 0; fi
   mkdir -p "$STATE"
-  BIND_HOST=127.0.0.1 GATEWAY_PORT=$PORT nohup "$VENV/bin/ministack" >"$STATE/ministack.log" 2>&1 &
+  # AWS_ENDPOINT_URL: MiniStack hands it to the Lambda functions it runs
+  # (provided.* runtimes run as host processes), so their SDK calls come
+  # back here instead of going to AWS (MiniStack also uses it for URLs it
+  # builds to itself, e.g. S3 and Glue; they point at the same place).
+  AWS_ENDPOINT_URL=$URL BIND_HOST=127.0.0.1 GATEWAY_PORT=$PORT nohup "$VENV/bin/ministack" >"$STATE/ministack.log" 2>&1 &
   echo $! >"$STATE/pid"
   for _ in $(seq 1 100); do
     if healthy; then echo "MiniStack $VERSION up on $URL (log: $STATE/ministack.log)"; exit 0; fi
