@@ -16,9 +16,12 @@
 // auth.granted event uses the auth session id as its event id, so a replayed
 // callback, an SDK retry after a lost response, or the OAuth core's sweep
 // re-sending a pending event within that window queues nothing new. Past the
-// window the guarantee comes from the OAuth core, not from here: a session
-// completes at most once, and its sweep re-sends only events it marked
-// pending.
+// window SQS no longer helps. A replayed callback still emits nothing, since
+// the OAuth core completes a session at most once. One case remains: a send
+// that failed for the caller (say, a timeout) but reached SQS marks the event
+// pending, and if the sweep re-sends it more than five minutes later it is
+// delivered twice. So the consumer must resume a parked turn at most once per
+// event id (the turn state in the store), not rely on the queue alone.
 //
 // # What it must never do
 //

@@ -22,7 +22,10 @@ import (
 
 // SQSAPI is what the queue needs from SQS; *sqs.Client implements it.
 // A producer only ever calls SendMessage; ReceiveMessage and DeleteMessage
-// serve Receive and Ack.
+// serve Receive and Ack. Build the client from shared/awsconfig: a replayed
+// SendMessage is harmless (same deduplication id), but a replayed receive
+// hides a message for a visibility timeout and a replayed delete reports
+// a stale receipt handle.
 type SQSAPI interface {
 	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
