@@ -1,0 +1,267 @@
+package toolhooks
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// Test tokens are assembled from pieces so that no file holds a string a
+// secret scanner would take for a real credential.
+var (
+	hex32      = strings.Repeat("deadbeef", 4)
+	apiKey     = "sk-" + strings.Repeat("Ab3x", 6)
+	projKey    = "sk-proj-" + strings.Repeat("Q9_z-", 8)
+	jwtHeader  = base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))
+	jwtPayload = base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"user-123"}`))
+	jwt        = jwtHeader + "." + jwtPayload + "." + strings.Repeat("s1G_", 10)
+	noAlgJWT   = base64.RawURLEncoding.EncodeToString([]byte(`{"typ":"JWT"}`)) + "." + jwtPayload + ".c2ln"
+	awsKeyID   = "AKIA" + "IOSFODNN7EXAMPLE"
+	awsSTSID   = "ASIA" + "Y34FZKBOKMUTVV7A"
+	awsSecret  = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
+	slackBot   = "xoxb-" + "123456789012-1234567890123-" + strings.Repeat("aB3", 8)
+	slackApp   = "xapp-" + "1-A0123BCDE-4567890123-" + strings.Repeat("x0y1", 8)
+	ghClassic  = "_" + strings.Repeat("x1Y2z3", 6)
+	ghFine     = "github_pat_" + strings.Repeat("11QRSTU", 4) + "_" + strings.Repeat("xY9", 20)
+)
+
+func TestSecretShapes(t *testing.T) {
+	tests := []struct {
+		name   string
+		s      string
+		secret bool
+	}{
+		{"sk key", apiKey, true},
+		{"sk project key", projKey, true},
+		{"sk key inside text", "use " + apiKey + " for this", true},
+		{"sk key after punctuation", "key=" + apiKey, true},
+		{"near miss: sk key too short", "sk-" + strings.Repeat("a", 19), false},
+		{"near miss: sk inside a word", "task-" + strings.Repeat("abcd", 6), false},
+		{"near miss: sk- prose", "sk-learn is a library", false},
+
+		{"bearer", "Bearer " + "abc123DEF456ghi", true},
+		{"bearer jwt", "Bearer " + jwt, true},
+		{"bearer lower case, two blanks", "authorization: bearer  " + "Zm9vYmFyYmF6cXV4", true},
+		{"near miss: bearer of prose", "Bearer responsibilities", false},
+		{"near miss: bearer token too short", "Bearer ab1", false},
+		{"near miss: bearer without blank", "Bearer:" + "abc123DEF456", false},
+
+		{"hex 32", hex32, true},
+		{"hex 64 in text", "sha256=" + hex32 + hex32 + ";", true},
+		{"hex upper case", strings.ToUpper(hex32), true},
+		{"hex run inside a word", "key" + hex32, true},
+		{"near miss: hex 31", hex32[:31], false},
+		{"near miss: hex broken by g", hex32[:16] + "g" + hex32[:16], false},
+		{"near miss: uuid", "3f2a9c1e-8b7d-4e6f-9a0b-1c2d3e4f5a6b", false},
+
+		{"jwt", jwt, true},
+		{"jwt in text", "token=" + jwt + "; path=/", true},
+		{"unsecured jwt (empty signature)", jwtHeader + "." + jwtPayload + ".", true},
+		{"near miss: header without alg", noAlgJWT, false},
+		{"near miss: dotted words", "version 1.2.3 of a.b.c", false},
+		{"near miss: two segments", jwtHeader + "." + jwtPayload, false},
+
+		{"aws access key id", awsKeyID, true},
+		{"aws sts key id", awsSTSID, true},
+		{"aws key id in text", "id=" + awsKeyID + ",", true},
+		{"near miss: aws key id 15", awsKeyID[:19], false},
+		{"near miss: aws key id 17", awsKeyID + "X", false},
+		{"near miss: aws key id lower case", "AKIA" + strings.ToLower(awsKeyID[4:]), false},
+		{"near miss: aws key id inside a word", "X" + awsKeyID, false},
+		{"near miss: aws secret alone", awsSecret, false},
+
+		{"slack bot", slackBot, true},
+		{"slack user", "xoxp-" + "1234567890-abcdefghij", true},
+		{"slack app", slackApp, true},
+		{"near miss: slack unknown kind", "xoxz-" + "1234567890-abcdefghij", false},
+		{"near miss: slack too short", "xoxb-12345", false},
+
+		{"github ghp", "ghp" + ghClassic, true},
+		{"github gho", "gho" + ghClassic, true},
+		{"github ghu", "ghu" + ghClassic, true},
+		{"github ghs", "ghs" + ghClassic, true},
+		{"github ghr", "ghr" + ghClassic, true},
+		{"github fine-grained", ghFine, true},
+		{"near miss: github unknown kind", "ghx" + ghClassic, false},
+		{"near miss: github too short", "ghp_" + strings.Repeat("a", 29), false},
+		{"near miss: github_pat too short", "github_pat_" + strings.Repeat("a", 21), false},
+
+		{"plain text", "Weekly churn-risk export for the EU region", false},
+		{"korean text", "데이터 분석 보고서", false},
+		{"empty", "", false},
+	}
+	r := newRedactor(nil)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := r.classify(tc.s).secret; got != tc.secret {
+				t.Fatalf("classify(%q).secret = %v, want %v", tc.s, got, tc.secret)
+			}
+			// The same through ArgsHash's canonical form and through Redact.
+			in, _ := json.Marshal(map[string]any{"v": tc.s, "n": 1})
+			c := canonicalOf(t, string(in))
+			redacted := strings.Contains(c, `"v":"[REDACTED]"`)
+			if redacted != tc.secret {
+				t.Fatalf("canonical form %s: redacted = %v, want %v", c, redacted, tc.secret)
+			}
+			if tc.secret && strings.Contains(c, tc.s) {
+				t.Fatalf("canonical form %s holds the secret", c)
+			}
+			if got := Redact(tc.s, nil); (got == Redacted) != tc.secret {
+				t.Fatalf("Redact = %v", got)
+			}
+		})
+	}
+}
+
+func TestAWSSecretNextToKeyID(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want string
+	}{
+		{"object siblings", `{"id":"` + awsKeyID + `","secret":"` + awsSecret + `","region":"eu-west-1"}`,
+			`{"id":"[REDACTED]","region":"eu-west-1","secret":"[REDACTED]"}`},
+		{"array siblings", `["` + awsKeyID + `","` + awsSecret + `"]`, `["[REDACTED]","[REDACTED]"]`},
+		{"secret inside a longer string", `{"a":"AWS_ACCESS_KEY_ID=` + awsKeyID + `","b":"AWS_SECRET_ACCESS_KEY=` + awsSecret + `"}`,
+			`{"a":"[REDACTED]","b":"[REDACTED]"}`},
+		{"same string", `{"cfg":"` + awsKeyID + ":" + awsSecret + `"}`, `{"cfg":"[REDACTED]"}`},
+		{"no key id: kept", `{"secret":"` + awsSecret + `"}`, `{"secret":"` + awsSecret + `"}`},
+		{"key id in a nested object is not a sibling", `{"creds":{"id":"` + awsKeyID + `"},"secret":"` + awsSecret + `"}`,
+			`{"creds":{"id":"[REDACTED]"},"secret":"` + awsSecret + `"}`},
+		{"near miss: 40 chars all lower case", `{"id":"` + awsKeyID + `","s":"` + strings.Repeat("abcdefghij", 4) + `"}`,
+			`{"id":"[REDACTED]","s":"` + strings.Repeat("abcdefghij", 4) + `"}`},
+		{"near miss: 41 chars", `{"id":"` + awsKeyID + `","s":"` + awsSecret + `Z"}`,
+			`{"id":"[REDACTED]","s":"` + awsSecret + `Z"}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := canonicalOf(t, tc.in); got != tc.want {
+				t.Fatalf("canonical form\n got %s\nwant %s", got, tc.want)
+			}
+			if got, want := treeHash(t, []byte(tc.in), nil), sha256Hex([]byte(tc.want)); got != want {
+				t.Fatalf("Redact disagrees with ArgsHash")
+			}
+		})
+	}
+}
+
+// TestCanary puts a known secret value everywhere it can hide and checks it
+// reaches neither the canonical form nor anything ArgsHash returns.
+func TestCanary(t *testing.T) {
+	const canary = "cAnArY-5b0e1f7d-leak-me-not"
+	escaped := strings.ReplaceAll(canary, "A", `\u0041`)
+	tests := []struct{ name, in string }{
+		{"equal", `{"password":"` + canary + `"}`},
+		{"contained", `{"q":"SELECT * FROM t WHERE pw = '` + canary + `'"}`},
+		{"escaped in the input", `{"q":"` + escaped + `"}`},
+		{"deep", `{"a":[{"b":[[{"c":"x` + canary + `x"}]]}]}`},
+		{"member name", `{"` + canary + `":"v","k":1}`},
+		{"escaped member name", `{"x` + escaped + `":{"y":"` + canary + `"}}`},
+		{"two member names collide after redaction", `{"1` + canary + `":1,"2` + canary + `":2,"[REDACTED]":3}`},
+		{"top-level string", `"` + canary + `"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := canonicalOf(t, tc.in, canary, "")
+			if strings.Contains(strings.ToLower(c), strings.ToLower(canary)) {
+				t.Fatalf("canonical form holds the canary: %s", c)
+			}
+			if !strings.Contains(c, Redacted) {
+				t.Fatalf("nothing redacted: %s", c)
+			}
+			h, err := ArgsHash(json.RawMessage(tc.in), []string{canary})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h != sha256Hex([]byte(c)) {
+				t.Fatalf("hash is not the SHA-256 of the canonical form")
+			}
+			if h2 := treeHash(t, []byte(tc.in), []string{canary}); h != h2 {
+				t.Fatalf("Redact disagrees with ArgsHash: %s vs %s", h, h2)
+			}
+			if got, _ := json.Marshal(Redact(decodeJSON(t, tc.in), []string{canary})); strings.Contains(string(got), canary) {
+				t.Fatalf("Redact kept the canary: %s", got)
+			}
+		})
+	}
+	// The canary redacted changes nothing else: only the string holding it.
+	if got := canonicalOf(t, `{"b":"`+canary+`","a":"keep"}`, canary); got != `{"a":"keep","b":"[REDACTED]"}` {
+		t.Fatalf("got %s", got)
+	}
+	// Member names keep their RFC 8785 order among the renamed ones.
+	if got := canonicalOf(t, `{"2`+canary+`":2,"1`+canary+`":1,"[REDACTED]":3}`, canary); got != `{"[REDACTED]":3,"[REDACTED]#2":1,"[REDACTED]#3":2}` {
+		t.Fatalf("renamed members: %s", got)
+	}
+	// An empty known value redacts nothing.
+	if got := canonicalOf(t, `{"a":"x"}`, ""); got != `{"a":"x"}` {
+		t.Fatalf("empty known value: %s", got)
+	}
+}
+
+func decodeJSON(t *testing.T, s string) any {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestRedact(t *testing.T) {
+	in := map[string]any{
+		"n":      json.Number("4.50"),
+		"f":      1.5,
+		"b":      true,
+		"null":   nil,
+		"token":  apiKey,
+		"nested": []any{"ok", map[string]any{"auth": "Bearer " + "abc123DEF456ghi", "x": 2}},
+		"known":  "prefix-hunter2-suffix",
+	}
+	orig, _ := json.Marshal(in)
+	got := Redact(in, []string{"hunter2"})
+	want := map[string]any{
+		"n":      json.Number("4.50"),
+		"f":      1.5,
+		"b":      true,
+		"null":   nil,
+		"token":  Redacted,
+		"nested": []any{"ok", map[string]any{"auth": Redacted, "x": 2}},
+		"known":  Redacted,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Redact =\n%#v\nwant\n%#v", got, want)
+	}
+	if after, _ := json.Marshal(in); string(after) != string(orig) {
+		t.Fatalf("Redact modified its input:\n%s\n%s", orig, after)
+	}
+}
+
+func TestRedactOtherTypes(t *testing.T) {
+	type creds struct {
+		User  string            `json:"user"`
+		Key   string            `json:"key"`
+		Extra map[string]string `json:"extra"`
+	}
+	got := Redact(creds{User: "bob", Key: apiKey, Extra: map[string]string{"t": "ghp" + ghClassic}}, nil)
+	want := map[string]any{"user": "bob", "key": Redacted, "extra": map[string]any{"t": Redacted}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("struct: %#v", got)
+	}
+	raw := Redact(json.RawMessage(`{"k":"`+apiKey+`","n":1}`), nil)
+	if !reflect.DeepEqual(raw, map[string]any{"k": Redacted, "n": json.Number("1")}) {
+		t.Fatalf("raw message: %#v", raw)
+	}
+	if got := Redact(make(chan int), nil); got != Redacted {
+		t.Fatalf("unencodable value: %#v", got)
+	}
+	if got := Redact(json.RawMessage(`{bad`), nil); got != Redacted {
+		t.Fatalf("invalid raw message: %#v", got)
+	}
+	if got := Redact([]string{"a", awsKeyID, awsSecret}, nil); !reflect.DeepEqual(got, []any{"a", Redacted, Redacted}) {
+		t.Fatalf("string slice: %#v", got)
+	}
+}
