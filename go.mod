@@ -11,9 +11,11 @@ require (
 	github.com/chromedp/cdproto v0.0.0-20250403032234-65de8f5d025b
 	github.com/chromedp/chromedp v0.13.6
 	github.com/coreos/go-oidc/v3 v3.14.1
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	go.yaml.in/yaml/v3 v3.0.4
 	golang.org/x/oauth2 v0.30.0
 	golang.org/x/sync v0.16.0
+	golang.org/x/text v0.23.0
 )
 
 require (

@@ -49,11 +49,15 @@ type Options struct {
 // the bundle.
 type kindDecoder func(r *res, d *document)
 
-// kindRegistry maps kind to decoder. Later kinds (Tool, ToolGroup,
-// AccessPolicy, Skill) are added here.
+// kindRegistry maps kind to decoder. Later kinds (Swarm, Agent, Model)
+// are added here.
 func kindRegistry() map[string]kindDecoder {
 	return map[string]kindDecoder{
-		"OAuthApp": decodeOAuthApp,
+		"OAuthApp":     decodeOAuthApp,
+		"Tool":         decodeTool,
+		"ToolGroup":    decodeToolGroup,
+		"AccessPolicy": decodeAccessPolicy,
+		"Skill":        decodeSkill,
 	}
 }
 
@@ -81,6 +85,9 @@ type loader struct {
 	// callbacks remembers, in load order, the apps that set a callback
 	// path and where, for the bundle-wide uniqueness check.
 	callbacks []callbackUse
+	// crossChecks run, in load order, once every document is read: the
+	// checks of references between resources.
+	crossChecks []func()
 }
 
 type callbackUse struct {
@@ -102,8 +109,14 @@ func Parse(files []File, opts Options) (*Bundle, error) {
 	l := &loader{
 		opts:  opts,
 		kinds: kindRegistry(),
-		b:     &Bundle{OAuthApps: map[string]*OAuthApp{}},
-		seen:  map[domain.ObjectRef]place{},
+		b: &Bundle{
+			OAuthApps:      map[string]*OAuthApp{},
+			Tools:          map[string]*Tool{},
+			ToolGroups:     map[string]*ToolGroup{},
+			AccessPolicies: map[string]*AccessPolicy{},
+			Skills:         map[string]*Skill{},
+		},
+		seen: map[domain.ObjectRef]place{},
 	}
 	for i, f := range sorted {
 		switch {
@@ -117,6 +130,9 @@ func Parse(files []File, opts Options) (*Bundle, error) {
 		l.parseFile(f)
 	}
 	l.checkCallbackPaths()
+	for _, check := range l.crossChecks {
+		check()
+	}
 
 	sortProblems(l.problems)
 	sortProblems(l.warnings)

@@ -11,8 +11,11 @@
 // operator fixes a broken bundle in one pass; a bundle with any problem is
 // refused as a whole.
 //
-// Kinds are decoded through a small registry; only OAuthApp is registered
-// for now. Unknown kinds and unknown fields are errors, never ignored.
+// Kinds are decoded through a small registry: OAuthApp, Tool, ToolGroup,
+// AccessPolicy and Skill (their fields are documented on the types of the
+// same names). Unknown kinds and unknown fields are errors, never
+// ignored. References between resources (a tool's OAuthApp and scopes, a
+// policy's groups, a group's tools) are checked once every file is read.
 //
 // The package must never put a resolved secret value (client secret, any
 // value read from the environment or a secret store) into an error, a

@@ -1,9 +1,11 @@
 package bundle
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
+	"github.com/agentauth/agentauth/shared/discovery"
 	"github.com/agentauth/agentauth/shared/domain"
 )
 
@@ -22,6 +24,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("kind: [\n"))
 	f.Add([]byte("--- !!binary\n"))
 	f.Add([]byte("spec: {client: {clientId: {valueFrom: {secretRef: {ref: Secret/x, key: k}}}}}\nkind: OAuthApp\n"))
+	f.Add([]byte(appsYAML + "---\n" + toolsYAML))
+	f.Add([]byte(toolsYAML))
+	f.Add([]byte("apiVersion: agents.example.io/v1alpha1\nkind: Tool\nmetadata: {name: t}\nspec: {id: a:b, name: b, description: d, sourceId: a, transport: native, inputSchema: {type: object, properties: {x: {$ref: '#/$defs/y'}}, $defs: {y: &y {type: array, items: *y}}}}\n"))
 	opts := Options{
 		LookupEnv: func(k string) (string, bool) { return "fuzz-env-" + k, k != "" && k[0] != 'X' },
 		Secrets:   anySecret{},
@@ -59,6 +64,38 @@ func FuzzParse(f *testing.F) {
 			if app.ClientID == "" || app.ClientSecret.IsZero() {
 				t.Fatalf("app %q without client credentials", name)
 			}
+		}
+		for id, tool := range b.Tools {
+			if id != tool.ID || !discovery.ValidToolID(id) || tool.Schema == nil || !json.Valid(tool.InputSchemaJSON) {
+				t.Fatalf("tool %q misfiled or without its schema: %+v", id, tool)
+			}
+			if tool.Transport == TransportHTTP && (tool.URL == "" || tool.Method == "") {
+				t.Fatalf("http tool %q without url or method", id)
+			}
+			if tool.Auth != nil {
+				if _, ok := b.OAuthApps[tool.Auth.OAuthAppRef.Name]; !ok {
+					t.Fatalf("tool %q names a missing app", id)
+				}
+			}
+		}
+		for name, p := range b.AccessPolicies {
+			for _, g := range p.AllowedGroupIDs {
+				if _, ok := b.ToolGroups[g]; !ok {
+					t.Fatalf("policy %q grants a missing group %q", name, g)
+				}
+			}
+		}
+		for name, sk := range b.Skills {
+			if (sk.Scope == SkillScopeTenant) != (sk.TenantID != "") || sk.SkillName == "" {
+				t.Fatalf("skill %q: scope %q, tenant %q", name, sk.Scope, sk.TenantID)
+			}
+		}
+		ix, err := discovery.NewIndex(b.DiscoveryConfig())
+		if err != nil {
+			t.Fatalf("a valid bundle gives an invalid discovery config: %v", err)
+		}
+		if w := ix.Warnings(); len(w) > 0 && len(b.Warnings) == 0 {
+			t.Fatalf("the index warns %q about a bundle without warnings", w)
 		}
 	})
 }

@@ -24,6 +24,15 @@ type Bundle struct {
 	Revision string
 	// OAuthApps by metadata.name.
 	OAuthApps map[string]*OAuthApp
+	// Tools by tool id (spec.id, "<source>:<operation>"), not by
+	// metadata.name: groups and manifests name tools by id.
+	Tools map[string]*Tool
+	// ToolGroups by metadata.name, the group id.
+	ToolGroups map[string]*ToolGroup
+	// AccessPolicies by metadata.name, the policy id.
+	AccessPolicies map[string]*AccessPolicy
+	// Skills by metadata.name.
+	Skills map[string]*Skill
 	// Warnings are problems that do not stop the bundle from loading
 	// (empty scopes, subject verification turned off); the caller logs
 	// them at start.

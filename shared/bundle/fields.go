@@ -1,0 +1,131 @@
+package bundle
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// optBool reads an optional boolean that defaults to def when absent or
+// null.
+func (m *mapping) optBool(key string, def bool) bool {
+	if n, _ := m.get(key); n == nil {
+		return def
+	}
+	v, _ := m.boolean(key)
+	return v
+}
+
+// integer reads an optional integer. ok is false when a value is there but
+// is not an integer (reported).
+func (m *mapping) integer(key string) (v int, line int, present, ok bool) {
+	n, line := m.get(key)
+	if n == nil {
+		return 0, line, false, true
+	}
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+		got := describe(n)
+		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+			got = "a string (write the number without quotes)"
+		}
+		m.r.errorf(n.Line, m.field(key), "must be an integer, got %s", got)
+		return 0, n.Line, true, false
+	}
+	var i int64
+	if err := n.Decode(&i); err != nil || i < math.MinInt32 || i > math.MaxInt32 {
+		m.r.errorf(n.Line, m.field(key), "must be an integer between %d and %d", math.MinInt32, math.MaxInt32)
+		return 0, n.Line, true, false
+	}
+	return int(i), n.Line, true, true
+}
+
+// listItem is one string of a list, where it was.
+type listItem struct {
+	Value string
+	Line  int
+	Index int // in the list as written
+}
+
+// stringList reads an optional list of distinct non-empty strings; check,
+// when set, returns what is wrong with one item ("" when nothing is).
+// Items that fail are reported and left out.
+func (m *mapping) stringList(key string, check func(string) string) (out []string, line int) {
+	items, line := m.stringItems(key, check)
+	for _, it := range items {
+		out = append(out, it.Value)
+	}
+	return out, line
+}
+
+// stringItems is stringList keeping where each item was.
+func (m *mapping) stringItems(key string, check func(string) string) (out []listItem, line int) {
+	items, line, ok := m.list(key)
+	if !ok {
+		return nil, line
+	}
+	p := m.field(key)
+	first := map[string]int{}
+	for i, it := range items {
+		ip := indexPath(p, i)
+		n := deref(it)
+		if n == nil || n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+			got := "null"
+			if n != nil {
+				got = describe(n)
+			}
+			m.r.errorf(it.Line, ip, "must be a string, got %s", got)
+			continue
+		}
+		if n.Value == "" {
+			m.r.errorf(n.Line, ip, "must not be empty")
+			continue
+		}
+		if check != nil {
+			if msg := check(n.Value); msg != "" {
+				m.r.errorf(n.Line, ip, "%s", msg)
+				continue
+			}
+		}
+		if j, dup := first[n.Value]; dup {
+			m.r.errorf(n.Line, ip, "duplicate %q (also %s)", n.Value, indexPath(p, j))
+			continue
+		}
+		first[n.Value] = i
+		out = append(out, listItem{Value: n.Value, Line: n.Line, Index: i})
+	}
+	return out, line
+}
+
+// listItems reads an optional list of mappings, calling each with the
+// item's path and node.
+func (m *mapping) listItems(key string, each func(path string, line int, n *yaml.Node)) (line int) {
+	items, line, ok := m.list(key)
+	if !ok {
+		return line
+	}
+	for i, it := range items {
+		each(indexPath(m.field(key), i), it.Line, it)
+	}
+	return line
+}
+
+// noSpaces rejects strings with white space or control characters
+// (scopes, tags, ids).
+func noSpaces(s string) string {
+	if strings.IndexFunc(s, func(c rune) bool { return unicode.IsSpace(c) || unicode.IsControl(c) }) >= 0 {
+		return strconv.Quote(s) + " must not contain spaces or control characters"
+	}
+	return ""
+}
+
+// noControl rejects strings with control characters (names shown to a
+// model or a person).
+func noControl(s string) string {
+	if strings.IndexFunc(s, unicode.IsControl) >= 0 {
+		return "must not contain control characters"
+	}
+	return ""
+}
