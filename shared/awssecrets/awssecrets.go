@@ -40,7 +40,7 @@ type Resolver struct {
 
 // New returns a resolver reading secrets named prefix+<name>.
 func New(api API, prefix string) *Resolver {
-	return &Resolver{api: api, prefix: prefix, timeout: 5 * time.Second, cache: map[string]map[string]string{}}
+	return &Resolver{api: api, prefix: prefix, timeout: 10 * time.Second, cache: map[string]map[string]string{}}
 }
 
 // ResolveSecret returns member key of secret Secret/<name>.

@@ -94,9 +94,39 @@ type Result struct {
 // skip instead.
 func StartBrowser(t testing.TB) *Browser {
 	t.Helper()
+	return StartBrowserWith(t, BrowserOptions{})
+}
+
+// BrowserOptions configures StartBrowserWith and LaunchBrowserWith. The zero
+// value is what StartBrowser and LaunchBrowser use.
+type BrowserOptions struct {
+	// LocalhostSubdomains lets the browser reach names under .localhost
+	// (RFC 6761 loopback names, e.g. the API Gateway host
+	// <apiId>.execute-api.localhost of a local AWS emulator): they resolve
+	// to 127.0.0.1, keeping the port and the Host header. Every other name
+	// but localhost still fails to resolve.
+	LocalhostSubdomains bool
+}
+
+// hostResolverRules is Chromium's --host-resolver-rules for opts.
+func (opts BrowserOptions) hostResolverRules() string {
+	// No name resolution except localhost: the provider's pages import
+	// web fonts from the internet, which must fail fast instead of
+	// waiting on the network (and no traffic may leave this machine).
+	rules := "MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1"
+	if opts.LocalhostSubdomains {
+		// The first matching MAP rule wins.
+		rules = "MAP *.localhost 127.0.0.1 , " + rules
+	}
+	return rules
+}
+
+// StartBrowserWith is StartBrowser with options.
+func StartBrowserWith(t testing.TB, opts BrowserOptions) *Browser {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	b, err := LaunchBrowser(ctx)
+	b, err := LaunchBrowserWith(ctx, opts)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -107,6 +137,11 @@ func StartBrowser(t testing.TB) *Browser {
 // LaunchBrowser is StartBrowser without testing.TB: the caller must Close the
 // browser. ctx bounds the start only.
 func LaunchBrowser(ctx context.Context) (*Browser, error) {
+	return LaunchBrowserWith(ctx, BrowserOptions{})
+}
+
+// LaunchBrowserWith is LaunchBrowser with options.
+func LaunchBrowserWith(ctx context.Context, bopts BrowserOptions) (*Browser, error) {
 	if err := BrowserAvailable(); err != nil {
 		return nil, err
 	}
@@ -133,10 +168,7 @@ func LaunchBrowser(ctx context.Context) (*Browser, error) {
 		chromedp.Flag("metrics-recording-only", true),
 		chromedp.Flag("mute-audio", true),
 		chromedp.Flag("hide-scrollbars", true),
-		// No name resolution except localhost: the provider's pages import
-		// web fonts from the internet, which must fail fast instead of
-		// waiting on the network (and no traffic may leave this machine).
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1"),
+		chromedp.Flag("host-resolver-rules", bopts.hostResolverRules()),
 		chromedp.WSURLReadTimeout(30 * time.Second),
 	}
 	allocCtx, allocCancel := chromedp.NewExecAllocator(context.Background(), opts...)

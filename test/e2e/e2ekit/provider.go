@@ -90,6 +90,10 @@ type ProviderOptions struct {
 	// Dir is the provider directory; empty means <module root>/test/e2e/provider
 	// (or $E2E_PROVIDER_DIR).
 	Dir string
+	// Port is the 127.0.0.1 port to listen on; zero picks a free one. A
+	// fixed port (e.g. 9090, where examples/bundle expects the demo
+	// provider) fails the start when it is taken.
+	Port int
 }
 
 // Provider is a running test OpenID provider.
@@ -224,9 +228,10 @@ func skipOrFail(t testing.TB, err error) {
 	t.Skipf("skipping end-to-end test, a dependency is missing (the Makefile's e2e-deps target installs it; set %s=1 to fail instead): %v", RequireEnv, err)
 }
 
-// StartProvider starts the test provider on a free 127.0.0.1 port and stops
-// it (the whole process group) when the test ends. It fails the test when the
-// provider cannot start; call RequireProvider first to skip instead.
+// StartProvider starts the test provider on a free 127.0.0.1 port (or
+// ProviderOptions.Port) and stops it (the whole process group) when the test
+// ends. It fails the test when the provider cannot start; call
+// RequireProvider first to skip instead.
 func StartProvider(t testing.TB, opts ProviderOptions) *Provider {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -272,7 +277,10 @@ func LaunchProvider(ctx context.Context, opts ProviderOptions) (*Provider, error
 			env = append(env, kv)
 		}
 	}
-	env = append(env, "PROVIDER_PORT=0")
+	if opts.Port < 0 || opts.Port > 65535 {
+		return nil, fmt.Errorf("e2ekit: provider port %d out of range", opts.Port)
+	}
+	env = append(env, "PROVIDER_PORT="+strconv.Itoa(opts.Port))
 	if opts.Clients != nil {
 		b, err := json.Marshal(opts.Clients)
 		if err != nil {
