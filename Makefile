@@ -17,7 +17,7 @@ GOTEST_FLAGS  ?= -race -count=1 -timeout 30m
 
 .PHONY: help
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
 .PHONY: check-tools
 check-tools:
@@ -114,9 +114,12 @@ CDK           := $(CURDIR)/infra/node_modules/.bin/cdk
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .PHONY: test
-test: check-tools e2e-deps lint ## install what the tests need, then unit, fuzz-seed, end-to-end and CDK assertions tests
+test: check-tools e2e-deps lint ## everything: unit, fuzz seeds, local e2e, CDK assertions, AWS adapters on MiniStack, the deployed stack end to end
 	E2E_REQUIRE=1 $(GO) test $(GOTEST_FLAGS) ./...
 	cd infra && $(GO) test -count=1 -timeout 20m ./...
+	$(MAKE) test-integration
+	$(MAKE) test-deploy-local
+	$(MAKE) test-e2e-aws
 
 infra/node_modules/.installed: infra/package-lock.json
 	cd infra && npm ci --no-audit --no-fund --loglevel=error
@@ -141,6 +144,9 @@ fuzz: ## run each fuzzer for FUZZTIME (default 30s)
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $${FUZZTIME:-30s} ./shared/bundle
 	$(GO) test -run '^$$' -fuzz FuzzTemplate -fuzztime $${FUZZTIME:-30s} ./shared/bundle
 	$(GO) test -run '^$$' -fuzz FuzzCallbackQuery -fuzztime $${FUZZTIME:-30s} ./shared/httpapi
+	$(GO) test -run '^$$' -fuzz FuzzGlob -fuzztime $${FUZZTIME:-30s} ./shared/discovery
+	$(GO) test -run '^$$' -fuzz FuzzClaimPath -fuzztime $${FUZZTIME:-30s} ./shared/discovery
+	$(GO) test -run '^$$' -fuzz FuzzArgsHash -fuzztime $${FUZZTIME:-30s} ./shared/toolhooks
 
 .PHONY: bench
 bench: build ## benchmarks: the warm ready path in-process and over loopback
