@@ -22,6 +22,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -32,6 +34,9 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 )
+
+// SweepMinutes is how often the session sweep runs.
+const SweepMinutes = 5
 
 // Environment variables the stack sets on both functions. The function side
 // (shared/lambdaentry and the AWS adapters) reads the same names.
@@ -355,6 +360,17 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		s.Functions[fn] = f
 		grantData(roles[fn], fn, s.Table, s.Queue, s.SessionKeys, props.SecretPrefix)
 	}
+
+	// The session sweep: expire pending sessions, re-send auth.granted
+	// events whose first send failed (so none is lost), delete finished
+	// sessions. gettoken runs it on a schedule (its role already has the
+	// table and the queue); see shared/lambdaentry.
+	awsevents.NewRule(st, jsii.String("SessionSweep"), &awsevents.RuleProps{
+		RuleName:    name("session-sweep"),
+		Description: jsii.String("agentauth session sweep (cleanup, late auth.granted delivery)"),
+		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(SweepMinutes))),
+		Targets:     &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(s.Functions[GetToken], nil)},
+	})
 
 	iamAuth := awsapigatewayv2authorizers.NewHttpIamAuthorizer()
 	noAuth := awsapigatewayv2.NewHttpNoneAuthorizer()

@@ -392,6 +392,30 @@ func TestSessionKeysSecret(t *testing.T) {
 	})
 }
 
+func TestSessionSweep(t *testing.T) {
+	runAll(t, defaults(t), []assertion{
+		{"a 5-minute schedule targets gettoken", func(t *testing.T, f *fixture) {
+			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::Events::Rule"), jsii.Number(1)) })
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::Events::Rule"), map[string]any{
+					"ScheduleExpression": "rate(5 minutes)",
+					"State":              "ENABLED",
+					"Targets":            []any{assertions.Match_ObjectLike(&map[string]any{"Arn": getAtt(f.id[stack.GetToken], "Arn")})},
+				})
+			})
+		}},
+		{"only EventBridge may invoke gettoken on that schedule", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Permission"), map[string]any{
+					"Action":       "lambda:InvokeFunction",
+					"Principal":    "events.amazonaws.com",
+					"FunctionName": getAtt(f.id[stack.GetToken], "Arn"),
+				})
+			})
+		}},
+	})
+}
+
 func TestQueues(t *testing.T) {
 	runAll(t, defaults(t), []assertion{
 		{"two queues", func(t *testing.T, f *fixture) {

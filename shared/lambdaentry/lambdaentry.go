@@ -11,6 +11,8 @@ package lambdaentry
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -18,6 +20,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
@@ -83,6 +86,22 @@ type Options struct {
 
 // Build wires the handler from the environment.
 func Build(ctx context.Context, routes Routes, log *slog.Logger, opts Options) (http.Handler, error) {
+	f, err := build(ctx, routes, log, opts)
+	if err != nil {
+		return nil, err
+	}
+	return f.http, nil
+}
+
+// function is a built function: its HTTP handler and its OAuth manager
+// (for scheduled maintenance).
+type function struct {
+	http http.Handler
+	mgr  *oauth.Manager
+	log  *slog.Logger
+}
+
+func build(ctx context.Context, routes Routes, log *slog.Logger, opts Options) (*function, error) {
 	public := os.Getenv(EnvPublicURL)
 	if public == "" {
 		return nil, fmt.Errorf("%s is required (the public base URL of the callback route)", EnvPublicURL)
@@ -133,9 +152,34 @@ func Build(ctx context.Context, routes Routes, log *slog.Logger, opts Options) (
 		return nil, err
 	}
 	if routes == CallbackRoutes {
-		return api.CallbackHandler(), nil
+		return &function{http: api.CallbackHandler(), mgr: mgr, log: log}, nil
 	}
-	return api.RuntimeHandler(), nil
+	return &function{http: api.RuntimeHandler(), mgr: mgr, log: log}, nil
+}
+
+// Invoke handles one Lambda event: an EventBridge scheduled event runs the
+// session sweep (expire pending sessions, deliver auth.granted events whose
+// first send failed, delete old sessions); anything else is an API Gateway
+// HTTP API v2 request.
+func (f *function) Invoke(ctx context.Context, raw json.RawMessage) (any, error) {
+	var probe struct {
+		Source     string `json:"source"`
+		DetailType string `json:"detail-type"`
+	}
+	if json.Unmarshal(raw, &probe) == nil && probe.Source == "aws.events" && probe.DetailType == "Scheduled Event" {
+		rep, err := f.mgr.CleanupExpiredSessions(ctx)
+		if err != nil {
+			f.log.ErrorContext(ctx, "session sweep failed", "err", err)
+			return nil, errors.New("session sweep failed; see the function log")
+		}
+		f.log.InfoContext(ctx, "session sweep", "expired", rep.Expired, "deleted", rep.Deleted, "eventsDelivered", rep.EventsDelivered, "unreadable", rep.Unreadable)
+		return rep, nil
+	}
+	var req events.APIGatewayV2HTTPRequest
+	if err := json.Unmarshal(raw, &req); err != nil {
+		return nil, errors.New("event is neither an API Gateway v2 request nor a scheduled event")
+	}
+	return httpadapter.NewV2(f.http).ProxyWithContext(ctx, req)
 }
 
 func embeddedBackends(ctx context.Context) (*backends, error) {
@@ -163,11 +207,11 @@ func awsBackends(ctx context.Context, counter *awscount.Counter) (*backends, err
 func Main(name string, routes Routes) {
 	start := time.Now()
 	log := logging.New(os.Stdout, slog.LevelInfo).With("function", name)
-	h, err := Build(context.Background(), routes, log, Options{})
+	f, err := build(context.Background(), routes, log, Options{})
 	if err != nil {
 		log.Error("cold start failed", "err", err)
 		os.Exit(1)
 	}
 	log.Info("initialized", "initMs", time.Since(start).Milliseconds())
-	lambda.Start(httpadapter.NewV2(h).ProxyWithContext)
+	lambda.Start(f.Invoke)
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"github.com/agentauth/agentauth/shared/oauth"
 )
 
 func event(t *testing.T) events.APIGatewayV2HTTPRequest {
@@ -73,5 +75,38 @@ func TestBuildNamesMissingConfiguration(t *testing.T) {
 	_, err := Build(context.Background(), CallbackRoutes, slog.New(slog.DiscardHandler), Options{})
 	if err == nil || !strings.Contains(err.Error(), "TEAM_CLIENT_SECRET") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestInvokeRoutesScheduledEventsToTheSweep(t *testing.T) {
+	t.Setenv(EnvBundle, "testdata/bundle")
+	t.Setenv(EnvHome, t.TempDir())
+	t.Setenv(EnvPublicURL, "https://auth.example")
+	t.Setenv("TEAM_CLIENT_SECRET", "s3cret")
+	t.Setenv("GOONDAN_OAUTH_KEY", "")
+	f, err := build(context.Background(), RuntimeRoutes, slog.New(slog.DiscardHandler), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One pending session, then the sweep after it expired: nothing to
+	// expire yet (10 min lifetime), but the sweep runs and reports.
+	ev, _ := json.Marshal(event(t))
+	out, err := f.Invoke(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, ok := out.(events.APIGatewayV2HTTPResponse); !ok || resp.StatusCode != 200 {
+		t.Fatalf("HTTP event: %#v", out)
+	}
+	sched := []byte(`{"version":"0","id":"x","detail-type":"Scheduled Event","source":"aws.events","account":"000000000000","time":"2026-11-21T10:00:00Z","region":"us-east-1","resources":[],"detail":{}}`)
+	out, err = f.Invoke(context.Background(), sched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := out.(oauth.CleanupReport); !ok {
+		t.Fatalf("scheduled event: %#v", out)
+	}
+	if _, err := f.Invoke(context.Background(), []byte(`[1,2]`)); err == nil {
+		t.Fatal("garbage event accepted")
 	}
 }
