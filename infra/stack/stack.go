@@ -67,7 +67,8 @@ const (
 )
 
 // EncryptionContextRecord is the EncryptionContext key the envelope sealer
-// sets to "grant" or "session"; the key policy scopes function use by it.
+// sets to the record kind; the key policy lets the functions use the key
+// only where it is "grant" (sessions are sealed with the session keys).
 const EncryptionContextRecord = "agentauth:record"
 
 // RuntimeRoutes are the IAM-authorized routes served by gettoken.
@@ -442,7 +443,10 @@ func newKey(st awscdk.Stack, props Props, roles map[string]awsiam.Role) awskms.K
 			Resources:  jsii.Strings("*"),
 			Conditions: &map[string]any{
 				"StringEquals": map[string]any{
-					"kms:EncryptionContext:" + EncryptionContextRecord: []string{"grant", "session"},
+					// Only grants are KMS-sealed: sessions use the
+					// session-keys secret, so the functions cannot use
+					// the key for anything but a grant's tokens.
+					"kms:EncryptionContext:" + EncryptionContextRecord: []string{"grant"},
 				},
 			},
 		}))

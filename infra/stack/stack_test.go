@@ -231,7 +231,7 @@ func TestKey(t *testing.T) {
 							"Action":    assertions.Match_ArrayEquals(&[]any{"kms:GenerateDataKey", "kms:Decrypt"}),
 							"Resource":  "*",
 							"Condition": assertions.Match_ObjectEquals(&map[string]any{"StringEquals": map[string]any{
-								"kms:EncryptionContext:agentauth:record": []any{"grant", "session"},
+								"kms:EncryptionContext:agentauth:record": []any{"grant"},
 							}}),
 						})})},
 					})
