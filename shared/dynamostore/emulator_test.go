@@ -7,9 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"sync"
@@ -17,9 +15,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/agentauth/agentauth/shared/awsconfig"
 )
 
 // The integration tests run against a local DynamoDB emulator (MiniStack
@@ -52,14 +51,14 @@ func emulator(t *testing.T) *dynamodb.Client {
 			clientErr = "AWS_ENDPOINT_URL " + endpoint + " is not a loopback address; the integration tests only talk to a local emulator"
 			return
 		}
-		cfg, err := config.LoadDefaultConfig(context.Background())
+		// awsconfig, as the functions use: its HTTP client never replays
+		// a write the emulator already applied.
+		cfg, err := awsconfig.Load(context.Background(), nil)
 		if err != nil {
-			clientErr = "load AWS config: " + err.Error()
+			clientErr = err.Error()
 			return
 		}
-		client = dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-			o.HTTPClient = &http.Client{Transport: plainBodyTransport{http.DefaultTransport}}
-		})
+		client = dynamodb.NewFromConfig(cfg)
 	})
 	if clientErr != "" {
 		t.Fatal(clientErr)
@@ -123,29 +122,3 @@ func newEmulatorStore(t *testing.T, o tableOpts) (*Store, *dynamodb.Client) {
 	}
 	return s, api
 }
-
-// plainBodyTransport sends each request body through a wrapper that hides
-// its WriteTo method. smithy-go v1.22.2 closes a request body as soon as the
-// response headers arrive, and its body's WriteTo then returns io.EOF.
-// net/http, still draining the body after the last byte went out, takes
-// that for a write error and closes the connection under the unread
-// response; the SDK retries the "use of closed network connection" and so
-// replays a write the server has already applied (a second PutItem then
-// fails its own condition). A local emulator answers within microseconds,
-// which hits that window every few hundred requests; DynamoDB's latency
-// makes it rare. Hiding WriteTo makes the drain use Read, which reports a
-// closed body as a plain end of body.
-type plainBodyTransport struct{ base http.RoundTripper }
-
-func (t plainBodyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Body != nil && r.Body != http.NoBody {
-		r = r.Clone(r.Context())
-		r.Body = plainBody{r.Body}
-	}
-	return t.base.RoundTrip(r)
-}
-
-type plainBody struct{ rc io.ReadCloser }
-
-func (b plainBody) Read(p []byte) (int, error) { return b.rc.Read(p) }
-func (b plainBody) Close() error               { return b.rc.Close() }

@@ -13,36 +13,6 @@ import (
 	"github.com/agentauth/agentauth/shared/domain"
 )
 
-// sealedField is one sealed value of a record and where it binds.
-type sealedField struct {
-	field string
-	v     *domain.EncryptedValue
-}
-
-func grantFields(g *domain.Grant) []sealedField {
-	f := []sealedField{{domain.FieldAccessToken, &g.Token.AccessToken}}
-	if g.Token.RefreshToken != nil {
-		f = append(f, sealedField{domain.FieldRefreshToken, g.Token.RefreshToken})
-	}
-	return nonZero(f)
-}
-
-func sessionFields(s *domain.Session) []sealedField {
-	var f []sealedField
-	if s.Flow.PKCE != nil {
-		f = append(f, sealedField{domain.FieldCodeVerifier, &s.Flow.PKCE.CodeVerifier})
-	}
-	f = append(f, sealedField{domain.FieldState, &s.Flow.State})
-	if s.Flow.DeviceCode != nil {
-		f = append(f, sealedField{domain.FieldDeviceCode, &s.Flow.DeviceCode.DeviceCode})
-	}
-	return nonZero(f)
-}
-
-func nonZero(fields []sealedField) []sealedField {
-	return slices.DeleteFunc(fields, func(f sealedField) bool { return f.v.IsZero() })
-}
-
 // HasRecords reports whether the table holds any grant or session,
 // readable or not (callers use it to refuse a new key over existing
 // records). It scans until it finds one, reading keys only.
@@ -82,11 +52,11 @@ func (s *Store) HasRecords(ctx context.Context) (bool, error) {
 // key before serving.
 func (s *Store) KeyIDs(ctx context.Context) (map[string][]string, error) {
 	out := map[string][]string{}
-	add := func(recordID string, fields []sealedField) {
+	add := func(recordID string, fields []domain.SealedField) {
 		for _, f := range fields {
-			ids := out[f.v.KeyID]
+			ids := out[f.Value.KeyID]
 			if !slices.Contains(ids, recordID) {
-				out[f.v.KeyID] = append(ids, recordID)
+				out[f.Value.KeyID] = append(ids, recordID)
 			}
 		}
 	}
@@ -95,14 +65,14 @@ func (s *Store) KeyIDs(ctx context.Context) (map[string][]string, error) {
 		return nil, err
 	}
 	for i := range grants {
-		add(grants[i].ID, grantFields(&grants[i]))
+		add(grants[i].ID, grants[i].SealedFields())
 	}
 	sessions, _, err := s.ListSessions(ctx)
 	if err != nil {
 		return nil, err
 	}
 	for i := range sessions {
-		add(sessions[i].ID, sessionFields(&sessions[i]))
+		add(sessions[i].ID, sessions[i].SealedFields())
 	}
 	for _, ids := range out {
 		slices.Sort(ids)
@@ -155,7 +125,7 @@ func (s *Store) Reseal(ctx context.Context, sealer domain.Sealer) (int, error) {
 // resealable is what Reseal needs to know of one kind of record.
 type resealable[T any] struct {
 	id     func(T) string
-	fields func(*T) []sealedField
+	fields func(*T) []domain.SealedField
 	bind   func(rec T, field string) domain.Binding
 	get    func(ctx context.Context, id string) (T, error)
 	// write stores rec on condition that the stored version is rec's.
@@ -165,7 +135,7 @@ type resealable[T any] struct {
 func grantRecord(s *Store) resealable[domain.Grant] {
 	return resealable[domain.Grant]{
 		id:     func(g domain.Grant) string { return g.ID },
-		fields: grantFields,
+		fields: (*domain.Grant).SealedFields,
 		bind:   domain.GrantBinding,
 		get:    s.GetGrant,
 		write: func(ctx context.Context, g domain.Grant) error {
@@ -178,7 +148,7 @@ func grantRecord(s *Store) resealable[domain.Grant] {
 func sessionRecord(s *Store) resealable[domain.Session] {
 	return resealable[domain.Session]{
 		id:     func(sess domain.Session) string { return sess.ID },
-		fields: sessionFields,
+		fields: (*domain.Session).SealedFields,
 		bind:   domain.SessionBinding,
 		get:    s.GetSession,
 		write: func(ctx context.Context, sess domain.Session) error {
@@ -195,7 +165,7 @@ func resealRecord[T any](ctx context.Context, sealer domain.Sealer, rec T, r res
 		if len(fields) == 0 {
 			return 0, nil
 		}
-		if err := resealFields(ctx, sealer, func(field string) domain.Binding { return r.bind(rec, field) }, fields); err != nil {
+		if err := domain.Reseal(ctx, sealer, fields, func(field string) domain.Binding { return r.bind(rec, field) }); err != nil {
 			return 0, err
 		}
 		err := r.write(ctx, rec)
@@ -214,23 +184,4 @@ func resealRecord[T any](ctx context.Context, sealer domain.Sealer, rec T, r res
 			return 0, err
 		}
 	}
-}
-
-// resealFields replaces each value in place; on error nothing has been
-// written yet, so the stored record is unchanged.
-func resealFields(ctx context.Context, sealer domain.Sealer, bind func(field string) domain.Binding, fields []sealedField) error {
-	for _, f := range fields {
-		b := bind(f.field)
-		pt, err := sealer.Open(ctx, *f.v, b)
-		if err != nil {
-			return fmt.Errorf("field %s: open: %w", f.field, err)
-		}
-		v, err := sealer.Seal(ctx, pt, b)
-		clear(pt)
-		if err != nil {
-			return fmt.Errorf("field %s: seal: %w", f.field, err)
-		}
-		*f.v = v
-	}
-	return nil
 }

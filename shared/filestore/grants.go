@@ -17,7 +17,7 @@ func grantRecords(dir string) *records[domain.Grant] {
 		valid:   ValidGrantID,
 		copy:    copyGrant,
 		withID:  func(g domain.Grant, id string) domain.Grant { g.ID = id; return g },
-		sealed:  grantFields,
+		sealed:  (*domain.Grant).SealedFields,
 		bind:    domain.GrantBinding,
 		version: func(g *domain.Grant) *int64 { return &g.Version },
 	}

@@ -9,36 +9,6 @@ import (
 	"github.com/agentauth/agentauth/shared/domain"
 )
 
-// sealedField is one sealed value of a record and where it binds.
-type sealedField struct {
-	field string
-	v     *domain.EncryptedValue
-}
-
-func grantFields(g *domain.Grant) []sealedField {
-	f := []sealedField{{"accessToken", &g.Token.AccessToken}}
-	if g.Token.RefreshToken != nil {
-		f = append(f, sealedField{"refreshToken", g.Token.RefreshToken})
-	}
-	return nonZero(f)
-}
-
-func sessionFields(s *domain.Session) []sealedField {
-	var f []sealedField
-	if s.Flow.PKCE != nil {
-		f = append(f, sealedField{"codeVerifier", &s.Flow.PKCE.CodeVerifier})
-	}
-	f = append(f, sealedField{"state", &s.Flow.State})
-	if s.Flow.DeviceCode != nil {
-		f = append(f, sealedField{"deviceCode", &s.Flow.DeviceCode.DeviceCode})
-	}
-	return nonZero(f)
-}
-
-func nonZero(fields []sealedField) []sealedField {
-	return slices.DeleteFunc(fields, func(f sealedField) bool { return f.v.IsZero() })
-}
-
 // Reseal opens every sealed value of every grant and session and seals it
 // again with sealer (so under its current key), one record at a time under
 // that record's lock, bumping the record's version. It returns how many
@@ -86,7 +56,7 @@ func resealRecord[T any](ctx context.Context, s *Store, r *records[T], id string
 	}
 	rec = r.copy(rec)
 	fields := r.sealed(&rec)
-	if err := resealFields(ctx, sealer, func(field string) domain.Binding { return r.bind(rec, field) }, fields); err != nil {
+	if err := domain.Reseal(ctx, sealer, fields, func(field string) domain.Binding { return r.bind(rec, field) }); err != nil {
 		return 0, err
 	}
 	if len(fields) == 0 {
@@ -99,25 +69,6 @@ func resealRecord[T any](ctx context.Context, s *Store, r *records[T], id string
 	return len(fields), nil
 }
 
-// resealFields replaces each value in place; on error nothing has been
-// written yet, so the record on disk is unchanged.
-func resealFields(ctx context.Context, sealer domain.Sealer, bind func(field string) domain.Binding, fields []sealedField) error {
-	for _, f := range fields {
-		b := bind(f.field)
-		pt, err := sealer.Open(ctx, *f.v, b)
-		if err != nil {
-			return fmt.Errorf("field %s: open: %w", f.field, err)
-		}
-		v, err := sealer.Seal(ctx, pt, b)
-		clear(pt)
-		if err != nil {
-			return fmt.Errorf("field %s: seal: %w", f.field, err)
-		}
-		*f.v = v
-	}
-	return nil
-}
-
 // KeyIDs maps each key id found on a sealed value to the ids of the records
 // using it (sorted, each once). Values without a key id are under "".
 // Unreadable records are skipped; ListGrants and ListSessions report them.
@@ -125,11 +76,11 @@ func resealFields(ctx context.Context, sealer domain.Sealer, bind func(field str
 // key before serving.
 func (s *Store) KeyIDs(ctx context.Context) (map[string][]string, error) {
 	out := map[string][]string{}
-	add := func(recordID string, fields []sealedField) {
+	add := func(recordID string, fields []domain.SealedField) {
 		for _, f := range fields {
-			ids := out[f.v.KeyID]
+			ids := out[f.Value.KeyID]
 			if !slices.Contains(ids, recordID) {
-				out[f.v.KeyID] = append(ids, recordID)
+				out[f.Value.KeyID] = append(ids, recordID)
 			}
 		}
 	}
@@ -138,14 +89,14 @@ func (s *Store) KeyIDs(ctx context.Context) (map[string][]string, error) {
 		return nil, err
 	}
 	for i := range grants {
-		add(grants[i].ID, grantFields(&grants[i]))
+		add(grants[i].ID, grants[i].SealedFields())
 	}
 	sessions, _, err := s.ListSessions(ctx)
 	if err != nil {
 		return nil, err
 	}
 	for i := range sessions {
-		add(sessions[i].ID, sessionFields(&sessions[i]))
+		add(sessions[i].ID, sessions[i].SealedFields())
 	}
 	for _, ids := range out {
 		slices.Sort(ids)

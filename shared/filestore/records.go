@@ -31,7 +31,7 @@ type records[T any] struct {
 	withID func(rec T, id string) T
 	// sealed and version point into a record for Reseal; bind is the seal
 	// binding of one of its fields.
-	sealed  func(*T) []sealedField
+	sealed  func(*T) []domain.SealedField
 	version func(*T) *int64
 	bind    func(rec T, field string) domain.Binding
 

@@ -21,7 +21,7 @@ func sessionRecords(dir string) *records[domain.Session] {
 		valid:   ValidSessionID,
 		copy:    copySession,
 		withID:  func(sess domain.Session, id string) domain.Session { sess.ID = id; return sess },
-		sealed:  sessionFields,
+		sealed:  (*domain.Session).SealedFields,
 		bind:    domain.SessionBinding,
 		version: func(sess *domain.Session) *int64 { return &sess.Version },
 	}
