@@ -115,7 +115,8 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .PHONY: test
 test: check-tools e2e-deps lint ## everything: unit, fuzz seeds, local e2e, CDK assertions, AWS adapters on MiniStack, the deployed stack end to end
-	E2E_REQUIRE=1 $(GO) test $(GOTEST_FLAGS) ./...
+	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v /test/)
+	E2E_REQUIRE=1 $(GO) test $(GOTEST_FLAGS) -p 1 ./test/...
 	cd infra && $(GO) test -count=1 -timeout 20m ./...
 	$(MAKE) test-integration
 	$(MAKE) test-deploy-local
