@@ -60,3 +60,41 @@ func Reseal(ctx context.Context, sealer Sealer, fields []SealedField, bind func(
 	}
 	return nil
 }
+
+// KeyIDs maps each key id found on a sealed value in st to the ids of the
+// records using it (sorted, each once). Values without a key id are under
+// "". Unreadable records are skipped; ListGrants and ListSessions report
+// them. Callers compare the keys with their keyring to catch a wrong or
+// missing key before serving.
+func KeyIDs(ctx context.Context, st interface {
+	GrantStore
+	SessionStore
+}) (map[string][]string, error) {
+	out := map[string][]string{}
+	add := func(recordID string, fields []SealedField) {
+		for _, f := range fields {
+			ids := out[f.Value.KeyID]
+			if !slices.Contains(ids, recordID) {
+				out[f.Value.KeyID] = append(ids, recordID)
+			}
+		}
+	}
+	grants, _, err := st.ListGrants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range grants {
+		add(grants[i].ID, grants[i].SealedFields())
+	}
+	sessions, _, err := st.ListSessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range sessions {
+		add(sessions[i].ID, sessions[i].SealedFields())
+	}
+	for _, ids := range out {
+		slices.Sort(ids)
+	}
+	return out, nil
+}

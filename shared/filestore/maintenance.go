@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/agentauth/agentauth/shared/domain"
 )
@@ -70,36 +69,7 @@ func resealRecord[T any](ctx context.Context, s *Store, r *records[T], id string
 }
 
 // KeyIDs maps each key id found on a sealed value to the ids of the records
-// using it (sorted, each once). Values without a key id are under "".
-// Unreadable records are skipped; ListGrants and ListSessions report them.
-// Callers compare the keys with their keyring to catch a wrong or missing
-// key before serving.
+// using it (see domain.KeyIDs).
 func (s *Store) KeyIDs(ctx context.Context) (map[string][]string, error) {
-	out := map[string][]string{}
-	add := func(recordID string, fields []domain.SealedField) {
-		for _, f := range fields {
-			ids := out[f.Value.KeyID]
-			if !slices.Contains(ids, recordID) {
-				out[f.Value.KeyID] = append(ids, recordID)
-			}
-		}
-	}
-	grants, _, err := s.ListGrants(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for i := range grants {
-		add(grants[i].ID, grants[i].SealedFields())
-	}
-	sessions, _, err := s.ListSessions(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for i := range sessions {
-		add(sessions[i].ID, sessions[i].SealedFields())
-	}
-	for _, ids := range out {
-		slices.Sort(ids)
-	}
-	return out, nil
+	return domain.KeyIDs(ctx, s)
 }
