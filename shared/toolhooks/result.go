@@ -1,0 +1,138 @@
+package toolhooks
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+)
+
+// Tool error codes a call can end with before or instead of the tool's own.
+const (
+	// CodeTool is the default code of an error the tool raised itself.
+	CodeTool = "E_TOOL"
+	// CodeNotInCatalog: the tool is not in this step's catalog.
+	CodeNotInCatalog = "E_TOOL_NOT_IN_CATALOG"
+	// CodeInvalidArgs: the arguments do not match the tool's input schema.
+	CodeInvalidArgs = "E_TOOL_INVALID_ARGS"
+)
+
+// DefaultErrorMessageLimit is the spec's default errorMessageLimit (§12.3.1).
+const DefaultErrorMessageLimit = 1000
+
+// truncatedSuffix ends a message cut to its limit.
+const truncatedSuffix = "... (truncated)"
+
+// Result is a ToolResult: a tool error never escapes as an exception, it
+// becomes {status: error, error: {message, name, code}} for the model.
+type Result struct {
+	Status string          `json:"status"` // ok | error
+	Output json.RawMessage `json:"output,omitempty"`
+	Error  *ToolError      `json:"error,omitempty"`
+}
+
+// ToolError is the error of an error result.
+type ToolError struct {
+	Message string `json:"message"`
+	Name    string `json:"name"`
+	Code    string `json:"code"`
+}
+
+// ErrorResult turns err into an error result whose message is cut to
+// limit characters (runes; ≤ 0 means the default). A cut message ends in
+// "... (truncated)" and, suffix included, is exactly limit characters long;
+// a limit shorter than the suffix keeps only the message's first runes.
+func ErrorResult(name, code, message string, limit int) Result {
+	if name == "" {
+		name = "Error"
+	}
+	if code == "" {
+		code = CodeTool
+	}
+	return Result{Status: "error", Error: &ToolError{Message: Truncate(message, limit), Name: name, Code: code}}
+}
+
+// Truncate cuts s to limit runes as ErrorResult does.
+func Truncate(s string, limit int) string {
+	if limit <= 0 {
+		limit = DefaultErrorMessageLimit
+	}
+	if utf8.RuneCountInString(s) <= limit {
+		return s
+	}
+	keep := limit - utf8.RuneCountInString(truncatedSuffix)
+	suffix := truncatedSuffix
+	if keep < 0 {
+		keep, suffix = limit, ""
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if n == keep {
+			break
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return b.String() + suffix
+}
+
+// ValidateArgs checks a call's arguments against the tool's compiled input
+// schema before the call. A mismatch is an E_TOOL_INVALID_ARGS result whose
+// message names the failing location (a JSON pointer into the arguments)
+// and the rule, never an argument value.
+func ValidateArgs(schema *jsonschema.Schema, args json.RawMessage) *ToolError {
+	if schema == nil {
+		return nil
+	}
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	if err != nil {
+		return &ToolError{Name: "InvalidArguments", Code: CodeInvalidArgs, Message: "arguments are not valid JSON"}
+	}
+	err = schema.Validate(v)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return &ToolError{Name: "InvalidArguments", Code: CodeInvalidArgs, Message: "arguments could not be validated"}
+	}
+	leaf := firstLeaf(ve)
+	loc := "/" + strings.Join(leaf.InstanceLocation, "/")
+	if req, ok := leaf.ErrorKind.(*kind.Required); ok && len(req.Missing) > 0 {
+		// Property names come from the schema, not the caller's values.
+		return &ToolError{Name: "InvalidArguments", Code: CodeInvalidArgs,
+			Message: fmt.Sprintf("arguments at %s: missing required property %q", loc, req.Missing[0])}
+	}
+	return &ToolError{Name: "InvalidArguments", Code: CodeInvalidArgs,
+		Message: fmt.Sprintf("arguments at %s: %s", loc, kindOf(leaf))}
+}
+
+// firstLeaf descends to the most specific cause.
+func firstLeaf(ve *jsonschema.ValidationError) *jsonschema.ValidationError {
+	for len(ve.Causes) > 0 {
+		ve = ve.Causes[0]
+	}
+	return ve
+}
+
+// kindOf names the failed rule by its keyword path (e.g. "required",
+// "type"), not by the library's message, which can quote the value.
+func kindOf(ve *jsonschema.ValidationError) string {
+	if ve.ErrorKind == nil {
+		return "does not match the schema"
+	}
+	kp := ve.ErrorKind.KeywordPath()
+	if len(kp) == 0 {
+		return "does not match the schema"
+	}
+	return "fails " + strings.Join(kp, "/")
+}
