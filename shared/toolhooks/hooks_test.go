@@ -1,0 +1,137 @@
+package toolhooks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type recSink struct {
+	mu     sync.Mutex
+	events []any
+}
+
+func (s *recSink) Emit(_ context.Context, e any) error {
+	s.mu.Lock()
+	s.events = append(s.events, e)
+	s.mu.Unlock()
+	return nil
+}
+
+type fixedLimiter struct {
+	allow bool
+	err   error
+	calls []string
+}
+
+func (l *fixedLimiter) Allow(_ context.Context, principal, tool string) (bool, time.Duration, error) {
+	l.calls = append(l.calls, principal+"/"+tool)
+	return l.allow, 7 * time.Second, l.err
+}
+
+type codedErr struct{}
+
+func (codedErr) Error() string         { return "upstream said no" }
+func (codedErr) ToolErrorName() string { return "UpstreamError" }
+func (codedErr) ToolErrorCode() string { return "E_UPSTREAM" }
+
+const canary = "canary-s3cr3t-7f1e9a2b4c6d8e0f"
+
+func TestInvokeScenarios(t *testing.T) {
+	schema := compile(t, `{"type":"object","required":["q"],"properties":{"q":{"type":"string"}}}`)
+	tool := Tool{Name: "web.search", RequiredScopes: []string{"web:read"}, Transport: "http", ErrorMessageLimit: 40, Schema: schema}
+	args := json.RawMessage(`{"q":"` + canary + `","auth":"Bearer ` + canary + `"}`)
+	base := Call{AgentID: "planner", ToolName: "web.search", CallID: "c1", Principal: "user:alice", Args: args,
+		GrantedScopes: []string{"web:read"}, KnownSecrets: []string{canary}}
+	okTool := func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{"hits":1}`), nil }
+
+	for _, tc := range []struct {
+		name      string
+		call      func(Call) Call
+		limiter   *fixedLimiter
+		run       Invoker
+		status    string
+		http      int
+		ran       bool
+		errorCode string
+	}{
+		{"allowed call runs", nil, &fixedLimiter{allow: true}, okTool, StatusOK, 200, true, ""},
+		{"missing scope: forbidden, never runs", func(c Call) Call { c.GrantedScopes = []string{"web:write"}; return c }, &fixedLimiter{allow: true}, okTool, StatusForbidden, 403, false, ""},
+		{"no scopes at all (no decision): forbidden", func(c Call) Call { c.GrantedScopes = nil; return c }, &fixedLimiter{allow: true}, okTool, StatusForbidden, 403, false, ""},
+		{"bucket exhausted: rate limited, never runs", nil, &fixedLimiter{allow: false}, okTool, StatusRateLimited, 429, false, ""},
+		{"limiter down: fail closed", nil, &fixedLimiter{err: errors.New("store down")}, okTool, StatusError, 503, false, "E_TOOL_RATE_LIMIT_UNAVAILABLE"},
+		{"not in catalog", func(c Call) Call { c.Catalog = []string{"other"}; return c }, nil, okTool, StatusError, 200, false, CodeNotInCatalog},
+		{"invalid args", func(c Call) Call { c.Args = json.RawMessage(`{"x":1}`); return c }, nil, okTool, StatusError, 200, false, CodeInvalidArgs},
+		{"tool error is a result, cut to the limit", nil, nil, func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			return nil, errors.New(strings.Repeat("boom ", 50))
+		}, StatusError, 200, true, CodeTool},
+		{"coded tool error keeps name and code", nil, nil, func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, codedErr{} }, StatusError, 200, true, "E_UPSTREAM"},
+		{"a panicking tool is an error result", nil, nil, func(context.Context, json.RawMessage) (json.RawMessage, error) { panic("x") }, StatusError, 200, true, CodeTool},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sink := &recSink{}
+			var logs bytes.Buffer
+			h := &Hooks{Sink: sink, Log: slog.New(slog.NewJSONHandler(&logs, nil))}
+			if tc.limiter != nil {
+				h.Limiter = tc.limiter
+			}
+			call := base
+			if tc.call != nil {
+				call = tc.call(call)
+			}
+			ran := false
+			run := func(ctx context.Context, a json.RawMessage) (json.RawMessage, error) { ran = true; return tc.run(ctx, a) }
+			out := h.Invoke(context.Background(), call, tool, run)
+			if out.ToolReturned.Status != tc.status || out.HTTPStatus != tc.http || ran != tc.ran {
+				t.Fatalf("status %s http %d ran %v", out.ToolReturned.Status, out.HTTPStatus, ran)
+			}
+			if (out.ToolReturned.DurationMs != nil) != tc.ran {
+				t.Fatalf("durationMs present = %v, tool ran = %v", out.ToolReturned.DurationMs != nil, tc.ran)
+			}
+			if tc.errorCode != "" && (out.Result == nil || out.Result.Error == nil || out.Result.Error.Code != tc.errorCode) {
+				t.Fatalf("result %+v, want code %s", out.Result, tc.errorCode)
+			}
+			if out.Result != nil && out.Result.Error != nil && len([]rune(out.Result.Error.Message)) > tool.ErrorMessageLimit {
+				t.Fatalf("message longer than the limit: %q", out.Result.Error.Message)
+			}
+			if tc.status == StatusForbidden && strings.Join(out.RequiredScopes, ",") != "web:read" {
+				t.Fatalf("required scopes %v", out.RequiredScopes)
+			}
+			if tc.status == StatusRateLimited && out.RetryAfter != 7*time.Second {
+				t.Fatalf("retry after %s", out.RetryAfter)
+			}
+			if len(sink.events) != 2 {
+				t.Fatalf("%d events, want toolCalled and toolReturned", len(sink.events))
+			}
+			called := sink.events[0].(ToolCalled)
+			if called.ArgsHash == "" && tc.name != "invalid JSON" || called.Principal != "user:alice" || called.Transport != "http" || called.CallID != "c1" {
+				t.Fatalf("toolCalled %+v", called)
+			}
+			raw, _ := json.Marshal(append(sink.events, out))
+			if strings.Contains(string(raw), canary) || strings.Contains(logs.String(), canary) {
+				t.Fatal("the canary secret reached an event, the outcome or a log")
+			}
+			if strings.Contains(string(raw), `"q"`) {
+				t.Fatal("a raw argument reached an event")
+			}
+		})
+	}
+}
+
+func TestSameArgsSameHashAcrossCalls(t *testing.T) {
+	h := &Hooks{}
+	tool := Tool{Name: "t", Transport: "native"}
+	run := func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, nil }
+	a := h.Invoke(context.Background(), Call{ToolName: "t", Args: json.RawMessage(`{"a":1,"b":[true,null]}`)}, tool, run)
+	b := h.Invoke(context.Background(), Call{ToolName: "t", Args: json.RawMessage(`{ "b":[true,null], "a":1.0 }`)}, tool, run)
+	c := h.Invoke(context.Background(), Call{ToolName: "t", Args: json.RawMessage(`{"a":2,"b":[true,null]}`)}, tool, run)
+	if a.ToolCalled.ArgsHash != b.ToolCalled.ArgsHash || a.ToolCalled.ArgsHash == c.ToolCalled.ArgsHash {
+		t.Fatalf("hashes %s %s %s", a.ToolCalled.ArgsHash, b.ToolCalled.ArgsHash, c.ToolCalled.ArgsHash)
+	}
+}
