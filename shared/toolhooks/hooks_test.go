@@ -49,7 +49,9 @@ func TestInvokeScenarios(t *testing.T) {
 	args := json.RawMessage(`{"q":"` + canary + `","auth":"Bearer ` + canary + `"}`)
 	base := Call{AgentID: "planner", ToolName: "web.search", CallID: "c1", Principal: "user:alice", Args: args,
 		GrantedScopes: []string{"web:read"}, KnownSecrets: []string{canary}}
-	okTool := func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{"hits":1}`), nil }
+	okTool := func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(`{"hits":1}`), nil
+	}
 
 	for _, tc := range []struct {
 		name      string
@@ -86,7 +88,10 @@ func TestInvokeScenarios(t *testing.T) {
 				call = tc.call(call)
 			}
 			ran := false
-			run := func(ctx context.Context, a json.RawMessage) (json.RawMessage, error) { ran = true; return tc.run(ctx, a) }
+			run := func(ctx context.Context, a json.RawMessage) (json.RawMessage, error) {
+				ran = true
+				return tc.run(ctx, a)
+			}
 			out := h.Invoke(context.Background(), call, tool, run)
 			if out.ToolReturned.Status != tc.status || out.HTTPStatus != tc.http || ran != tc.ran {
 				t.Fatalf("status %s http %d ran %v", out.ToolReturned.Status, out.HTTPStatus, ran)
