@@ -1,0 +1,185 @@
+// Package toolcatalog answers "which tools may this caller see" for one
+// process: the discovery index of the current bundle revision and tenant
+// uploads, with the per-process caches of issue 4 — access resolutions
+// keyed by a hash of the verified claims (volatile claims left out, 5 min)
+// and group manifests keyed by group and revision (10 min).
+//
+// A cache never widens access: a new revision or a tenant upload in this
+// process replaces the index and drops every entry at once; a change made
+// by another process is seen within the TTLs. It must never key an entry by
+// anything a caller can choose other than verified claims.
+package toolcatalog
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/agentauth/agentauth/shared/discovery"
+)
+
+// Default cache lifetimes (issue 4 item 4).
+const (
+	AccessTTL = 5 * time.Minute
+	GroupTTL  = 10 * time.Minute
+)
+
+// volatileClaims change on every token without changing who the caller is.
+var volatileClaims = map[string]bool{"exp": true, "iat": true, "nbf": true, "jti": true, "auth_time": true, "nonce": true}
+
+// Options of one query.
+type Options struct {
+	IncludeDisabled bool // admins only; the caller checks
+	SkipCache       bool // admins only; the caller checks
+}
+
+// Stats count cache use (for the agent_* metrics).
+type Stats struct {
+	AccessHits, AccessMisses, GroupHits, GroupMisses int64
+}
+
+// Catalog is safe for concurrent use.
+type Catalog struct {
+	now func() time.Time
+
+	mu       sync.Mutex
+	index    *discovery.Index
+	revision string
+	access   map[string]accessEntry
+	groups   map[string]groupEntry
+	stats    Stats
+}
+
+type accessEntry struct {
+	groups  []string
+	expires time.Time
+}
+
+type groupEntry struct {
+	tools   []discovery.ToolManifestEntry
+	expires time.Time
+}
+
+// New returns a catalog over ix for revision (the bundle revision plus
+// whatever identifies the tenant uploads); now may be nil.
+func New(ix *discovery.Index, revision string, now func() time.Time) *Catalog {
+	if now == nil {
+		now = time.Now
+	}
+	c := &Catalog{now: now}
+	c.Update(ix, revision)
+	return c
+}
+
+// Update installs a new index (new bundle revision, tenant upload) and drops
+// every cached entry, so nothing granted under the old one survives.
+func (c *Catalog) Update(ix *discovery.Index, revision string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.index, c.revision = ix, revision
+	c.access = map[string]accessEntry{}
+	c.groups = map[string]groupEntry{}
+}
+
+// Revision is the revision the catalog answers for.
+func (c *Catalog) Revision() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.revision
+}
+
+// Stats returns the cache counters.
+func (c *Catalog) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stats
+}
+
+// Manifest returns the tools the caller with these verified claims may see.
+func (c *Catalog) Manifest(claims map[string]any, opts Options) (discovery.Access, []discovery.ToolManifestEntry) {
+	c.mu.Lock()
+	ix, rev := c.index, c.revision
+	c.mu.Unlock()
+	now := c.now()
+
+	var groups []string
+	var access discovery.Access
+	key, cacheable := claimsKey(claims)
+	if !cacheable {
+		opts.SkipCache = true
+	}
+	if !opts.SkipCache {
+		c.mu.Lock()
+		if e, ok := c.access[key]; ok && now.Before(e.expires) && c.revision == rev {
+			groups = e.groups
+			c.stats.AccessHits++
+		}
+		c.mu.Unlock()
+	}
+	if groups == nil {
+		access = ix.ResolveAccess(claims)
+		groups = access.GroupIDs
+		if groups == nil {
+			groups = []string{}
+		}
+		c.mu.Lock()
+		c.stats.AccessMisses++
+		if cacheable && c.revision == rev { // never store an answer of a replaced index
+			c.access[key] = accessEntry{groups: groups, expires: now.Add(AccessTTL)}
+		}
+		c.mu.Unlock()
+	} else {
+		access = discovery.Access{GroupIDs: groups}
+	}
+
+	lists := make([][]discovery.ToolManifestEntry, 0, len(groups))
+	for _, g := range groups {
+		lists = append(lists, c.groupTools(ix, rev, g, opts, now))
+	}
+	return access, discovery.MergeManifests(lists...)
+}
+
+func (c *Catalog) groupTools(ix *discovery.Index, rev, group string, opts Options, now time.Time) []discovery.ToolManifestEntry {
+	k := rev + "\x00" + group
+	if opts.IncludeDisabled {
+		k += "\x00disabled"
+	}
+	if !opts.SkipCache {
+		c.mu.Lock()
+		e, ok := c.groups[k]
+		if ok && now.Before(e.expires) {
+			c.stats.GroupHits++
+			c.mu.Unlock()
+			return e.tools
+		}
+		c.mu.Unlock()
+	}
+	tools := ix.GroupTools(group, opts.IncludeDisabled)
+	c.mu.Lock()
+	c.stats.GroupMisses++
+	if c.revision == rev {
+		c.groups[k] = groupEntry{tools: tools, expires: now.Add(GroupTTL)}
+	}
+	c.mu.Unlock()
+	return tools
+}
+
+// claimsKey hashes the claims without the volatile ones. encoding/json
+// writes map keys sorted, so equal claims give equal keys. Claims that do
+// not marshal are not cacheable.
+func claimsKey(claims map[string]any) (string, bool) {
+	stable := make(map[string]any, len(claims))
+	for k, v := range claims {
+		if !volatileClaims[k] {
+			stable[k] = v
+		}
+	}
+	b, err := json.Marshal(stable)
+	if err != nil {
+		return "", false
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), true
+}
