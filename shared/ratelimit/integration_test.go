@@ -1,0 +1,219 @@
+//go:build integration
+
+package ratelimit
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/agentauth/agentauth/shared/awsconfig"
+	"github.com/agentauth/agentauth/shared/dynamostore"
+	"github.com/agentauth/agentauth/shared/toolhooks"
+)
+
+// The integration tests run against a local DynamoDB emulator (MiniStack
+// by default) named by AWS_ENDPOINT_URL, on a table created per test with
+// a random name and deleted at the end, since the emulator is shared.
+
+var (
+	clientOnce sync.Once
+	client     *dynamodb.Client
+	clientErr  string
+)
+
+// emulator returns the DynamoDB client for the emulator, or skips the test
+// when none is configured (fails instead with AGENTAUTH_REQUIRE_EMULATOR=1).
+func emulator(t *testing.T) *dynamodb.Client {
+	t.Helper()
+	endpoint := os.Getenv("AWS_ENDPOINT_URL")
+	if endpoint == "" {
+		msg := "AWS_ENDPOINT_URL is not set: run `localstack/ministack.sh up` and set " +
+			"AWS_ENDPOINT_URL=http://127.0.0.1:4566 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1"
+		if os.Getenv("AGENTAUTH_REQUIRE_EMULATOR") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	clientOnce.Do(func() {
+		// These tests create and delete tables: never point them at AWS.
+		u, err := url.Parse(endpoint)
+		if err != nil || !loopback(u.Hostname()) {
+			clientErr = "AWS_ENDPOINT_URL " + endpoint + " is not a loopback address; the integration tests only talk to a local emulator"
+			return
+		}
+		cfg, err := awsconfig.Load(context.Background(), nil)
+		if err != nil {
+			clientErr = err.Error()
+			return
+		}
+		client = dynamodb.NewFromConfig(cfg)
+	})
+	if clientErr != "" {
+		t.Fatal(clientErr)
+	}
+	return client
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// newTable creates a table as dynamostore.TableSchema describes, with a
+// unique name, and deletes it when the test ends.
+func newTable(t *testing.T, api *dynamodb.Client) string {
+	t.Helper()
+	ctx := context.Background()
+	b := make([]byte, 6)
+	rand.Read(b)
+	name := "agentauth-ratelimit-test-" + hex.EncodeToString(b)
+	t.Cleanup(func() {
+		_, err := api.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+		var gone *types.ResourceNotFoundException
+		if err != nil && !errors.As(err, &gone) {
+			t.Errorf("delete table %s: %v", name, err)
+		}
+	})
+	if _, err := api.CreateTable(ctx, dynamostore.TableSchema(name)); err != nil {
+		t.Fatalf("create table %s: %v", name, err)
+	}
+	waiter := dynamodb.NewTableExistsWaiter(api, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 100 * time.Millisecond })
+	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, time.Minute); err != nil {
+		t.Fatalf("table %s not active: %v", name, err)
+	}
+	if _, err := api.UpdateTimeToLive(ctx, dynamostore.TimeToLiveSpec(name)); err != nil {
+		t.Fatalf("enable TTL on %s: %v", name, err)
+	}
+	return name
+}
+
+func TestDynamoConformance(t *testing.T) {
+	api := emulator(t)
+	table := newTable(t, api)
+	runConformance(t, func(t *testing.T, limits Limits, now func() time.Time) (toolhooks.Limiter, error) {
+		return NewDynamo(api, table, limits, now)
+	})
+}
+
+// Two limiters built apart share nothing but the table, as two Lambdas do.
+func TestDynamoAcrossLimiters(t *testing.T) {
+	api := emulator(t)
+	table := newTable(t, api)
+	const burst = 7
+	limits := Limits{Default: Limit{Rate: 1, Burst: burst}}
+	now := func() time.Time { return frozen }
+	var total int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 2 {
+		l, err := NewDynamo(api, table, limits, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			n := hammer(t, l, 6, 4)
+			mu.Lock()
+			total += n
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if total != burst {
+		t.Fatalf("%d calls allowed across two limiters, want exactly the burst %d", total, burst)
+	}
+}
+
+// countingAPI counts UpdateItems, and GetItems should anything ever make
+// one through it.
+type countingAPI struct {
+	*dynamodb.Client
+	mu      sync.Mutex
+	updates int
+	gets    int
+}
+
+func (c *countingAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.mu.Lock()
+	c.updates++
+	c.mu.Unlock()
+	return c.Client.UpdateItem(ctx, in, o...)
+}
+
+func (c *countingAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.mu.Lock()
+	c.gets++
+	c.mu.Unlock()
+	return c.Client.GetItem(ctx, in, o...)
+}
+
+func (c *countingAPI) take() (updates, gets int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	updates, gets = c.updates, c.gets
+	c.updates, c.gets = 0, 0
+	return updates, gets
+}
+
+func TestDynamoCallCount(t *testing.T) {
+	api := &countingAPI{Client: emulator(t)}
+	table := newTable(t, api.Client)
+	c := newFakeClock()
+	l, err := NewDynamo(api, table, Limits{Default: Limit{Rate: 1, Burst: 3}}, c.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := NewDynamo(api, table, Limits{Default: Limit{Rate: 1, Burst: 3}}, c.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(name string, l *Dynamo, wantOK bool, wantUpdates int) {
+		t.Helper()
+		ok, _, err := l.Allow(context.Background(), "alice", "search")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		updates, gets := api.take()
+		if ok != wantOK || updates != wantUpdates || gets != 0 {
+			t.Errorf("%s: ok %v with %d UpdateItem and %d GetItem; want ok %v with %d UpdateItem and none", name, ok, updates, gets, wantOK, wantUpdates)
+		}
+	}
+	step("cold key", l, true, 1)
+	step("warm key, busy", l, true, 1)
+	step("warm key, busy again", l, true, 1)
+	step("exhausted, known from the hint", l, false, 0)
+	c.Advance(time.Hour)
+	step("warm key gone idle", l, true, 1)
+	step("other limiter, hint wrong", other, true, 2)
+	step("first limiter, stale hint that still says busy", l, true, 1)
+	step("exhausted, stale hint", other, false, 1)
+}
+
+func TestDynamoMissingTable(t *testing.T) {
+	l, err := NewDynamo(emulator(t), "agentauth-ratelimit-no-such-table", Limits{Default: Limit{Rate: 1, Burst: 1}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, _, err := l.Allow(context.Background(), "alice-canary", "search")
+	if ok || !errors.Is(err, dynamostore.ErrTableNotFound) {
+		t.Fatalf("Allow = %v, %v; want ErrTableNotFound", ok, err)
+	}
+	if s := err.Error(); len(s) > 200 || strings.Contains(s, "alice") {
+		t.Errorf("error %q is long or holds the principal", s)
+	}
+}
