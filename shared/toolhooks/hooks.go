@@ -136,6 +136,12 @@ func (h *Hooks) Invoke(ctx context.Context, call Call, tool Tool, run Invoker) O
 		return out
 	}
 
+	// Outside the catalog first: a caller who may not see a tool learns
+	// nothing about it (not even its required scopes).
+	if call.Catalog != nil && !slices.Contains(call.Catalog, call.ToolName) {
+		r := ErrorResult("ToolNotInCatalog", CodeNotInCatalog, fmt.Sprintf("tool %q is not in this step's catalog", call.ToolName), tool.ErrorMessageLimit)
+		return finish(StatusError, &r)
+	}
 	if !authorized(tool.RequiredScopes, call.GrantedScopes) {
 		out.HTTPStatus, out.RequiredScopes = 403, append([]string{}, tool.RequiredScopes...)
 		return finish(StatusForbidden, nil)
@@ -152,10 +158,6 @@ func (h *Hooks) Invoke(ctx context.Context, call Call, tool Tool, run Invoker) O
 			out.HTTPStatus, out.RetryAfter = 429, retry
 			return finish(StatusRateLimited, nil)
 		}
-	}
-	if call.Catalog != nil && !slices.Contains(call.Catalog, call.ToolName) {
-		r := ErrorResult("ToolNotInCatalog", CodeNotInCatalog, fmt.Sprintf("tool %q is not in this step's catalog", call.ToolName), tool.ErrorMessageLimit)
-		return finish(StatusError, &r)
 	}
 	if herr != nil {
 		r := ErrorResult("InvalidArguments", CodeInvalidArgs, "arguments are not valid JSON", tool.ErrorMessageLimit)
