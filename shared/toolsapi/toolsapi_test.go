@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentauth/agentauth/shared/discovery"
 	"github.com/agentauth/agentauth/shared/jwtauth"
@@ -67,8 +66,12 @@ func newAPI(t *testing.T, seam bool) http.Handler {
 		Catalog: toolcatalog.New(ix, "rev", nil),
 		Skills:  sk,
 		Tools: map[string]Tool{
-			"echo":   {Tool: toolhooks.Tool{Name: "echo", RequiredScopes: []string{"tools:echo"}, Transport: "native"}, Run: func(_ context.Context, a json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{"echoed":true}`), nil }},
-			"delete": {Tool: toolhooks.Tool{Name: "delete", RequiredScopes: []string{"tools:delete"}, Transport: "native"}, Run: func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, errors.New("must not run") }},
+			"echo": {Tool: toolhooks.Tool{Name: "echo", RequiredScopes: []string{"tools:echo"}, Transport: "native"}, Run: func(_ context.Context, a json.RawMessage) (json.RawMessage, error) {
+				return json.RawMessage(`{"echoed":true}`), nil
+			}},
+			"delete": {Tool: toolhooks.Tool{Name: "delete", RequiredScopes: []string{"tools:delete"}, Transport: "native"}, Run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+				return nil, errors.New("must not run")
+			}},
 		},
 		Hooks: &toolhooks.Hooks{Limiter: lim},
 		Seam:  seam,
@@ -195,5 +198,4 @@ func TestSeamAndCapabilities(t *testing.T) {
 			t.Fatal("canary in a seam response")
 		}
 	}
-	_ = time.Second
 }
