@@ -31,6 +31,15 @@ const canary = "canary-9c8b7a6f5e4d3c2b1a"
 
 func newAPI(t *testing.T, seam bool) http.Handler {
 	t.Helper()
+	return newAPIWith(t, fakeVerifier{
+		"alice": {"sub": "alice", "scope": "tools:echo", "tenant_id": "a", "skills": []any{"secret-runbook"}},
+		"ops":   {"sub": "olga", "team": "ops", "scope": "tools:echo"},
+		"admin": {"sub": "root", "scope": "agentauth:admin"},
+	}, seam)
+}
+
+func newAPIWith(t *testing.T, verifier Verifier, seam bool) http.Handler {
+	t.Helper()
 	tool := func(id, name string, enabled bool) discovery.Tool {
 		return discovery.Tool{ID: id, Name: name, Description: name, InputSchema: json.RawMessage(`{"type":"object"}`), SourceID: "demo", Enabled: enabled}
 	}
@@ -58,11 +67,7 @@ func newAPI(t *testing.T, seam bool) http.Handler {
 		t.Fatal(err)
 	}
 	api, err := New(Config{
-		Verifier: fakeVerifier{
-			"alice": {"sub": "alice", "scope": "tools:echo", "tenant_id": "a", "skills": []any{"secret-runbook"}},
-			"ops":   {"sub": "olga", "team": "ops", "scope": "tools:echo"},
-			"admin": {"sub": "root", "scope": "agentauth:admin"},
-		},
+		Verifier: verifier,
 		Catalog: toolcatalog.New(ix, "rev", nil),
 		Skills:  sk,
 		Tools: map[string]Tool{
