@@ -1,8 +1,9 @@
 // Package toolcatalog answers "which tools may this caller see" for one
 // process: the discovery index of the current bundle revision and tenant
 // uploads, with the per-process caches of issue 4 — access resolutions
-// keyed by a hash of the verified claims (volatile claims left out, 5 min)
-// and group manifests keyed by group and revision (10 min).
+// (and the caller's merged manifest) keyed by a hash of the verified claims
+// (volatile claims left out, 5 min) and group manifests keyed by group and
+// revision (10 min).
 //
 // A cache never widens access: a new revision or a tenant upload in this
 // process replaces the index and drops every entry at once; a change made
@@ -53,8 +54,9 @@ type Catalog struct {
 }
 
 type accessEntry struct {
-	groups  []string
-	expires time.Time
+	groups   []string
+	manifest []discovery.ToolManifestEntry // merged; shared, read-only
+	expires  time.Time
 }
 
 type groupEntry struct {
@@ -98,47 +100,47 @@ func (c *Catalog) Stats() Stats {
 }
 
 // Manifest returns the tools the caller with these verified claims may see.
+// The returned slice may be shared with other callers: read it, never
+// modify it.
 func (c *Catalog) Manifest(claims map[string]any, opts Options) (discovery.Access, []discovery.ToolManifestEntry) {
 	c.mu.Lock()
 	ix, rev := c.index, c.revision
 	c.mu.Unlock()
 	now := c.now()
 
-	var groups []string
-	var access discovery.Access
 	key, cacheable := claimsKey(claims)
+	if opts.IncludeDisabled {
+		key += "+disabled"
+	}
 	if !cacheable {
 		opts.SkipCache = true
 	}
 	if !opts.SkipCache {
 		c.mu.Lock()
 		if e, ok := c.access[key]; ok && now.Before(e.expires) && c.revision == rev {
-			groups = e.groups
 			c.stats.AccessHits++
+			c.mu.Unlock()
+			return discovery.Access{GroupIDs: e.groups}, e.manifest
 		}
 		c.mu.Unlock()
 	}
+	access := ix.ResolveAccess(claims)
+	groups := access.GroupIDs
 	if groups == nil {
-		access = ix.ResolveAccess(claims)
-		groups = access.GroupIDs
-		if groups == nil {
-			groups = []string{}
-		}
-		c.mu.Lock()
-		c.stats.AccessMisses++
-		if cacheable && c.revision == rev { // never store an answer of a replaced index
-			c.access[key] = accessEntry{groups: groups, expires: now.Add(AccessTTL)}
-		}
-		c.mu.Unlock()
-	} else {
-		access = discovery.Access{GroupIDs: groups}
+		groups = []string{}
 	}
-
 	lists := make([][]discovery.ToolManifestEntry, 0, len(groups))
 	for _, g := range groups {
 		lists = append(lists, c.groupTools(ix, rev, g, opts, now))
 	}
-	return access, discovery.MergeManifests(lists...)
+	manifest := discovery.MergeManifests(lists...)
+	c.mu.Lock()
+	c.stats.AccessMisses++
+	if cacheable && c.revision == rev { // never store an answer of a replaced index
+		c.access[key] = accessEntry{groups: groups, manifest: manifest, expires: now.Add(AccessTTL)}
+	}
+	c.mu.Unlock()
+	return access, manifest
 }
 
 func (c *Catalog) groupTools(ix *discovery.Index, rev, group string, opts Options, now time.Time) []discovery.ToolManifestEntry {
