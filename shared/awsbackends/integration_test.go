@@ -5,8 +5,6 @@ package awsbackends
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,27 +15,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/agentauth/agentauth/shared/awsconfig"
+	"github.com/agentauth/agentauth/shared/awsconfig/emulatortest"
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/dynamostore"
 )
 
 func TestRewrapMovesGrantsToAnotherKey(t *testing.T) {
-	ep := os.Getenv("AWS_ENDPOINT_URL")
-	if ep == "" {
-		if os.Getenv("AGENTAUTH_REQUIRE_EMULATOR") == "1" {
-			t.Fatal("AWS_ENDPOINT_URL is not set")
-		}
-		t.Skip("set AWS_ENDPOINT_URL (localstack/ministack.sh up) to run")
-	}
-	if u, _ := url.Parse(ep); u == nil || (u.Hostname() != "127.0.0.1" && u.Hostname() != "localhost") {
-		t.Fatalf("refusing a non-loopback endpoint")
-	}
 	ctx := context.Background()
-	cfg, err := awsconfig.Load(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := emulatortest.Config(t)
 	suffix := fmt.Sprint(time.Now().UnixNano())
 	ddb, kmsc, sm, sqsc := dynamodb.NewFromConfig(cfg), kms.NewFromConfig(cfg), secretsmanager.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
 	table := "agentauth-rewrap-" + suffix

@@ -21,15 +21,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentauth/agentauth/shared/awsconfig/emulatortest"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/kms/types"
 	"github.com/aws/smithy-go"
@@ -46,31 +43,12 @@ type emulator struct {
 
 func newEmulator(t *testing.T) *emulator {
 	t.Helper()
-	ep := os.Getenv("AWS_ENDPOINT_URL")
-	if ep == "" {
-		if os.Getenv("AGENTAUTH_REQUIRE_EMULATOR") == "1" {
-			t.Fatal("AWS_ENDPOINT_URL is unset but AGENTAUTH_REQUIRE_EMULATOR=1: start the emulator (localstack/ministack.sh up) and set AWS_ENDPOINT_URL=http://127.0.0.1:4566")
-		}
-		t.Skip("AWS_ENDPOINT_URL is unset: skipping KMS integration tests (start the emulator with localstack/ministack.sh up and set AWS_ENDPOINT_URL=http://127.0.0.1:4566; AGENTAUTH_REQUIRE_EMULATOR=1 turns this skip into a failure)")
-	}
-	u, err := url.Parse(ep)
-	if err != nil {
-		t.Fatalf("AWS_ENDPOINT_URL %q: %v", ep, err)
-	}
-	if ip := net.ParseIP(u.Hostname()); u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		t.Fatalf("AWS_ENDPOINT_URL %q is not a loopback address: these tests create and delete KMS keys and run only against a local emulator", ep)
-	}
-	ctx := context.Background()
-	cfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := emulatortest.Config(t)
 	e := &emulator{calls: awscount.New()}
-	withEndpoint := func(o *kms.Options) { o.BaseEndpoint = aws.String(ep) }
-	e.admin = kms.NewFromConfig(cfg, withEndpoint)
+	e.admin = kms.NewFromConfig(cfg)
 	counted := cfg.Copy()
 	e.calls.Register(&counted)
-	e.kms = kms.NewFromConfig(counted, withEndpoint)
+	e.kms = kms.NewFromConfig(counted)
 	return e
 }
 

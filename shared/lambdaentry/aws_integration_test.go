@@ -27,7 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
-	"github.com/agentauth/agentauth/shared/awsconfig"
+	"github.com/agentauth/agentauth/shared/awsconfig/emulatortest"
 	"github.com/agentauth/agentauth/shared/awscount"
 	"github.com/agentauth/agentauth/shared/dynamostore"
 	"github.com/agentauth/agentauth/shared/sqsqueue"
@@ -51,20 +51,6 @@ func (p *tinyProvider) handler(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"access_token": at, "refresh_token": rt, "token_type": "Bearer", "expires_in": 3600, "scope": "read"})
 }
 
-func requireEmulator(t *testing.T) {
-	t.Helper()
-	ep := os.Getenv("AWS_ENDPOINT_URL")
-	if ep == "" {
-		if os.Getenv("AGENTAUTH_REQUIRE_EMULATOR") == "1" {
-			t.Fatal("AWS_ENDPOINT_URL is not set")
-		}
-		t.Skip("set AWS_ENDPOINT_URL (localstack/ministack.sh up) to run")
-	}
-	if u, err := url.Parse(ep); err != nil || (u.Hostname() != "127.0.0.1" && u.Hostname() != "localhost") {
-		t.Fatalf("refusing a non-loopback endpoint %q", ep)
-	}
-}
-
 func v2Event(method, rawURL, body string) events.APIGatewayV2HTTPRequest {
 	u, _ := url.Parse(rawURL)
 	return events.APIGatewayV2HTTPRequest{
@@ -82,12 +68,8 @@ func v2Event(method, rawURL, body string) events.APIGatewayV2HTTPRequest {
 // KMS, Secrets Manager and SQS, and counts the AWS calls of each operation
 // (printed for `make bench-aws`).
 func TestAWSBackendsFlowAndCallCounts(t *testing.T) {
-	requireEmulator(t)
 	ctx := context.Background()
-	cfg, err := awsconfig.Load(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := emulatortest.Config(t)
 	suffix := fmt.Sprintf("%d", time.Now().UnixNano())
 	ddb, kmsc, sqsc, sm := dynamodb.NewFromConfig(cfg), kms.NewFromConfig(cfg), sqs.NewFromConfig(cfg), secretsmanager.NewFromConfig(cfg)
 

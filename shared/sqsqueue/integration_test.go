@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -20,7 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/agentauth/agentauth/shared/awsconfig"
+	"github.com/agentauth/agentauth/shared/awsconfig/emulatortest"
 	"github.com/agentauth/agentauth/shared/storetest"
 )
 
@@ -30,26 +28,12 @@ import (
 
 func emulator(t *testing.T) *sqs.Client {
 	t.Helper()
-	endpoint := os.Getenv("AWS_ENDPOINT_URL")
-	if endpoint == "" {
-		if os.Getenv("AGENTAUTH_REQUIRE_EMULATOR") == "1" {
-			t.Fatal("AWS_ENDPOINT_URL is not set but AGENTAUTH_REQUIRE_EMULATOR=1")
-		}
-		t.Skip("sqsqueue integration tests need an emulator: set AWS_ENDPOINT_URL (localstack/ministack.sh up; make test-integration)")
-	}
-	if u, err := url.Parse(endpoint); err != nil || u.Host == "" {
-		t.Fatalf("AWS_ENDPOINT_URL %q is not a URL", endpoint)
-	}
-	// awsconfig, as the functions use: with the bare SDK configuration a
-	// fast endpoint now and then gets a request replayed after its response
-	// was cut off (see shared/awsconfig), which shows up here as a receive
-	// that finds its message already in flight, an ack told its receipt
-	// handle is invalid, or a queue deleted twice.
-	cfg, err := awsconfig.Load(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sqs.NewFromConfig(cfg)
+	// emulatortest builds the client with awsconfig, as the functions do:
+	// with the bare SDK configuration a fast endpoint now and then gets a
+	// request replayed after its response was cut off, which shows up here
+	// as a receive that finds its message already in flight, an ack told
+	// its receipt handle is invalid, or a queue deleted twice.
+	return sqs.NewFromConfig(emulatortest.Config(t))
 }
 
 var queueSeq atomic.Int64
