@@ -88,8 +88,9 @@ func TestInvokeRoutesScheduledEventsToTheSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// One pending session, then the sweep after it expired: nothing to
-	// expire yet (10 min lifetime), but the sweep runs and reports.
+	// An API Gateway event is answered over HTTP; a scheduled event runs
+	// the sweep and returns its report (routing, not the sweep itself, is
+	// under test: the sweep has its own tests in shared/oauth).
 	ev, _ := json.Marshal(event(t))
 	out, err := f.Invoke(context.Background(), ev)
 	if err != nil {

@@ -188,7 +188,7 @@ func (m *Manager) prepareApp(app *bundle.OAuthApp) (*appRuntime, error) {
 	return rt, nil
 }
 
-// Apps returns the app runtime for ref, or nil.
+// app returns the runtime of the OAuthApp ref names, or nil.
 func (m *Manager) app(ref domain.ObjectRef) *appRuntime {
 	if ref.Kind != "OAuthApp" {
 		return nil
