@@ -58,13 +58,15 @@ func NewIndex(cfg Config) (*Index, error) {
 	ix := &Index{byID: make(map[string]int32, len(cfg.Tools)), groups: map[string]*groupTools{}}
 
 	tools := slices.Clone(cfg.Tools)
-	slices.SortStableFunc(tools, func(a, b Tool) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortStableFunc(tools, func(a, b Tool) int { return strings.Compare(a.key(), b.key()) })
 	for i, t := range tools {
 		switch {
 		case !ValidToolID(t.ID):
 			return nil, fmt.Errorf("discovery: tool id %q: want <source>:<operation>", t.ID)
-		case i > 0 && tools[i-1].ID == t.ID:
-			return nil, fmt.Errorf("discovery: duplicate tool id %q", t.ID)
+		case t.Tenant != "" && !ValidSourceID(t.Tenant):
+			return nil, fmt.Errorf("discovery: tool %s: tenant %q: want letters, digits, _ . - starting with a letter or digit", t.ID, t.Tenant)
+		case i > 0 && tools[i-1].key() == t.key():
+			return nil, fmt.Errorf("discovery: duplicate tool id %q", t.key())
 		case len(t.InputSchema) > 0 && !json.Valid(t.InputSchema):
 			return nil, fmt.Errorf("discovery: tool %s: input schema is not valid JSON", t.ID)
 		}
@@ -74,7 +76,7 @@ func NewIndex(cfg Config) (*Index, error) {
 	views := make([]toolView, len(tools))
 	sources, methods := interner{}, interner{}
 	for i, t := range tools {
-		ix.byID[t.ID] = int32(i)
+		ix.byID[t.key()] = int32(i)
 		// Copies, so that the caller's slices can change without
 		// changing the index.
 		schema := slices.Clone(t.InputSchema)
@@ -86,8 +88,8 @@ func NewIndex(cfg Config) (*Index, error) {
 			tags = []string{}
 		}
 		ix.entries[i] = ToolManifestEntry{
-			ToolID: t.ID, Name: t.Name, Description: t.Description, InputSchema: schema,
-			SourceID: t.SourceID, SourcePath: t.SourcePath, Tags: tags, Version: t.Version,
+			ToolID: t.key(), Name: t.Name, Description: t.Description, InputSchema: schema,
+			SourceID: t.SourceID, SourcePath: t.SourcePath, Tags: tags, Version: t.Version, Tenant: t.Tenant,
 		}
 		views[i] = toolView{
 			enabled: t.Enabled,

@@ -26,7 +26,23 @@ type Tool struct {
 	LabelIDs    []string
 	Version     string
 	Enabled     bool
+	// Tenant, when set, makes this a tenant-uploaded tool: its manifest
+	// id is TenantToolID(Tenant, ID), so tenants never collide with each
+	// other or with the bundle, and only that tenant's callers may see it
+	// (the caller filters: see ToolManifestEntry.Tenant).
+	Tenant string
 }
+
+// TenantToolID is the manifest id of a tenant's tool: "<tenant>/<id>".
+func TenantToolID(tenant, id string) string {
+	if tenant == "" {
+		return id
+	}
+	return tenant + "/" + id
+}
+
+// key is the tool's id in the index and the manifest.
+func (t Tool) key() string { return TenantToolID(t.Tenant, t.ID) }
 
 // Group is a ToolGroup. Its tools are the enabled tools that match all of
 // its Selectors (a group without selectors selects none this way), plus
@@ -96,6 +112,9 @@ type ToolManifestEntry struct {
 	SourcePath  string          `json:"source_path"`
 	Tags        []string        `json:"tags"`
 	Version     string          `json:"version,omitempty"`
+	// Tenant is the uploading tenant of a tenant tool (empty for the
+	// bundle's): a caller whose tenant differs must never see the entry.
+	Tenant string `json:"-"`
 }
 
 // Options tune Resolve.

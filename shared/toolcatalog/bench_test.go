@@ -41,7 +41,7 @@ func benchIndex(b *testing.B) *discovery.Index {
 // BenchmarkManifestCached: one caller's manifest with warm caches (target
 // ≤ 20 µs).
 func BenchmarkManifestCached(b *testing.B) {
-	c := New(benchIndex(b), "rev", nil)
+	c := New(benchIndex(b), "rev", Settings{})
 	claims := map[string]any{"sub": "alice", "role": "r7", "exp": 1}
 	_, m := c.Manifest(claims, Options{})
 	b.ReportMetric(float64(len(m)), "tools")
@@ -54,7 +54,7 @@ func BenchmarkManifestCached(b *testing.B) {
 
 // BenchmarkManifestUncached: the same with skip_cache.
 func BenchmarkManifestUncached(b *testing.B) {
-	c := New(benchIndex(b), "rev", nil)
+	c := New(benchIndex(b), "rev", Settings{})
 	claims := map[string]any{"sub": "alice", "role": "r7"}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -15,6 +15,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,9 +42,20 @@ type Stats struct {
 	AccessHits, AccessMisses, GroupHits, GroupMisses int64
 }
 
+// Settings of a catalog; the zero value is usable.
+type Settings struct {
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// TenantClaim is the claim path of the caller's tenant (default
+	// tenant_id): a tenant tool is in a caller's manifest only when this
+	// claim equals the tool's tenant.
+	TenantClaim string
+}
+
 // Catalog is safe for concurrent use.
 type Catalog struct {
-	now func() time.Time
+	now         func() time.Time
+	tenantClaim string
 
 	mu       sync.Mutex
 	index    *discovery.Index
@@ -65,12 +77,15 @@ type groupEntry struct {
 }
 
 // New returns a catalog over ix for revision (the bundle revision plus
-// whatever identifies the tenant uploads); now may be nil.
-func New(ix *discovery.Index, revision string, now func() time.Time) *Catalog {
-	if now == nil {
-		now = time.Now
+// whatever identifies the tenant uploads).
+func New(ix *discovery.Index, revision string, s Settings) *Catalog {
+	if s.Now == nil {
+		s.Now = time.Now
 	}
-	c := &Catalog{now: now}
+	if s.TenantClaim == "" {
+		s.TenantClaim = "tenant_id"
+	}
+	c := &Catalog{now: s.Now, tenantClaim: s.TenantClaim}
 	c.Update(ix, revision)
 	return c
 }
@@ -133,7 +148,7 @@ func (c *Catalog) Manifest(claims map[string]any, opts Options) (discovery.Acces
 	for _, g := range groups {
 		lists = append(lists, c.groupTools(ix, rev, g, opts, now))
 	}
-	manifest := discovery.MergeManifests(lists...)
+	manifest := onlyTenant(discovery.MergeManifests(lists...), callerTenant(claims, c.tenantClaim))
 	c.mu.Lock()
 	c.stats.AccessMisses++
 	if cacheable && c.revision == rev { // never store an answer of a replaced index
@@ -166,6 +181,34 @@ func (c *Catalog) groupTools(ix *discovery.Index, rev, group string, opts Option
 	}
 	c.mu.Unlock()
 	return tools
+}
+
+// callerTenant is the caller's tenant claim in its string form ("" when
+// absent, null or not a scalar: such a caller sees no tenant tools).
+func callerTenant(claims map[string]any, path string) string {
+	v, ok := discovery.LookupClaim(claims, path)
+	if !ok {
+		return ""
+	}
+	s, _ := discovery.StringForm(v)
+	return s
+}
+
+// onlyTenant drops the tenant tools of every tenant but tenant. It copies
+// only when something is dropped.
+func onlyTenant(m []discovery.ToolManifestEntry, tenant string) []discovery.ToolManifestEntry {
+	for i, e := range m {
+		if e.Tenant != "" && e.Tenant != tenant {
+			out := slices.Clone(m[:i])
+			for _, e := range m[i+1:] {
+				if e.Tenant == "" || e.Tenant == tenant {
+					out = append(out, e)
+				}
+			}
+			return out
+		}
+	}
+	return m
 }
 
 // claimsKey hashes the claims without the volatile ones. encoding/json

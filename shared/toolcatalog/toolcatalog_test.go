@@ -3,6 +3,7 @@ package toolcatalog
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -54,7 +55,7 @@ func ids(m []discovery.ToolManifestEntry) []string {
 
 func TestCacheNeverWidensAccess(t *testing.T) {
 	clk := &clock{t: time.Unix(1_800_000_000, 0)}
-	c := New(index(t, "editor"), "rev-1", clk.now)
+	c := New(index(t, "editor"), "rev-1", Settings{Now: clk.now})
 	alice := map[string]any{"sub": "alice", "role": "editor", "exp": 1, "jti": "a"}
 	if _, m := c.Manifest(alice, Options{}); len(m) != 2 {
 		t.Fatalf("editor sees %v", ids(m))
@@ -77,7 +78,7 @@ func TestCacheNeverWidensAccess(t *testing.T) {
 
 func TestTTLBoundsStaleness(t *testing.T) {
 	clk := &clock{t: time.Unix(1_800_000_000, 0)}
-	c := New(index(t, "editor"), "rev-1", clk.now)
+	c := New(index(t, "editor"), "rev-1", Settings{Now: clk.now})
 	claims := map[string]any{"sub": "alice", "role": "editor"}
 	c.Manifest(claims, Options{})
 	clk.add(AccessTTL - time.Second)
@@ -97,11 +98,51 @@ func TestTTLBoundsStaleness(t *testing.T) {
 }
 
 func TestUncacheableClaimsAreResolvedEachTime(t *testing.T) {
-	c := New(index(t, "editor"), "rev-1", nil)
+	c := New(index(t, "editor"), "rev-1", Settings{})
 	odd := map[string]any{"sub": "x", "score": math.NaN()}
 	c.Manifest(odd, Options{})
 	c.Manifest(odd, Options{})
 	if s := c.Stats(); s.AccessHits != 0 || s.AccessMisses != 2 {
 		t.Fatalf("%+v", s)
+	}
+}
+
+// TestTenantToolsStayWithTheirTenant: a group that selects every tool
+// still shows a tenant's uploads only to that tenant's callers, in both
+// directions, and to no caller without a tenant claim.
+func TestTenantToolsStayWithTheirTenant(t *testing.T) {
+	tool := func(tenant, id string) discovery.Tool {
+		return discovery.Tool{ID: id, Tenant: tenant, Name: "menu", Description: "d", SourceID: "menu", Enabled: true}
+	}
+	ix, err := discovery.NewIndex(discovery.Config{
+		Tools: []discovery.Tool{tool("", "menu:list"), tool("acme", "menu:list"), tool("globex", "menu:list"), tool("acme", "menu:order")},
+		Groups: []discovery.Group{{ID: "all", Active: true, Selectors: []discovery.Selector{{Source: "*"}},
+			ExplicitToolIDs: []string{"globex/menu:list"}}},
+		Policies: []discovery.Policy{{ID: "p", Active: true, Matchers: []discovery.Matcher{{Claim: "sub", Operator: "exists"}}, GroupIDs: []string{"all"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(ix, "rev", Settings{TenantClaim: "org.id"})
+	for _, tc := range []struct {
+		name   string
+		claims map[string]any
+		want   []string
+	}{
+		{"acme", map[string]any{"sub": "a", "org": map[string]any{"id": "acme"}}, []string{"acme/menu:list", "acme/menu:order", "menu:list"}},
+		{"globex", map[string]any{"sub": "g", "org": map[string]any{"id": "globex"}}, []string{"globex/menu:list", "menu:list"}},
+		{"no tenant claim", map[string]any{"sub": "n"}, []string{"menu:list"}},
+		{"null tenant", map[string]any{"sub": "n", "org": map[string]any{"id": nil}}, []string{"menu:list"}},
+		{"other tenant", map[string]any{"sub": "o", "org": map[string]any{"id": "initech"}}, []string{"menu:list"}},
+		{"tenant claim is a list", map[string]any{"sub": "l", "org": map[string]any{"id": []any{"acme"}}}, []string{"menu:list"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for range 2 { // uncached, then cached
+				_, m := c.Manifest(tc.claims, Options{})
+				if got := ids(m); !slices.Equal(got, tc.want) {
+					t.Fatalf("manifest = %v, want %v", got, tc.want)
+				}
+			}
+		})
 	}
 }

@@ -68,7 +68,7 @@ func newAPIWith(t *testing.T, verifier Verifier, seam bool) http.Handler {
 	}
 	api, err := New(Config{
 		Verifier: verifier,
-		Catalog:  toolcatalog.New(ix, "rev", nil),
+		Catalog:  toolcatalog.New(ix, "rev", toolcatalog.Settings{}),
 		Skills:   sk,
 		Tools: map[string]Tool{
 			"echo": {Tool: toolhooks.Tool{Name: "echo", RequiredScopes: []string{"tools:echo"}, Transport: "native"}, Run: func(_ context.Context, a json.RawMessage) (json.RawMessage, error) {
