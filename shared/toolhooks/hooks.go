@@ -3,6 +3,7 @@ package toolhooks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -172,6 +173,12 @@ func (h *Hooks) Invoke(ctx context.Context, call Call, tool Tool, run Invoker) O
 	output, err := safeRun(ctx, run, call.Args)
 	d := now().Sub(start).Milliseconds()
 	out.ToolReturned.DurationMs = &d
+	var pending *AuthorizationRequired
+	if errors.As(err, &pending) {
+		// Not an error: the tool needs a user's consent first, and the
+		// caller gets the link as the call's result.
+		return finish(StatusOK, &Result{Status: ResultAuthorizationRequired, Authorization: pending.Authorization})
+	}
 	if err != nil {
 		name, code := "Error", CodeTool
 		if ce, ok := err.(CodedError); ok {

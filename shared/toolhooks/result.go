@@ -31,10 +31,26 @@ const truncatedSuffix = "... (truncated)"
 // Result is a ToolResult: a tool error never escapes as an exception, it
 // becomes {status: error, error: {message, name, code}} for the model.
 type Result struct {
-	Status string          `json:"status"` // ok | error
+	Status string          `json:"status"` // ok | error | authorization_required
 	Output json.RawMessage `json:"output,omitempty"`
 	Error  *ToolError      `json:"error,omitempty"`
+	// Authorization is set with status authorization_required: what the
+	// user must do (the auth session and its link), never a token.
+	Authorization json.RawMessage `json:"authorization,omitempty"`
 }
+
+// ResultAuthorizationRequired is the result status of a call whose tool
+// needs a user's consent before it can run (its toolReturned status is ok:
+// the tool ran and answered).
+const ResultAuthorizationRequired = "authorization_required"
+
+// AuthorizationRequired is what an Invoker returns when the upstream needs
+// a consent first; Authorization becomes the result's authorization.
+type AuthorizationRequired struct {
+	Authorization json.RawMessage
+}
+
+func (*AuthorizationRequired) Error() string { return "authorization required" }
 
 // ToolError is the error of an error result.
 type ToolError struct {
