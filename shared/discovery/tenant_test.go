@@ -6,7 +6,9 @@ import (
 )
 
 func TestTenantToolIDs(t *testing.T) {
-	tool := func(tenant, id string) Tool { return Tool{ID: id, Tenant: tenant, Name: "n", SourceID: "menu", Enabled: true} }
+	tool := func(tenant, id string) Tool {
+		return Tool{ID: id, Tenant: tenant, Name: "n", SourceID: "menu", Enabled: true}
+	}
 	ix, err := NewIndex(Config{
 		Tools:  []Tool{tool("", "menu:list"), tool("acme", "menu:list"), tool("globex", "menu:list")},
 		Groups: []Group{{ID: "g", Active: true, ExplicitToolIDs: []string{"acme/menu:list"}, ExcludedToolIDs: []string{"menu:list"}}},

@@ -176,7 +176,9 @@ func TestCrossOriginRedirectRefused(t *testing.T) {
 			t.Error("the token followed a redirect to another origin")
 		}
 	})
-	srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, other.URL+"/steal", http.StatusFound) })
+	srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/steal", http.StatusFound)
+	})
 	_, err := New(Options{Tokens: &tokens{res: ready()}}).Invoker(tool(srv.URL, "GET", "/", true), domain.TurnAuth{}, false)(context.Background(), nil)
 	var e *Error
 	if !errors.As(err, &e) || e.Code != CodeUnreachable || !strings.Contains(e.Message, "redirect to another origin") {
