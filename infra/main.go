@@ -28,8 +28,16 @@ func run() error {
 	defer jsii.Close()
 	app := awscdk.NewApp(nil)
 	props, id, err := propsFrom(func(key, env string) string {
-		if v, ok := app.Node().TryGetContext(jsii.String(key)).(string); ok && v != "" {
-			return v
+		switch v := app.Node().TryGetContext(jsii.String(key)).(type) {
+		case string:
+			if v != "" {
+				return v
+			}
+		case bool: // "toolhooksSeam": true in cdk.json
+			return strconv.FormatBool(v)
+		}
+		if env == "" {
+			return ""
 		}
 		return os.Getenv(env)
 	})
@@ -44,7 +52,8 @@ func run() error {
 }
 
 // propsFrom reads the settings: get(contextKey, envName) returns the
-// context value, else the environment's, else "".
+// context value, else the environment's, else "". An empty envName means
+// context only.
 func propsFrom(get func(key, env string) string) (stack.Props, string, error) {
 	or := func(v, def string) string {
 		if v == "" {
@@ -60,6 +69,25 @@ func propsFrom(get func(key, env string) string) (stack.Props, string, error) {
 		AlarmTopicARN: get("alarmTopicArn", "AGENTAUTH_ALARM_TOPIC_ARN"),
 		CallbackPaths: list(get("callbackPaths", "AGENTAUTH_CALLBACK_PATHS")),
 		SecretPrefix:  get("secretPrefix", "AGENTAUTH_SECRET_PREFIX"),
+	}
+	// The tools settings are context only, never the environment: the
+	// function reads the same AGENTAUTH_JWKS_URL, AGENTAUTH_TOOLHOOKS_SEAM,
+	// … names, and a shell set up for a local agentauth must not change
+	// what is deployed (add a function, open the seam routes).
+	p.Tools = stack.ToolsProps{
+		JWKSURL:     get("jwksUrl", ""),
+		JWTIssuer:   get("jwtIssuer", ""),
+		JWTAudience: get("jwtAudience", ""),
+		TenantClaim: get("tenantClaim", ""),
+		SkillsClaim: get("skillsClaim", ""),
+		RateLimit:   get("toolRateLimit", ""),
+	}
+	switch v := strings.ToLower(strings.TrimSpace(get("toolhooksSeam", ""))); v {
+	case "true", "1":
+		p.Tools.Seam = true
+	case "", "false", "0":
+	default:
+		return p, "", fmt.Errorf("toolhooksSeam %q: want true or 1 (seam routes on), false, 0 or unset (off)", v)
 	}
 	// The functions read bundle secrets by name under SecretPrefix only;
 	// a list of ARNs would grant secrets they never ask for.

@@ -8,6 +8,8 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/agentauth/agentauth/infra/stack"
 )
 
 func TestMain(m *testing.M) {
@@ -54,6 +56,40 @@ func TestPropsFrom(t *testing.T) {
 		{name: "secretArns is refused, not ignored", ctx: map[string]string{"secretArns": "arn:1"}, wantErr: "replaced by secretPrefix"},
 		{name: "retention CloudWatch does not offer", ctx: map[string]string{"logRetentionDays": "10"}, wantErr: "logRetentionDays"},
 		{name: "retention not a number", ctx: map[string]string{"logRetentionDays": "month"}, wantErr: "logRetentionDays"},
+		{name: "no tools settings: no tools function", arch: "arm64", check: func(t *testing.T, p propsView) {
+			if p.tools != (stack.ToolsProps{}) || p.tools.Enabled() {
+				t.Errorf("tools: %+v", p.tools)
+			}
+		}},
+		{name: "tools from context", arch: "arm64",
+			ctx: map[string]string{"jwksUrl": "https://idp.example.com/jwks", "jwtIssuer": "https://idp.example.com/", "jwtAudience": "agentauth",
+				"tenantClaim": "org", "skillsClaim": "perms", "toolhooksSeam": "1", "toolRateLimit": "60/m"},
+			check: func(t *testing.T, p propsView) {
+				want := stack.ToolsProps{JWKSURL: "https://idp.example.com/jwks", JWTIssuer: "https://idp.example.com/", JWTAudience: "agentauth",
+					TenantClaim: "org", SkillsClaim: "perms", Seam: true, RateLimit: "60/m"}
+				if p.tools != want {
+					t.Errorf("tools: %+v, want %+v", p.tools, want)
+				}
+			}},
+		{name: "toolhooksSeam true", arch: "arm64", ctx: map[string]string{"toolhooksSeam": "TRUE"}, check: func(t *testing.T, p propsView) {
+			if !p.tools.Seam {
+				t.Error("seam off")
+			}
+		}},
+		{name: "toolhooksSeam false", arch: "arm64", ctx: map[string]string{"toolhooksSeam": "false"}, check: func(t *testing.T, p propsView) {
+			if p.tools.Seam {
+				t.Error("seam on")
+			}
+		}},
+		{name: "toolhooksSeam neither on nor off", ctx: map[string]string{"toolhooksSeam": "yes"}, wantErr: `toolhooksSeam "yes"`},
+		{name: "tools settings are never read from the environment", arch: "arm64",
+			env: map[string]string{"AGENTAUTH_JWKS_URL": "https://idp.example.com/jwks", "AGENTAUTH_JWT_ISSUER": "x", "AGENTAUTH_JWT_AUDIENCE": "y",
+				"AGENTAUTH_TOOLHOOKS_SEAM": "true", "AGENTAUTH_TOOL_RATE_LIMIT": "1/s"},
+			check: func(t *testing.T, p propsView) {
+				if p.tools != (stack.ToolsProps{}) {
+					t.Errorf("tools from the environment: %+v", p.tools)
+				}
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,7 +112,7 @@ func TestPropsFrom(t *testing.T) {
 				t.Errorf("arch = %s, want %s", got, tc.arch)
 			}
 			if tc.check != nil {
-				tc.check(t, propsView{prefix: p.Prefix, assetDir: p.AssetDir, id: id, retention: p.LogRetention, callbacks: p.CallbackPaths, secretPrefix: p.SecretPrefix})
+				tc.check(t, propsView{prefix: p.Prefix, assetDir: p.AssetDir, id: id, retention: p.LogRetention, callbacks: p.CallbackPaths, secretPrefix: p.SecretPrefix, tools: p.Tools})
 			}
 		})
 	}
@@ -87,4 +123,5 @@ type propsView struct {
 	retention            awslogs.RetentionDays
 	callbacks            []string
 	secretPrefix         string
+	tools                stack.ToolsProps
 }

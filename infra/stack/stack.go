@@ -1,7 +1,8 @@
 // Package stack defines the agentauth CloudFormation stack: the record
 // table, the customer-managed KMS key that seals secrets, the FIFO event
 // queue with its dead-letter queue, the session-keys secret, the gettoken
-// and callback Lambda functions and the HTTP API in front of them.
+// and callback Lambda functions, the optional tools function and the HTTP
+// API in front of them.
 //
 // The stack never builds Go code: it packages prebuilt function directories
 // (bootstrap plus the configuration bundle) as assets, so a synth needs only
@@ -11,9 +12,12 @@ package stack
 
 import (
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
@@ -38,7 +42,7 @@ import (
 // SweepMinutes is how often the session sweep runs.
 const SweepMinutes = 5
 
-// Environment variables the stack sets on both functions. The function side
+// Environment variables the stack sets on every function. The function side
 // (shared/lambdaentry and the AWS adapters) reads the same names.
 const (
 	EnvTable          = "AGENTAUTH_TABLE"            // DynamoDB table name
@@ -54,6 +58,28 @@ const (
 	EnvSecretPrefix = "AGENTAUTH_SECRET_PREFIX"
 )
 
+// Environment variables the stack sets on the tools function only, on top
+// of the ones above. The function side (shared/jwtauth, shared/lambdaentry)
+// reads the same names.
+const (
+	EnvJWKSURL       = "AGENTAUTH_JWKS_URL"        // where the callers' JWT issuer publishes its keys
+	EnvJWTIssuer     = "AGENTAUTH_JWT_ISSUER"      // required iss
+	EnvJWTAudience   = "AGENTAUTH_JWT_AUDIENCE"    // required aud
+	EnvTenantClaim   = "AGENTAUTH_TENANT_CLAIM"    // claim naming the caller's tenant
+	EnvSkillsClaim   = "AGENTAUTH_SKILLS_CLAIM"    // claim listing the caller's skills
+	EnvToolhooksSeam = "AGENTAUTH_TOOLHOOKS_SEAM"  // "true": serve the seam routes (SeamRoutes)
+	EnvToolRateLimit = "AGENTAUTH_TOOL_RATE_LIMIT" // default per-(principal, tool) limit, e.g. "60/m"
+	// EnvMetrics "emf": metrics are CloudWatch embedded metric format lines
+	// in the function's log, so the role needs no cloudwatch:PutMetricData.
+	EnvMetrics = "AGENTAUTH_METRICS"
+)
+
+// Defaults of ToolsProps.TenantClaim and ToolsProps.SkillsClaim.
+const (
+	DefaultTenantClaim = "tenant_id"
+	DefaultSkillsClaim = "skills"
+)
+
 // SessionKeyLength is the length of the generated session key string:
 // letters and digits only (about 5.95 bits each, so 64 give ~380 bits),
 // well above the 32 characters the functions require, and no punctuation,
@@ -64,6 +90,8 @@ const SessionKeyLength = 64
 const (
 	GetToken = "gettoken"
 	Callback = "callback"
+	// Tools exists only when Props.Tools.JWKSURL is set.
+	Tools = "tools"
 )
 
 // EncryptionContextRecord is the EncryptionContext key the envelope sealer
@@ -77,6 +105,28 @@ var RuntimeRoutes = []Route{
 	{Method: "GET", Path: "/v1/oauth/sessions/{id}"},
 	{Method: "POST", Path: "/v1/oauth/revoke"},
 	{Method: "GET", Path: "/v1/oauth/pending"},
+}
+
+// ToolRoutes are served by the tools function. API Gateway does not
+// authorize them: the function verifies the caller's JWT itself (issuer,
+// audience, signature against the JWKS) and answers 401 with a reason code,
+// which an API Gateway JWT authorizer would replace with a bare 401.
+var ToolRoutes = []Route{
+	{Method: "GET", Path: "/v1/agents/tools"},
+	{Method: "GET", Path: "/v1/agents/skills"},
+	{Method: "POST", Path: "/v1/tools/invoke"},
+	{Method: "POST", Path: "/v1/admin/tenants/{tenant}/skills"},
+	{Method: "POST", Path: "/v1/admin/tenants/{tenant}/tools"},
+	{Method: "DELETE", Path: "/v1/admin/tenants/{tenant}/skills/{name}"},
+	{Method: "DELETE", Path: "/v1/admin/tenants/{tenant}/tools/{name}"},
+}
+
+// SeamRoutes are the tool-hooks seam's routes, also served by the tools
+// function without API Gateway authorization, and only when
+// ToolsProps.Seam is set.
+var SeamRoutes = []Route{
+	{Method: "POST", Path: "/v1/host/sample/toolhooks/invoke"},
+	{Method: "GET", Path: "/.well-known/openwop"},
 }
 
 // DefaultCallbackPaths is the one public callback route used when
@@ -95,6 +145,9 @@ const (
 	GetTokenTimeoutSeconds = 30
 	CallbackTimeoutSeconds = 20
 	MaxWaitSeconds         = 25
+	// http tools call upstream APIs: the tools function may use all the
+	// time the HTTP API gives it.
+	ToolsTimeoutSeconds = 30
 )
 
 // Props configures the stack.
@@ -133,6 +186,94 @@ type Props struct {
 	SecretPrefix string
 	// AlarmTopicARN, when set, receives the DLQ alarm's notifications.
 	AlarmTopicARN string
+	// Tools configures the tools function. Without Tools.JWKSURL the stack
+	// has no tools function and no tool routes (and says so in a synth
+	// warning).
+	Tools ToolsProps
+}
+
+// ToolsProps configures the tools function and its routes. Its errors
+// name the CDK context keys (jwksUrl, jwtIssuer, jwtAudience) the app
+// reads these fields from.
+type ToolsProps struct {
+	// JWKSURL is where the issuer of the callers' JWTs publishes its
+	// signing keys: https, or http on a loopback host (the rule the
+	// function applies). Empty: no tools function.
+	JWKSURL string
+	// JWTIssuer and JWTAudience are the iss and aud a caller's JWT must
+	// carry; both are required with JWKSURL.
+	JWTIssuer, JWTAudience string
+	// TenantClaim names the claim holding the caller's tenant (default
+	// DefaultTenantClaim); SkillsClaim the claim listing its skills
+	// (default DefaultSkillsClaim).
+	TenantClaim, SkillsClaim string
+	// Seam adds SeamRoutes and AGENTAUTH_TOOLHOOKS_SEAM=true.
+	Seam bool
+	// RateLimit, when set, is the default per-(principal, tool) limit
+	// (e.g. "60/m"), passed to the function unparsed: the function owns
+	// its syntax.
+	RateLimit string
+}
+
+// Enabled reports whether the stack has a tools function.
+func (t ToolsProps) Enabled() bool { return t.JWKSURL != "" }
+
+func (t *ToolsProps) withDefaults() error {
+	t.JWKSURL = strings.TrimSpace(t.JWKSURL)
+	t.JWTIssuer = strings.TrimSpace(t.JWTIssuer)
+	t.JWTAudience = strings.TrimSpace(t.JWTAudience)
+	if !t.Enabled() {
+		return nil
+	}
+	var missing []string
+	if t.JWTIssuer == "" {
+		missing = append(missing, "jwtIssuer")
+	}
+	if t.JWTAudience == "" {
+		missing = append(missing, "jwtAudience")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("stack: tools function: missing context %s (required with jwksUrl: the function accepts only JWTs with this issuer and audience; -c jwtIssuer=<iss> -c jwtAudience=<aud>)",
+			strings.Join(missing, " and "))
+	}
+	if err := checkJWKSURL(t.JWKSURL); err != nil {
+		return fmt.Errorf("stack: tools function: jwksUrl %q: %w", t.JWKSURL, err)
+	}
+	if t.TenantClaim = strings.TrimSpace(t.TenantClaim); t.TenantClaim == "" {
+		t.TenantClaim = DefaultTenantClaim
+	}
+	if t.SkillsClaim = strings.TrimSpace(t.SkillsClaim); t.SkillsClaim == "" {
+		t.SkillsClaim = DefaultSkillsClaim
+	}
+	t.RateLimit = strings.TrimSpace(t.RateLimit)
+	return nil
+}
+
+// checkJWKSURL applies the function's own rule (shared/jwtauth) at synth,
+// so a URL the function would refuse fails the deploy, not every cold start.
+func checkJWKSURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("want an absolute https URL")
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		host := u.Hostname()
+		if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+			return nil
+		}
+	}
+	return fmt.Errorf("want https (http only on a loopback host)")
+}
+
+// functions lists the stack's functions in creation order.
+func (p *Props) functions() []string {
+	if p.Tools.Enabled() {
+		return []string{GetToken, Callback, Tools}
+	}
+	return []string{GetToken, Callback}
 }
 
 // Stack is the synthesized agentauth stack and its main resources.
@@ -163,9 +304,12 @@ func (p *Props) withDefaults() error {
 		return fmt.Errorf("stack: prefix %q: want 1-32 of a-z, 0-9, '-' starting with a letter", p.Prefix)
 	}
 	if p.AssetDir == "" {
-		return fmt.Errorf("stack: asset directory is required (the built functions: <dir>/gettoken/bootstrap, <dir>/callback/bootstrap)")
+		return fmt.Errorf("stack: asset directory is required (the built functions: <dir>/gettoken/bootstrap, <dir>/callback/bootstrap, and <dir>/tools/bootstrap with jwksUrl)")
 	}
-	for _, fn := range []string{GetToken, Callback} {
+	if err := p.Tools.withDefaults(); err != nil {
+		return err
+	}
+	for _, fn := range p.functions() {
 		bin := filepath.Join(p.AssetDir, fn, "bootstrap")
 		st, err := os.Stat(bin)
 		if err != nil {
@@ -194,8 +338,12 @@ func (p *Props) withDefaults() error {
 		p.CallbackPaths = DefaultCallbackPaths
 	}
 	seen := map[string]bool{}
-	for _, r := range RuntimeRoutes {
-		seen[r.Path] = true
+	// Tool and seam paths are reserved even when not deployed, so turning
+	// the tools function on never collides with a callback path.
+	for _, rs := range [][]Route{RuntimeRoutes, ToolRoutes, SeamRoutes} {
+		for _, r := range rs {
+			seen[r.Path] = true
+		}
 	}
 	seen["/healthz"] = true
 	for _, cp := range p.CallbackPaths {
@@ -203,7 +351,7 @@ func (p *Props) withDefaults() error {
 			return fmt.Errorf("stack: callback path %q must start with '/'", cp)
 		}
 		if seen[cp] {
-			return fmt.Errorf("stack: callback path %q is listed twice or collides with a runtime route", cp)
+			return fmt.Errorf("stack: callback path %q is listed twice or collides with a runtime or tool route", cp)
 		}
 		seen[cp] = true
 	}
@@ -221,15 +369,16 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 
 	// One role per function, without AWSLambdaBasicExecutionRole: log
 	// writes are granted on the function's own log group only.
+	fns := props.functions()
 	roles := map[string]awsiam.Role{}
-	for _, fn := range []string{GetToken, Callback} {
+	for _, fn := range fns {
 		roles[fn] = awsiam.NewRole(st, jsii.String(fn+"Role"), &awsiam.RoleProps{
 			AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
 			Description: jsii.String("agentauth " + fn + " function"),
 		})
 	}
 
-	s.Key = newKey(st, props, roles)
+	s.Key = newKey(st, props, fns, roles)
 
 	// Grants and sessions: one item per record, keyed by pk. Secret fields
 	// are already envelope-sealed by the functions; table SSE with the same
@@ -312,7 +461,7 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 	// Route), so there is no cycle.
 	s.API = awsapigatewayv2.NewHttpApi(st, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{
 		ApiName:            name("http"),
-		Description:        jsii.String("agentauth runtime (IAM) and OAuth callback (public) routes"),
+		Description:        jsii.String("agentauth runtime (IAM), OAuth callback (public) and tool (JWT checked by the function) routes"),
 		CreateDefaultStage: jsii.Bool(true),
 	})
 	publicURL := s.API.ApiEndpoint()
@@ -330,14 +479,19 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		EnvSessionKeysSecret: s.SessionKeys.SecretArn(),
 		EnvSecretPrefix:      jsii.String(props.SecretPrefix),
 	}
-	timeouts := map[string]float64{GetToken: GetTokenTimeoutSeconds, Callback: CallbackTimeoutSeconds}
-	for _, fn := range []string{GetToken, Callback} {
+	timeouts := map[string]float64{GetToken: GetTokenTimeoutSeconds, Callback: CallbackTimeoutSeconds, Tools: ToolsTimeoutSeconds}
+	for _, fn := range fns {
 		fnEnv := map[string]*string{}
 		for k, v := range env {
 			fnEnv[k] = v
 		}
-		if fn == GetToken {
+		switch fn {
+		case GetToken:
 			fnEnv[EnvMaxWaitSeconds] = jsii.String(fmt.Sprint(MaxWaitSeconds))
+		case Tools:
+			for k, v := range toolsEnv(props.Tools) {
+				fnEnv[k] = jsii.String(v)
+			}
 		}
 		logs := awslogs.NewLogGroup(st, jsii.String(fn+"Logs"), &awslogs.LogGroupProps{
 			LogGroupName:  jsii.String("/aws/lambda/" + props.Prefix + "-" + fn),
@@ -382,21 +536,32 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 			})
 	}
 	runtimeInteg, callbackInteg := integ(GetToken), integ(Callback)
-	for _, r := range RuntimeRoutes {
+	route := func(r Route, in awsapigatewayv2.HttpRouteIntegration, auth awsapigatewayv2.IHttpRouteAuthorizer) {
 		s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
 			Path: jsii.String(r.Path), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)},
-			Integration: runtimeInteg, Authorizer: iamAuth,
+			Integration: in, Authorizer: auth,
 		})
 	}
-	s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
-		Path: jsii.String("/healthz"), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET},
-		Integration: runtimeInteg, Authorizer: noAuth,
-	})
+	for _, r := range RuntimeRoutes {
+		route(r, runtimeInteg, iamAuth)
+	}
+	route(Route{Method: "GET", Path: "/healthz"}, runtimeInteg, noAuth)
 	for _, cp := range props.CallbackPaths {
-		s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
-			Path: jsii.String(cp), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET},
-			Integration: callbackInteg, Authorizer: noAuth,
-		})
+		route(Route{Method: "GET", Path: cp}, callbackInteg, noAuth)
+	}
+	if props.Tools.Enabled() {
+		toolsInteg := integ(Tools)
+		routes := ToolRoutes
+		if props.Tools.Seam {
+			routes = append(append([]Route(nil), ToolRoutes...), SeamRoutes...)
+		}
+		for _, r := range routes {
+			route(r, toolsInteg, noAuth)
+		}
+	} else {
+		awscdk.Annotations_Of(st).AddWarningV2(jsii.String("agentauth:noToolsFunction"), jsii.String(
+			"no tools function and no tool routes: context jwksUrl is not set "+
+				"(deploy them with -c jwksUrl=<JWKS URL> -c jwtIssuer=<iss> -c jwtAudience=<aud>)"))
 	}
 
 	out := func(id, desc string, v *string) {
@@ -412,14 +577,41 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 	out("SecretPrefix", "bundle secretRef Secret/<name> reads the secret <SecretPrefix><name>", jsii.String(props.SecretPrefix))
 	out("GetTokenFunctionName", "runtime routes function", s.Functions[GetToken].FunctionName())
 	out("CallbackFunctionName", "OAuth callback function", s.Functions[Callback].FunctionName())
+	if props.Tools.Enabled() {
+		// The tool routes take no SigV4, like the callback routes: agents
+		// reach them on the public base URL.
+		out("ToolsUrl", "base URL of the tool routes (GET <ToolsUrl>/v1/agents/tools, Bearer JWT)", publicURL)
+		out("ToolsFunctionName", "tools function", s.Functions[Tools].FunctionName())
+	}
 	return s, nil
+}
+
+// toolsEnv is what the tools function reads on top of the shared
+// environment. Optional settings are left out rather than set empty, so
+// the function's own defaults apply.
+func toolsEnv(t ToolsProps) map[string]string {
+	env := map[string]string{
+		EnvJWKSURL:     t.JWKSURL,
+		EnvJWTIssuer:   t.JWTIssuer,
+		EnvJWTAudience: t.JWTAudience,
+		EnvTenantClaim: t.TenantClaim,
+		EnvSkillsClaim: t.SkillsClaim,
+		EnvMetrics:     "emf",
+	}
+	if t.Seam {
+		env[EnvToolhooksSeam] = "true"
+	}
+	if t.RateLimit != "" {
+		env[EnvToolRateLimit] = t.RateLimit
+	}
+	return env
 }
 
 // newKey creates the sealing key. Its policy is the only thing that lets a
 // function use it: no IAM policy in this stack names KMS, so the account
 // root statement (administration and rewrap, for operators whose IAM
 // policies allow it) never extends to the functions.
-func newKey(st awscdk.Stack, props Props, roles map[string]awsiam.Role) awskms.Key {
+func newKey(st awscdk.Stack, props Props, fns []string, roles map[string]awsiam.Role) awskms.Key {
 	root := awsiam.NewAccountRootPrincipal()
 	doc := awsiam.NewPolicyDocument(nil)
 	doc.AddStatements(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -435,7 +627,9 @@ func newKey(st awscdk.Stack, props Props, roles map[string]awsiam.Role) awskms.K
 		),
 		Resources: jsii.Strings("*"),
 	}))
-	for _, fn := range []string{GetToken, Callback} {
+	// The tools function gets the same grant: it opens grants to hand http
+	// tools their upstream tokens, and refreshes them.
+	for _, fn := range fns {
 		doc.AddStatements(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:        jsii.String("Seal" + fn + "Records"),
 			Principals: &[]awsiam.IPrincipal{awsiam.NewArnPrincipal(roles[fn].RoleArn())},
@@ -454,9 +648,13 @@ func newKey(st awscdk.Stack, props Props, roles map[string]awsiam.Role) awskms.K
 	// Table SSE: DynamoDB uses the key on the caller's behalf, so the
 	// callers need it — but only through DynamoDB (kms:ViaService), which
 	// never hands them a data key: this cannot open a sealed secret.
+	var callers []awsiam.IPrincipal
+	for _, fn := range fns {
+		callers = append(callers, awsiam.NewArnPrincipal(roles[fn].RoleArn()))
+	}
 	doc.AddStatements(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        jsii.String("TableEncryptionThroughDynamoDB"),
-		Principals: &[]awsiam.IPrincipal{awsiam.NewArnPrincipal(roles[GetToken].RoleArn()), awsiam.NewArnPrincipal(roles[Callback].RoleArn())},
+		Principals: &callers,
 		Actions:    jsii.Strings("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*", "kms:DescribeKey"),
 		Resources:  jsii.Strings("*"),
 		Conditions: &map[string]any{
@@ -487,7 +685,10 @@ var dataActions = []string{
 // that one resource. gettoken also scans (GET /v1/oauth/pending and
 // listing grants; the table has only a partition key) and also enqueues
 // (a device-code session completes in gettoken, which then emits
-// auth.granted itself).
+// auth.granted itself). tools needs what gettoken needs: it fetches
+// tokens for http tools through the same OAuth core (grants, sessions,
+// auth.granted), keeps its rate-limit counters in the table (UpdateItem)
+// and lists tenant uploads by Scan.
 //
 // Bundle secrets are granted by name prefix. The functions only ever ask
 // for <secretPrefix><name> (awssecrets), and a secret's ARN ends in a
@@ -499,7 +700,7 @@ var dataActions = []string{
 // GetSecretValue is granted — no listing, writing or policy change.
 func grantData(role awsiam.Role, fn string, table awsdynamodb.Table, queue awssqs.Queue, sessionKeys awssecretsmanager.Secret, secretPrefix string) {
 	actions := append([]string(nil), dataActions...)
-	if fn == GetToken {
+	if fn == GetToken || fn == Tools {
 		actions = append(actions, "dynamodb:Scan")
 	}
 	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{

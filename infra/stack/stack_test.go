@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	for _, fn := range []string{stack.GetToken, stack.Callback} {
+	for _, fn := range []string{stack.GetToken, stack.Callback, stack.Tools} {
 		if err := os.MkdirAll(filepath.Join(dir, fn, "bundle"), 0o755); err == nil {
 			err = os.WriteFile(filepath.Join(dir, fn, "bootstrap"), []byte("#!/bin/sh\necho "+fn+"\n"), 0o755)
 		}
@@ -48,7 +48,11 @@ func TestMain(m *testing.M) {
 // fixture is one synthesized stack: its Template for CDK assertions, its
 // raw JSON for structural checks, and the logical ids of its resources.
 type fixture struct {
-	tpl       assertions.Template
+	stack *stack.Stack
+	tpl   assertions.Template
+	// ann is read at synth: the cloud assembly lives in the creating
+	// test's temporary directory, gone when a shared fixture is reused.
+	ann       assertions.Annotations
 	resources map[string]map[string]any
 	id        map[string]string
 }
@@ -64,7 +68,7 @@ func synth(t *testing.T, edit func(*stack.Props)) *fixture {
 	if err != nil {
 		t.Fatalf("stack.New: %v", err)
 	}
-	f := &fixture{tpl: assertions.Template_FromStack(s.Stack, nil), id: map[string]string{}}
+	f := &fixture{stack: s, tpl: assertions.Template_FromStack(s.Stack, nil), ann: assertions.Annotations_FromStack(s.Stack), id: map[string]string{}}
 	raw := *f.tpl.ToJSON()
 	f.resources = map[string]map[string]any{}
 	for k, v := range raw["Resources"].(map[string]any) {
@@ -88,8 +92,14 @@ func synth(t *testing.T, edit func(*stack.Props)) *fixture {
 	byName(stack.Callback, "AWS::Lambda::Function", "FunctionName", "aa-test-callback")
 	byName(stack.GetToken+"Logs", "AWS::Logs::LogGroup", "LogGroupName", "/aws/lambda/aa-test-gettoken")
 	byName(stack.Callback+"Logs", "AWS::Logs::LogGroup", "LogGroupName", "/aws/lambda/aa-test-callback")
+	fns := []string{stack.GetToken, stack.Callback}
+	if p.Tools.Enabled() {
+		byName(stack.Tools, "AWS::Lambda::Function", "FunctionName", "aa-test-tools")
+		byName(stack.Tools+"Logs", "AWS::Logs::LogGroup", "LogGroupName", "/aws/lambda/aa-test-tools")
+		fns = append(fns, stack.Tools)
+	}
 	f.id["key"] = *f.tpl.GetResourceId(jsii.String("AWS::KMS::Key"), nil)
-	for _, fn := range []string{stack.GetToken, stack.Callback} {
+	for _, fn := range fns {
 		role := props(f.resources[f.id[fn]])["Role"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
 		f.id[fn+"Role"] = role
 		for lid, r := range f.resources {
@@ -705,7 +715,12 @@ func TestOutputs(t *testing.T) {
 // functions read the API endpoint, the API's routes reach the functions,
 // and CloudFormation must still find an order.
 func TestNoDependencyCycle(t *testing.T) {
-	f := defaults(t)
+	t.Run("default", func(t *testing.T) { assertNoCycle(t, defaults(t)) })
+	t.Run("with tools", func(t *testing.T) { assertNoCycle(t, withTools(t)) })
+}
+
+func assertNoCycle(t *testing.T, f *fixture) {
+	t.Helper()
 	deps := map[string][]string{}
 	var walk func(from string, v any)
 	walk = func(from string, v any) {
@@ -765,6 +780,9 @@ func TestNoDependencyCycle(t *testing.T) {
 	}
 	if !slices.Contains(deps[f.id[stack.GetToken]], f.id["api"]) {
 		t.Errorf("gettoken does not read the API endpoint")
+	}
+	if tools := f.id[stack.Tools]; tools != "" && !slices.Contains(deps[tools], f.id["api"]) {
+		t.Errorf("tools does not read the API endpoint")
 	}
 }
 
@@ -874,4 +892,358 @@ func TestPropsRejected(t *testing.T) {
 			}
 		})
 	}
+}
+
+// toolsProps turns the tools function on, as -c jwksUrl=… -c jwtIssuer=…
+// -c jwtAudience=… -c toolRateLimit=60/m would.
+func toolsProps(p *stack.Props) {
+	p.Tools = stack.ToolsProps{
+		JWKSURL:     "https://idp.example.com/.well-known/jwks.json",
+		JWTIssuer:   "https://idp.example.com/",
+		JWTAudience: "agentauth-tools",
+		RateLimit:   "60/m",
+	}
+}
+
+var (
+	toolsOnce sync.Once
+	toolsFix  *fixture
+)
+
+// withTools is the stack with the tools function (seam off), synthesized once.
+func withTools(t *testing.T) *fixture {
+	t.Helper()
+	toolsOnce.Do(func() { toolsFix = synth(t, toolsProps) })
+	if toolsFix == nil {
+		t.Fatal("tools synth failed")
+	}
+	return toolsFix
+}
+
+const noToolsWarning = "no tools function and no tool routes: context jwksUrl is not set"
+
+// toolRoutesWant is every route of a stack with the tools function and the
+// default callback path.
+func toolRoutesWant(seam bool) map[string]routeWant {
+	want := map[string]routeWant{
+		"GET /healthz":              {stack.GetToken, "NONE"},
+		"GET /oauth/callback/{app}": {stack.Callback, "NONE"},
+	}
+	for _, r := range stack.RuntimeRoutes {
+		want[r.Method+" "+r.Path] = routeWant{stack.GetToken, "AWS_IAM"}
+	}
+	for _, r := range stack.ToolRoutes {
+		want[r.Method+" "+r.Path] = routeWant{stack.Tools, "NONE"}
+	}
+	if seam {
+		for _, r := range stack.SeamRoutes {
+			want[r.Method+" "+r.Path] = routeWant{stack.Tools, "NONE"}
+		}
+	}
+	return want
+}
+
+func TestNoToolsFunctionWithoutJWKSURL(t *testing.T) {
+	runAll(t, defaults(t), []assertion{
+		{"no tools function, log group or output", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.ResourcePropertiesCountIs(jsii.String("AWS::Lambda::Function"), map[string]any{"FunctionName": "aa-test-tools"}, jsii.Number(0))
+			})
+			check(t, func() {
+				f.tpl.ResourcePropertiesCountIs(jsii.String("AWS::Logs::LogGroup"), map[string]any{"LogGroupName": "/aws/lambda/aa-test-tools"}, jsii.Number(0))
+			})
+			if _, ok := f.stack.Functions[stack.Tools]; ok {
+				t.Error("Stack.Functions has tools")
+			}
+			if outs := f.tpl.FindOutputs(jsii.String("*"), nil); (*outs)["ToolsUrl"] != nil || (*outs)["ToolsFunctionName"] != nil {
+				t.Error("tools outputs without a tools function")
+			}
+		}},
+		{"no tool or seam route", func(t *testing.T, f *fixture) {
+			for _, r := range append(slices.Clone(stack.ToolRoutes), stack.SeamRoutes...) {
+				check(t, func() {
+					f.tpl.ResourcePropertiesCountIs(jsii.String("AWS::ApiGatewayV2::Route"), map[string]any{"RouteKey": r.Method + " " + r.Path}, jsii.Number(0))
+				})
+			}
+		}},
+		{"synth warns that there is no tools function", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.ann.HasWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String(noToolsWarning)))
+			})
+		}},
+	})
+}
+
+func TestToolsFunction(t *testing.T) {
+	runAll(t, withTools(t), []assertion{
+		{"three functions; tools: provided.al2023, arm64, 256 MB, 30 s, own log group", func(t *testing.T, f *fixture) {
+			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(3)) })
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+					"FunctionName": "aa-test-tools", "Runtime": "provided.al2023", "Handler": "bootstrap",
+					"Architectures": []any{"arm64"}, "MemorySize": 256, "Timeout": 30,
+					"Role":          getAtt(f.id[stack.Tools+"Role"], "Arn"),
+					"LoggingConfig": map[string]any{"LogGroup": ref(f.id[stack.Tools+"Logs"])},
+				})
+			})
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::Logs::LogGroup"), map[string]any{"LogGroupName": "/aws/lambda/aa-test-tools", "RetentionInDays": 30})
+			})
+			if stack.ToolsTimeoutSeconds > stack.GetTokenTimeoutSeconds {
+				t.Errorf("tools timeout %d s is beyond the HTTP API's 30 s", stack.ToolsTimeoutSeconds)
+			}
+		}},
+		{"environment: the AWS backends, the JWT settings, claims, rate limit, EMF metrics; no seam", func(t *testing.T, f *fixture) {
+			vars := map[string]any{
+				stack.EnvTable:             ref(f.id["table"]),
+				stack.EnvKMSKeyID:          getAtt(f.id["key"], "Arn"),
+				stack.EnvQueueURL:          ref(f.id["queue"]),
+				stack.EnvBundle:            "/var/task/bundle",
+				stack.EnvPublicURL:         getAtt(f.id["api"], "ApiEndpoint"),
+				stack.EnvSessionKeysSecret: ref(f.id["sessionKeys"]),
+				stack.EnvSecretPrefix:      "aa-test/",
+				stack.EnvJWKSURL:           "https://idp.example.com/.well-known/jwks.json",
+				stack.EnvJWTIssuer:         "https://idp.example.com/",
+				stack.EnvJWTAudience:       "agentauth-tools",
+				stack.EnvTenantClaim:       "tenant_id",
+				stack.EnvSkillsClaim:       "skills",
+				stack.EnvToolRateLimit:     "60/m",
+				stack.EnvMetrics:           "emf",
+			}
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+					"FunctionName": "aa-test-tools",
+					"Environment":  map[string]any{"Variables": assertions.Match_ObjectEquals(&vars)},
+				})
+			})
+		}},
+		{"only tools gets the tools variables", func(t *testing.T, f *fixture) {
+			// Only tools has them (and the seam variable nowhere, seam off).
+			for k, n := range map[string]float64{stack.EnvJWKSURL: 1, stack.EnvJWTIssuer: 1, stack.EnvJWTAudience: 1, stack.EnvMetrics: 1, stack.EnvToolhooksSeam: 0} {
+				check(t, func() {
+					f.tpl.ResourcePropertiesCountIs(jsii.String("AWS::Lambda::Function"), map[string]any{
+						"Environment": map[string]any{"Variables": map[string]any{k: assertions.Match_AnyValue()}},
+					}, jsii.Number(n))
+				})
+			}
+		}},
+		{"tool routes without authorizer, to tools; no seam routes", func(t *testing.T, f *fixture) {
+			assertRoutes(t, f, toolRoutesWant(false))
+			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::Authorizer"), jsii.Number(0)) })
+			for _, r := range stack.ToolRoutes {
+				check(t, func() {
+					f.tpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Route"), map[string]any{
+						"RouteKey": r.Method + " " + r.Path, "AuthorizationType": "NONE", "AuthorizerId": assertions.Match_Absent(),
+					})
+				})
+			}
+		}},
+		{"API Gateway may invoke tools only from this API", func(t *testing.T, f *fixture) {
+			perms := f.tpl.FindResources(jsii.String("AWS::Lambda::Permission"), map[string]any{"Properties": map[string]any{
+				"FunctionName": getAtt(f.id[stack.Tools], "Arn"),
+			}})
+			if len(*perms) == 0 {
+				t.Error("no invoke permission for tools")
+			}
+			for lid, p := range *perms {
+				pp := (*p)["Properties"].(map[string]any)
+				if pp["Principal"] != "apigateway.amazonaws.com" || !strings.Contains(fmt.Sprint(pp["SourceArn"]), f.id["api"]) {
+					t.Errorf("%s: %v may invoke tools from %v", lid, pp["Principal"], pp["SourceArn"])
+				}
+			}
+		}},
+		{"role: Lambda only, exact statements", func(t *testing.T, f *fixture) {
+			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::IAM::Role"), jsii.Number(3)) })
+			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::IAM::Policy"), jsii.Number(3)) })
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::IAM::Role"), map[string]any{
+					"AssumeRolePolicyDocument": map[string]any{"Statement": []any{map[string]any{
+						"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": map[string]any{"Service": "lambda.amazonaws.com"},
+					}}},
+					"Description":       "agentauth tools function",
+					"ManagedPolicyArns": assertions.Match_Absent(),
+					"Policies":          assertions.Match_Absent(),
+				})
+			})
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
+					"Roles": []any{ref(f.id[stack.Tools+"Role"])},
+					"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayEquals(&[]any{
+						map[string]any{"Effect": "Allow", "Action": []any{"logs:CreateLogStream", "logs:PutLogEvents"}, "Resource": getAtt(f.id[stack.Tools+"Logs"], "Arn")},
+						map[string]any{"Effect": "Allow", "Sid": "Records", "Action": []any{
+							"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
+							"dynamodb:TransactWriteItems", "dynamodb:ConditionCheckItem", "dynamodb:Scan",
+						}, "Resource": getAtt(f.id["table"], "Arn")},
+						map[string]any{"Effect": "Allow", "Sid": "Events", "Action": "sqs:SendMessage", "Resource": getAtt(f.id["queue"], "Arn")},
+						map[string]any{"Effect": "Allow", "Sid": "SessionKeys", "Action": "secretsmanager:GetSecretValue", "Resource": ref(f.id["sessionKeys"])},
+						map[string]any{"Effect": "Allow", "Sid": "BundleSecrets", "Action": "secretsmanager:GetSecretValue", "Resource": bundleSecretsARN("aa-test/")},
+					})},
+				})
+			})
+		}},
+		{"no IAM policy names KMS or CloudWatch metrics", func(t *testing.T, f *fixture) {
+			for lid, r := range f.resources {
+				if r["Type"] != "AWS::IAM::Policy" && r["Type"] != "AWS::IAM::Role" {
+					continue
+				}
+				if s := fmt.Sprint(props(r)); strings.Contains(s, "kms:") || strings.Contains(s, "cloudwatch:") {
+					t.Errorf("%s: %s", lid, s)
+				}
+			}
+		}},
+		{"key policy: tools may GenerateDataKey/Decrypt grants only, and use table SSE through DynamoDB", func(t *testing.T, f *fixture) {
+			stmts := keyStatements(t, f)
+			if len(stmts) != 5 {
+				t.Errorf("key policy has %d statements, want 5 (root, gettoken, callback, tools, DynamoDB)", len(stmts))
+			}
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::KMS::Key"), map[string]any{
+					"KeyPolicy": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{map[string]any{
+						"Sid":       "SealtoolsRecords",
+						"Effect":    "Allow",
+						"Principal": map[string]any{"AWS": getAtt(f.id[stack.Tools+"Role"], "Arn")},
+						"Action":    []any{"kms:GenerateDataKey", "kms:Decrypt"},
+						"Resource":  "*",
+						"Condition": map[string]any{"StringEquals": map[string]any{
+							"kms:EncryptionContext:agentauth:record": []any{"grant"},
+						}},
+					}})},
+				})
+			})
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::KMS::Key"), map[string]any{
+					"KeyPolicy": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+						"Sid": "TableEncryptionThroughDynamoDB",
+						"Principal": map[string]any{"AWS": []any{
+							getAtt(f.id[stack.GetToken+"Role"], "Arn"), getAtt(f.id[stack.Callback+"Role"], "Arn"), getAtt(f.id[stack.Tools+"Role"], "Arn"),
+						}},
+					})})},
+				})
+			})
+			for _, s := range stmts {
+				if !strings.Contains(fmt.Sprint(s["Principal"]), f.id[stack.Tools+"Role"]) {
+					continue
+				}
+				if sid := s["Sid"]; sid != "SealtoolsRecords" && sid != "TableEncryptionThroughDynamoDB" {
+					t.Errorf("tools appears in key policy statement %v", sid)
+				}
+			}
+		}},
+		{"the three function roles read the session keys", func(t *testing.T, f *fixture) {
+			var readers []string
+			for lid, r := range f.resources {
+				if r["Type"] == "AWS::IAM::Policy" && strings.Contains(fmt.Sprint(props(r)), fmt.Sprint(ref(f.id["sessionKeys"]))) {
+					readers = append(readers, lid)
+				}
+			}
+			want := []string{f.id[stack.GetToken+"Policy"], f.id[stack.Callback+"Policy"], f.id[stack.Tools+"Policy"]}
+			sort.Strings(readers)
+			sort.Strings(want)
+			if !slices.Equal(readers, want) {
+				t.Errorf("policies naming the session-keys secret: %v, want %v", readers, want)
+			}
+		}},
+		{"outputs: tools URL and function name", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.HasOutput(jsii.String("ToolsUrl"), map[string]any{"Value": getAtt(f.id["api"], "ApiEndpoint")})
+			})
+			check(t, func() {
+				f.tpl.HasOutput(jsii.String("ToolsFunctionName"), map[string]any{"Value": ref(f.id[stack.Tools])})
+			})
+		}},
+		{"no warning", func(t *testing.T, f *fixture) {
+			if w := f.ann.FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("tools"))); len(*w) != 0 {
+				t.Errorf("warnings: %v", (*w)[0].Entry.Data)
+			}
+		}},
+	})
+}
+
+func TestToolsSeam(t *testing.T) {
+	f := synth(t, func(p *stack.Props) {
+		p.Tools = stack.ToolsProps{
+			JWKSURL: "https://idp.example.com/jwks", JWTIssuer: "https://idp.example.com/", JWTAudience: "agentauth",
+			TenantClaim: "org", SkillsClaim: "https://example.com/skills", Seam: true,
+		}
+		p.PublicURL = "https://auth.example.com"
+	})
+	runAll(t, f, []assertion{
+		{"seam routes without authorizer, to tools", func(t *testing.T, f *fixture) {
+			assertRoutes(t, f, toolRoutesWant(true))
+		}},
+		{"seam on, claims from props, no rate limit", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+					"FunctionName": "aa-test-tools",
+					"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(&map[string]any{
+						stack.EnvToolhooksSeam: "true",
+						stack.EnvTenantClaim:   "org",
+						stack.EnvSkillsClaim:   "https://example.com/skills",
+						stack.EnvPublicURL:     "https://auth.example.com",
+						stack.EnvMetrics:       "emf",
+						stack.EnvToolRateLimit: assertions.Match_Absent(),
+					})},
+				})
+			})
+		}},
+		{"tools URL is the public URL", func(t *testing.T, f *fixture) {
+			check(t, func() { f.tpl.HasOutput(jsii.String("ToolsUrl"), map[string]any{"Value": "https://auth.example.com"}) })
+		}},
+	})
+}
+
+func TestToolsRejected(t *testing.T) {
+	noTools := t.TempDir()
+	for _, fn := range []string{stack.GetToken, stack.Callback} {
+		if err := os.MkdirAll(filepath.Join(noTools, fn), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(noTools, fn, "bootstrap"), []byte("x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		name string
+		edit func(*stack.ToolsProps)
+		dir  string
+		want string
+	}{
+		{"no issuer", func(tp *stack.ToolsProps) { tp.JWTIssuer = "" }, "", "missing context jwtIssuer (required with jwksUrl"},
+		{"no audience", func(tp *stack.ToolsProps) { tp.JWTAudience = " " }, "", "missing context jwtAudience (required with jwksUrl"},
+		{"neither", func(tp *stack.ToolsProps) { tp.JWTIssuer, tp.JWTAudience = "", "" }, "", "missing context jwtIssuer and jwtAudience"},
+		{"http JWKS URL", func(tp *stack.ToolsProps) { tp.JWKSURL = "http://idp.example.com/jwks" }, "", "jwksUrl"},
+		{"relative JWKS URL", func(tp *stack.ToolsProps) { tp.JWKSURL = "/jwks" }, "", "jwksUrl"},
+		{"tools not built", func(*stack.ToolsProps) {}, noTools, "function tools"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+			p := stack.Props{Prefix: "aa-test", AssetDir: assetDir}
+			toolsProps(&p)
+			tc.edit(&p.Tools)
+			if tc.dir != "" {
+				p.AssetDir = tc.dir
+			}
+			_, err := stack.New(app, "Rejected", p)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("http JWKS URL on loopback is accepted (local emulator)", func(t *testing.T) {
+		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+		p := stack.Props{Prefix: "aa-test", AssetDir: assetDir}
+		toolsProps(&p)
+		p.Tools.JWKSURL = "http://127.0.0.1:9090/jwks"
+		if _, err := stack.New(app, "Loopback", p); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("tool paths are reserved for callbacks even without tools", func(t *testing.T) {
+		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+		p := stack.Props{Prefix: "aa-test", AssetDir: assetDir, CallbackPaths: []string{"/.well-known/openwop"}}
+		if _, err := stack.New(app, "Collide", p); err == nil || !strings.Contains(err.Error(), "collides") {
+			t.Fatalf("err = %v", err)
+		}
+	})
 }
