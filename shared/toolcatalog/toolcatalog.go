@@ -118,6 +118,19 @@ func (c *Catalog) Stats() Stats {
 // The returned slice may be shared with other callers: read it, never
 // modify it.
 func (c *Catalog) Manifest(claims map[string]any, opts Options) (discovery.Access, []discovery.ToolManifestEntry) {
+	r := c.Resolve(claims, opts)
+	return r.Access, r.Manifest
+}
+
+// Resolution is a Manifest answer and whether the access cache gave it.
+type Resolution struct {
+	Access   discovery.Access
+	Manifest []discovery.ToolManifestEntry // shared: read only
+	Cached   bool
+}
+
+// Resolve is Manifest, telling whether the answer came from the cache.
+func (c *Catalog) Resolve(claims map[string]any, opts Options) Resolution {
 	c.mu.Lock()
 	ix, rev := c.index, c.revision
 	c.mu.Unlock()
@@ -135,7 +148,7 @@ func (c *Catalog) Manifest(claims map[string]any, opts Options) (discovery.Acces
 		if e, ok := c.access[key]; ok && now.Before(e.expires) && c.revision == rev {
 			c.stats.AccessHits++
 			c.mu.Unlock()
-			return discovery.Access{GroupIDs: e.groups}, e.manifest
+			return Resolution{Access: discovery.Access{GroupIDs: e.groups}, Manifest: e.manifest, Cached: true}
 		}
 		c.mu.Unlock()
 	}
@@ -155,7 +168,7 @@ func (c *Catalog) Manifest(claims map[string]any, opts Options) (discovery.Acces
 		c.access[key] = accessEntry{groups: groups, manifest: manifest, expires: now.Add(AccessTTL)}
 	}
 	c.mu.Unlock()
-	return access, manifest
+	return Resolution{Access: access, Manifest: manifest}
 }
 
 func (c *Catalog) groupTools(ix *discovery.Index, rev, group string, opts Options, now time.Time) []discovery.ToolManifestEntry {

@@ -47,10 +47,10 @@ func TestRoutesWithRealJWTs(t *testing.T) {
 		}
 		return raw
 	}
-	h := newAPIWith(t, v, true)
+	h := newHarness(t, v, true).h
 
 	alice := mint(map[string]any{"sub": "alice", "scope": "tools:echo", "tenant_id": "a"})
-	if rec, m := call(t, h, "GET", "/v1/agents/tools", alice, ""); rec.Code != 200 || names(m) != "echo" {
+	if rec, m := call(t, h, "GET", "/v1/agents/tools", alice, ""); rec.Code != 200 || names(m) != "echo,get_menu" {
 		t.Fatalf("tools: %d %v", rec.Code, m)
 	}
 	if rec, _ := call(t, h, "GET", "/v1/agents/skills?q=deploy", alice, ""); rec.Code != 200 {

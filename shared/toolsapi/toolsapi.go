@@ -20,13 +20,19 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/discovery"
+	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/httptool"
 	"github.com/agentauth/agentauth/shared/jwtauth"
+	"github.com/agentauth/agentauth/shared/metrics"
 	"github.com/agentauth/agentauth/shared/skills"
 	"github.com/agentauth/agentauth/shared/toolcatalog"
 	"github.com/agentauth/agentauth/shared/toolhooks"
+	"github.com/agentauth/agentauth/shared/toolplane"
 )
 
 // Verifier checks a bearer JWT (jwtauth.Verifier in production).
@@ -34,26 +40,27 @@ type Verifier interface {
 	Verify(ctx context.Context, raw string) (jwtauth.Claims, error)
 }
 
-// Tool is an invocable tool: its hook settings and implementation.
-type Tool struct {
-	toolhooks.Tool
-	Run toolhooks.Invoker
-}
+// DefaultSubjectsClaim is the claim that carries the turn's OAuth subjects
+// ({"global": "...", "user": "..."}) for the tokens of http tools.
+const DefaultSubjectsClaim = "agentauth_subjects"
 
 // Config wires the API.
 type Config struct {
 	Verifier Verifier
-	Catalog  *toolcatalog.Catalog
-	Skills   *skills.Index
-	// Tools by tool name (the name the model calls).
-	Tools map[string]Tool
-	Hooks *toolhooks.Hooks
-	// TenantClaim and SkillsClaim are claim paths (default tenant_id and
-	// skills).
-	TenantClaim, SkillsClaim string
+	Plane    *toolplane.Plane
+	// Runner runs tools of transport http; nil: they end in an error.
+	Runner *httptool.Runner
+	// Native are implementations of native tools by tool id (a native
+	// tool without one ends in E_TOOL_TRANSPORT_UNSUPPORTED).
+	Native map[string]toolhooks.Invoker
+	Hooks  *toolhooks.Hooks
+	// TenantClaim, SkillsClaim and SubjectsClaim are claim paths (default
+	// tenant_id, skills, agentauth_subjects).
+	TenantClaim, SkillsClaim, SubjectsClaim string
 	// Seam enables the RFC 0064 conformance seam and capability document.
-	Seam bool
-	Log  *slog.Logger
+	Seam    bool
+	Metrics metrics.Recorder
+	Log     *slog.Logger
 }
 
 // API is the tool plane's router.
@@ -61,8 +68,8 @@ type API struct{ cfg Config }
 
 // New checks cfg.
 func New(cfg Config) (*API, error) {
-	if cfg.Verifier == nil || cfg.Catalog == nil || cfg.Skills == nil || cfg.Hooks == nil {
-		return nil, errors.New("toolsapi: verifier, catalog, skills and hooks are required")
+	if cfg.Verifier == nil || cfg.Plane == nil || cfg.Hooks == nil {
+		return nil, errors.New("toolsapi: verifier, plane and hooks are required")
 	}
 	if cfg.TenantClaim == "" {
 		cfg.TenantClaim = "tenant_id"
@@ -70,8 +77,14 @@ func New(cfg Config) (*API, error) {
 	if cfg.SkillsClaim == "" {
 		cfg.SkillsClaim = "skills"
 	}
+	if cfg.SubjectsClaim == "" {
+		cfg.SubjectsClaim = DefaultSubjectsClaim
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.Nop{}
 	}
 	return &API{cfg: cfg}, nil
 }
@@ -81,10 +94,22 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.Handle("GET /v1/agents/tools", a.authed(a.tools))
 	mux.Handle("GET /v1/agents/skills", a.authed(a.skills))
 	mux.Handle("POST /v1/tools/invoke", a.authed(a.invoke))
+	for _, kind := range []string{"skills", "tools"} {
+		mux.Handle("POST /v1/admin/tenants/{tenant}/"+kind, a.authed(a.admin(a.upload)))
+		mux.Handle("GET /v1/admin/tenants/{tenant}/"+kind, a.authed(a.admin(a.listUploads)))
+		mux.Handle("DELETE /v1/admin/tenants/{tenant}/"+kind+"/{name}", a.authed(a.admin(a.deleteUpload)))
+	}
 	if a.cfg.Seam {
 		mux.Handle("POST /v1/host/sample/toolhooks/invoke", a.authed(a.seam))
 		mux.HandleFunc("GET /.well-known/openwop", a.capabilities)
 	}
+}
+
+// Handler is a mux with the routes and a JSON 404/405 for anything else.
+func (a *API) Handler() http.Handler {
+	mux := http.NewServeMux()
+	a.Register(mux)
+	return mux
 }
 
 type errBody struct {
@@ -112,8 +137,6 @@ func writeErr(w http.ResponseWriter, status int, code, msg string, details map[s
 	}
 	writeJSON(w, status, b)
 }
-
-type claimsKey struct{}
 
 // authed verifies the bearer JWT; the reason code of a refusal is in the
 // 401 body, never the token.
@@ -151,14 +174,23 @@ func (a *API) tools(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
 		writeErr(w, 403, "forbidden", "include_disabled and skip_cache need the agentauth:admin scope", nil)
 		return
 	}
-	start := time.Now()
-	access, manifest := a.cfg.Catalog.Manifest(c, opts)
-	a.cfg.Log.InfoContext(r.Context(), "agent_tools_resolved", "principal", c.Subject(), "groups", len(access.GroupIDs),
-		"tools", len(manifest), "agent_resolution_time_ms", float64(time.Since(start).Microseconds())/1000)
+	res := a.resolve(r.Context(), c, opts, "tools")
+	manifest := res.Manifest
 	if manifest == nil {
 		manifest = []discovery.ToolManifestEntry{}
 	}
 	writeJSON(w, 200, map[string]any{"data": manifest})
+}
+
+// resolve is the caller's manifest at the plane's current snapshot, with
+// the metrics of the resolution.
+func (a *API) resolve(ctx context.Context, c jwtauth.Claims, opts toolcatalog.Options, route string) toolcatalog.Resolution {
+	a.cfg.Plane.Snapshot(ctx) // picks up other processes' uploads
+	start := time.Now()
+	res := a.cfg.Plane.Catalog().Resolve(c, opts)
+	a.cfg.Metrics.Resolution(ctx, metrics.Resolution{Denied: len(res.Access.GroupIDs) == 0, Tools: len(res.Manifest),
+		Duration: time.Since(start), Cached: res.Cached, Route: route})
+	return res
 }
 
 func (a *API) skills(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
@@ -174,7 +206,7 @@ func (a *API) skills(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
 	}
 	tenant, _ := c.StringAt(a.cfg.TenantClaim)
 	allowed, _ := c.ListAt(a.cfg.SkillsClaim)
-	res := a.cfg.Skills.Search(skills.Query{Text: q.Get("q"), TopK: topK, TenantID: tenant, AllowedSkillNames: allowed})
+	res := a.cfg.Plane.Snapshot(r.Context()).Skills.Search(skills.Query{Text: q.Get("q"), TopK: topK, TenantID: tenant, AllowedSkillNames: allowed})
 	if res == nil {
 		res = []skills.Result{}
 	}
@@ -208,22 +240,87 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
 	}
 	if req.CallID == "" {
 		req.CallID = newCallID()
+	} else if len(req.CallID) > 128 {
+		writeErr(w, 400, "invalidRequest", `"callId" must be at most 128 characters`, nil)
+		return
 	}
+	ctx := r.Context()
+	snap := a.cfg.Plane.Snapshot(ctx)
 	// The caller's catalog: the tools its policies let it see.
-	_, manifest := a.cfg.Catalog.Manifest(c, toolcatalog.Options{})
+	manifest := a.resolve(ctx, c, toolcatalog.Options{}, "invoke").Manifest
 	catalog := make([]string, 0, len(manifest))
+	var matches []Entry
 	for _, e := range manifest {
 		catalog = append(catalog, e.Name)
+		if e.Name == req.ToolName {
+			if x, ok := snap.Tools[e.ToolID]; ok {
+				matches = append(matches, Entry{ID: e.ToolID, Entry: x})
+			}
+		}
 	}
-	tool, known := a.cfg.Tools[req.ToolName]
-	if !known {
-		tool = Tool{Tool: toolhooks.Tool{Name: req.ToolName}}
-	}
-	out := a.cfg.Hooks.Invoke(r.Context(), toolhooks.Call{
+	tool, run := a.prepare(c, req.ToolName, matches)
+	out := a.cfg.Hooks.Invoke(ctx, toolhooks.Call{
 		AgentID: agentID(c), ToolName: req.ToolName, CallID: req.CallID, Principal: c.Subject(),
 		Args: req.Args, GrantedScopes: c.Scopes(), Catalog: catalog,
-	}, tool.Tool, tool.Run)
+	}, tool, run)
 	a.answer(w, out, map[string]any{"toolCalled": out.ToolCalled, "toolReturned": out.ToolReturned, "result": out.Result})
+}
+
+// Entry is a tool of the caller's catalog with its manifest id.
+type Entry struct {
+	ID string
+	toolplane.Entry
+}
+
+// prepare picks the tool the caller named and its implementation. Two
+// tools of one name in a catalog (the bundle allows it) are refused rather
+// than guessed between, under the union of their scopes (fail closed).
+func (a *API) prepare(c jwtauth.Claims, name string, matches []Entry) (toolhooks.Tool, toolhooks.Invoker) {
+	switch len(matches) {
+	case 0:
+		return toolhooks.Tool{Name: name}, nil // not in the catalog: the hooks refuse it
+	case 1:
+	default:
+		t := toolhooks.Tool{Name: name, Transport: matches[0].Tool.Transport}
+		ids := make([]string, 0, len(matches))
+		for _, m := range matches {
+			t.RequiredScopes = append(t.RequiredScopes, m.Tool.RequiredScopes...)
+			ids = append(ids, m.ID)
+		}
+		return t, func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			return nil, &httptool.Error{Name: "AmbiguousTool", Code: "E_TOOL_AMBIGUOUS",
+				Message: fmt.Sprintf("%d tools are named %q in this catalog (%s): the deployment must rename one", len(ids), name, strings.Join(ids, ", "))}
+		}
+	}
+	m := matches[0]
+	bt := m.Tool
+	t := toolhooks.Tool{Name: name, RequiredScopes: bt.RequiredScopes, Transport: bt.Transport, ErrorMessageLimit: bt.ErrorMessageLimit, Schema: bt.Schema}
+	switch bt.Transport {
+	case bundle.TransportHTTP:
+		if a.cfg.Runner != nil {
+			return t, a.cfg.Runner.Invoker(bt, a.turnAuth(c), m.Tenant != "")
+		}
+	case bundle.TransportNative:
+		if run, ok := a.cfg.Native[m.ID]; ok {
+			return t, run
+		}
+	}
+	return t, func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		return nil, &httptool.Error{Name: "TransportUnsupported", Code: "E_TOOL_TRANSPORT_UNSUPPORTED",
+			Message: fmt.Sprintf("tool %s (transport %s) is not run by the tools function: the agent runtime runs it", m.ID, bt.Transport)}
+	}
+}
+
+// turnAuth is the turn's auth for getAccessToken: the subjects from the
+// verified SubjectsClaim, the actor from sub.
+func (a *API) turnAuth(c jwtauth.Claims) domain.TurnAuth {
+	auth := domain.TurnAuth{Actor: &domain.Actor{Type: "user", ID: c.Subject()}}
+	g, _ := c.StringAt(a.cfg.SubjectsClaim + ".global")
+	u, _ := c.StringAt(a.cfg.SubjectsClaim + ".user")
+	if g != "" || u != "" {
+		auth.Subjects = &domain.Subjects{Global: g, User: u}
+	}
+	return auth
 }
 
 // answer maps an outcome to HTTP: 200, 403 forbidden, 429 rate_limited

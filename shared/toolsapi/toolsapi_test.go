@@ -4,17 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
-	"github.com/agentauth/agentauth/shared/discovery"
+	"github.com/agentauth/agentauth/shared/bundle"
+	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/httptool"
 	"github.com/agentauth/agentauth/shared/jwtauth"
+	"github.com/agentauth/agentauth/shared/metrics"
+	"github.com/agentauth/agentauth/shared/oauth"
 	"github.com/agentauth/agentauth/shared/ratelimit"
-	"github.com/agentauth/agentauth/shared/skills"
-	"github.com/agentauth/agentauth/shared/toolcatalog"
 	"github.com/agentauth/agentauth/shared/toolhooks"
+	"github.com/agentauth/agentauth/shared/toolplane"
 )
 
 // fakeVerifier maps a token to claims (the real verifier has its own tests).
@@ -29,36 +34,159 @@ func (f fakeVerifier) Verify(_ context.Context, raw string) (jwtauth.Claims, err
 
 const canary = "canary-9c8b7a6f5e4d3c2b1a"
 
-func newAPI(t *testing.T, seam bool) http.Handler {
-	t.Helper()
-	return newAPIWith(t, fakeVerifier{
-		"alice": {"sub": "alice", "scope": "tools:echo", "tenant_id": "a", "skills": []any{"secret-runbook"}},
-		"ops":   {"sub": "olga", "team": "ops", "scope": "tools:echo"},
-		"admin": {"sub": "root", "scope": "agentauth:admin"},
-	}, seam)
+const upstreamToken = "upstream-token-5f4e3d2c1b0a"
+
+// testBundle is the bundle of these tests; UPSTREAM is the menu server.
+const testBundle = `apiVersion: agents.example.io/v1alpha1
+kind: OAuthApp
+metadata: {name: menu-app}
+spec:
+  provider: menu
+  flow: authorizationCode
+  subjectMode: user
+  subjectVerification: {insecureSkipVerification: true}
+  client:
+    clientId: {value: menu-client}
+    clientSecret: {value: menu-secret}
+  endpoints:
+    authorizationUrl: http://127.0.0.1:1/auth
+    tokenUrl: http://127.0.0.1:1/token
+  scopes: [menu.read]
+  redirect: {callbackPath: /oauth/callback/menu}
+---
+apiVersion: agents.example.io/v1alpha1
+kind: Tool
+metadata: {name: echo}
+spec: {id: "demo:echo", name: echo, description: echoes, inputSchema: {type: object}, sourceId: demo, transport: native, requiredScopes: ["tools:echo"]}
+---
+apiVersion: agents.example.io/v1alpha1
+kind: Tool
+metadata: {name: delete}
+spec: {id: "demo:delete", name: delete, description: deletes, inputSchema: {type: object}, sourceId: demo, transport: native, requiredScopes: ["tools:delete"]}
+---
+apiVersion: agents.example.io/v1alpha1
+kind: Tool
+metadata: {name: old}
+spec: {id: "demo:old", name: old, description: retired, inputSchema: {type: object}, sourceId: demo, transport: native, enabled: false}
+---
+apiVersion: agents.example.io/v1alpha1
+kind: Tool
+metadata: {name: menu}
+spec:
+  id: "menu:get"
+  name: get_menu
+  description: the menu of a day
+  inputSchema: {type: object, properties: {day: {type: string}}, required: [day], additionalProperties: false}
+  sourceId: menu
+  sourcePath: /menu/{day}
+  method: GET
+  transport: http
+  url: UPSTREAM
+  auth: {oauthAppRef: menu-app, scopes: [menu.read]}
+  requiredScopes: [menu.read]
+---
+apiVersion: agents.example.io/v1alpha1
+kind: ToolGroup
+metadata: {name: basic}
+spec: {explicitToolIds: ["demo:echo", "demo:old", "menu:get"]}
+---
+apiVersion: agents.example.io/v1alpha1
+kind: ToolGroup
+metadata: {name: danger}
+spec: {explicitToolIds: ["demo:delete"]}
+---
+apiVersion: agents.example.io/v1alpha1
+kind: ToolGroup
+metadata: {name: uploads}
+spec: {selectors: [{requiredTags: [tenant]}]}
+---
+apiVersion: agents.example.io/v1alpha1
+kind: AccessPolicy
+metadata: {name: everyone}
+spec: {claimMatchers: [{claim: scope, operator: exists}], allowedGroupIds: [basic, uploads]}
+---
+apiVersion: agents.example.io/v1alpha1
+kind: AccessPolicy
+metadata: {name: ops}
+spec: {claimMatchers: [{claim: team, operator: equals, value: ops}], allowedGroupIds: [danger]}
+---
+apiVersion: agents.example.io/v1alpha1
+kind: Skill
+metadata: {name: deploy}
+spec: {description: deploy a service, content: steps, scope: global}
+---
+apiVersion: agents.example.io/v1alpha1
+kind: Skill
+metadata: {name: secret-runbook}
+spec: {description: deploy runbook, content: tenant b only, scope: tenant, tenantId: b}
+`
+
+// tokens is getAccessToken for the menu tool.
+type tokens struct {
+	mu   sync.Mutex
+	res  oauth.Result
+	auth []domain.TurnAuth
 }
 
-func newAPIWith(t *testing.T, verifier Verifier, seam bool) http.Handler {
+func (f *tokens) GetAccessToken(_ context.Context, req oauth.TokenRequest) oauth.Result {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.auth = append(f.auth, req.Auth)
+	return f.res
+}
+
+// recorder counts resolutions.
+type recorder struct {
+	mu  sync.Mutex
+	all []metrics.Resolution
+}
+
+func (r *recorder) Resolution(_ context.Context, x metrics.Resolution) {
+	r.mu.Lock()
+	r.all = append(r.all, x)
+	r.mu.Unlock()
+}
+
+type harness struct {
+	h        http.Handler
+	tokens   *tokens
+	metrics  *recorder
+	upstream *httptest.Server
+	seen     chan *http.Request
+}
+
+func newAPI(t *testing.T, seam bool) http.Handler {
 	t.Helper()
-	tool := func(id, name string, enabled bool) discovery.Tool {
-		return discovery.Tool{ID: id, Name: name, Description: name, InputSchema: json.RawMessage(`{"type":"object"}`), SourceID: "demo", Enabled: enabled}
+	return newHarness(t, defaultVerifier(), seam).h
+}
+
+func defaultVerifier() fakeVerifier {
+	return fakeVerifier{
+		"alice":       {"sub": "alice", "scope": "tools:echo", "tenant_id": "a", "skills": []any{"secret-runbook", "refunds"}, "agentauth_subjects": map[string]any{"user": "menu:user:alice"}},
+		"bob":         {"sub": "bob", "scope": "tools:echo", "tenant_id": "b", "skills": []any{"secret-runbook", "refunds"}},
+		"ops":         {"sub": "olga", "team": "ops", "scope": "tools:echo"},
+		"admin":       {"sub": "root", "scope": "agentauth:admin"},
+		"stranger":    {"sub": "x"},
+		"admin-a":     {"sub": "ann", "scope": "agentauth:admin", "tenant_id": "a"},
+		"no-admin-a":  {"sub": "al", "scope": "tools:echo", "tenant_id": "a"},
+		"menu-reader": {"sub": "mia", "scope": "menu.read", "tenant_id": "a", "agentauth_subjects": map[string]any{"user": "menu:user:mia"}},
 	}
-	ix, err := discovery.NewIndex(discovery.Config{
-		Tools: []discovery.Tool{tool("demo:echo", "echo", true), tool("demo:delete", "delete", true), tool("demo:old", "old", false)},
-		Groups: []discovery.Group{{ID: "basic", Active: true, ExplicitToolIDs: []string{"demo:echo", "demo:old"}},
-			{ID: "danger", Active: true, ExplicitToolIDs: []string{"demo:delete"}}},
-		Policies: []discovery.Policy{
-			{ID: "everyone", Active: true, Matchers: []discovery.Matcher{{Claim: "sub", Operator: "exists"}}, GroupIDs: []string{"basic"}},
-			{ID: "ops", Active: true, Matchers: []discovery.Matcher{{Claim: "team", Operator: "equals", Value: "ops"}}, GroupIDs: []string{"danger"}},
-		},
-	})
+}
+
+func newHarness(t *testing.T, verifier Verifier, seam bool) *harness {
+	t.Helper()
+	hs := &harness{tokens: &tokens{}, metrics: &recorder{}, seen: make(chan *http.Request, 16)}
+	hs.upstream = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hs.seen <- r.Clone(context.Background())
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"path":"`+r.URL.Path+`"}`)
+	}))
+	t.Cleanup(hs.upstream.Close)
+	b, err := bundle.Parse([]bundle.File{{Name: "tools.yaml", Data: []byte(strings.ReplaceAll(testBundle, "UPSTREAM", hs.upstream.URL))}}, bundle.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sk, err := skills.NewIndex([]skills.Skill{
-		{Name: "deploy", Description: "deploy a service", Content: "steps", Scope: skills.ScopeGlobal},
-		{Name: "secret-runbook", Description: "deploy runbook", Content: "tenant b only", Scope: skills.ScopeTenant, TenantID: "b"},
-	})
+	plane, err := toolplane.New(context.Background(), toolplane.Config{Bundle: b, Tenants: toolplane.NewMemoryTenants(), AllowPrivateUpstreams: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,25 +196,25 @@ func newAPIWith(t *testing.T, verifier Verifier, seam bool) http.Handler {
 	}
 	api, err := New(Config{
 		Verifier: verifier,
-		Catalog:  toolcatalog.New(ix, "rev", toolcatalog.Settings{}),
-		Skills:   sk,
-		Tools: map[string]Tool{
-			"echo": {Tool: toolhooks.Tool{Name: "echo", RequiredScopes: []string{"tools:echo"}, Transport: "native"}, Run: func(_ context.Context, a json.RawMessage) (json.RawMessage, error) {
+		Plane:    plane,
+		Runner:   httptool.New(httptool.Options{Tokens: hs.tokens, AllowPrivateUpstreams: true}),
+		Native: map[string]toolhooks.Invoker{
+			"demo:echo": func(_ context.Context, a json.RawMessage) (json.RawMessage, error) {
 				return json.RawMessage(`{"echoed":true}`), nil
-			}},
-			"delete": {Tool: toolhooks.Tool{Name: "delete", RequiredScopes: []string{"tools:delete"}, Transport: "native"}, Run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			},
+			"demo:delete": func(context.Context, json.RawMessage) (json.RawMessage, error) {
 				return nil, errors.New("must not run")
-			}},
+			},
 		},
-		Hooks: &toolhooks.Hooks{Limiter: lim},
-		Seam:  seam,
+		Hooks:   &toolhooks.Hooks{Limiter: lim},
+		Seam:    seam,
+		Metrics: hs.metrics,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	api.Register(mux)
-	return mux
+	hs.h = api.Handler()
+	return hs
 }
 
 func call(t *testing.T, h http.Handler, method, path, token, body string) (*httptest.ResponseRecorder, map[string]any) {
@@ -118,10 +246,10 @@ func TestDiscoveryRoutes(t *testing.T) {
 	if rec, m := call(t, h, "GET", "/v1/agents/tools", "forged", ""); rec.Code != 401 || m["error"].(map[string]any)["details"].(map[string]any)["reason"] != "bad_signature" {
 		t.Fatalf("forged: %d %v", rec.Code, m)
 	}
-	if _, m := call(t, h, "GET", "/v1/agents/tools", "alice", ""); names(m) != "echo" {
+	if _, m := call(t, h, "GET", "/v1/agents/tools", "alice", ""); names(m) != "echo,get_menu" {
 		t.Fatalf("alice sees %s", names(m))
 	}
-	if _, m := call(t, h, "GET", "/v1/agents/tools", "ops", ""); names(m) != "delete,echo" {
+	if _, m := call(t, h, "GET", "/v1/agents/tools", "ops", ""); names(m) != "delete,echo,get_menu" {
 		t.Fatalf("ops sees %s", names(m))
 	}
 	if rec, _ := call(t, h, "GET", "/v1/agents/tools?include_disabled=true", "alice", ""); rec.Code != 403 {
