@@ -87,6 +87,17 @@ type Plane struct {
 
 	refresh   sync.Mutex // one rebuild at a time
 	lastCheck atomic.Int64
+	// parsed caches uploads already validated, by key and spec, so a
+	// rebuild parses only what changed (guarded by refresh).
+	parsed map[string]parsedUpload
+}
+
+// parsedUpload is one validated upload (skill or tool) or why it is not.
+type parsedUpload struct {
+	spec  string
+	skill *bundle.Skill
+	tool  *bundle.Tool
+	err   error
 }
 
 // ErrUploadsOff is returned by Upload and Delete without a TenantStore.
@@ -109,7 +120,7 @@ func New(ctx context.Context, cfg Config) (*Plane, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	p := &Plane{cfg: cfg}
+	p := &Plane{cfg: cfg, parsed: map[string]parsedUpload{}}
 	var uploads []domain.TenantResource
 	var rev int64
 	if cfg.Tenants != nil {
@@ -203,10 +214,13 @@ func (p *Plane) build(tenantRev int64, uploads []domain.TenantResource) (*Snapsh
 		sk = append(sk, skills.Skill{Name: x.SkillName, Description: x.Description, Content: x.Content, Scope: skills.Scope(x.Scope), TenantID: x.TenantID})
 		bundleSkills[[2]string{x.TenantID, x.SkillName}] = true
 	}
+	parsed := make(map[string]parsedUpload, len(uploads))
 	for _, u := range uploads {
+		pu := p.parse(u)
+		parsed[u.Tenant+"\x00"+u.Kind+"\x00"+u.Name] = pu
 		switch u.Kind {
 		case domain.TenantKindSkill:
-			x, err := bundle.ParseTenantSkill(u.Tenant, u.Spec)
+			x, err := pu.skill, pu.err
 			switch {
 			case err != nil:
 				s.Warnings = append(s.Warnings, fmt.Sprintf("tenant %s skill %s: %v", u.Tenant, u.Name, err))
@@ -216,7 +230,7 @@ func (p *Plane) build(tenantRev int64, uploads []domain.TenantResource) (*Snapsh
 				sk = append(sk, skills.Skill{Name: x.SkillName, Description: x.Description, Content: x.Content, Scope: skills.ScopeTenant, TenantID: u.Tenant})
 			}
 		case domain.TenantKindTool:
-			t, err := p.parseTool(u.Spec)
+			t, err := pu.tool, pu.err
 			if err == nil && t.ID != u.Name {
 				err = errors.New("the stored key is not the tool id")
 			}
@@ -228,6 +242,8 @@ func (p *Plane) build(tenantRev int64, uploads []domain.TenantResource) (*Snapsh
 			dt.Tenant = u.Tenant
 			dc.Tools = append(dc.Tools, dt)
 			s.Tools[discovery.TenantToolID(u.Tenant, t.ID)] = Entry{Tool: t, Tenant: u.Tenant}
+		default:
+			s.Warnings = append(s.Warnings, fmt.Sprintf("tenant %s %s %s: unknown kind", u.Tenant, u.Kind, u.Name))
 		}
 	}
 	ix, err := discovery.NewIndex(dc)
@@ -237,7 +253,26 @@ func (p *Plane) build(tenantRev int64, uploads []domain.TenantResource) (*Snapsh
 	if s.Skills, err = skills.NewIndex(sk); err != nil {
 		return nil, nil, fmt.Errorf("toolplane: %w", err)
 	}
+	p.parsed = parsed
 	return s, ix, nil
+}
+
+// parse validates an upload, reusing the last result for the same spec.
+func (p *Plane) parse(u domain.TenantResource) parsedUpload {
+	k := u.Tenant + "\x00" + u.Kind + "\x00" + u.Name
+	if pu, ok := p.parsed[k]; ok && pu.spec == string(u.Spec) {
+		return pu
+	}
+	pu := parsedUpload{spec: string(u.Spec)}
+	switch u.Kind {
+	case domain.TenantKindSkill:
+		pu.skill, pu.err = bundle.ParseTenantSkill(u.Tenant, u.Spec)
+	case domain.TenantKindTool:
+		pu.tool, pu.err = p.parseTool(u.Spec)
+	default:
+		pu.err = fmt.Errorf("unknown kind %q", u.Kind)
+	}
+	return pu
 }
 
 // parseTool validates an uploaded tool spec, with the plane's URL rule on
