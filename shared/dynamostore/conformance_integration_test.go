@@ -39,6 +39,29 @@ func TestConformanceTwoStores(t *testing.T) {
 	})
 }
 
+func TestTenantConformance(t *testing.T) {
+	emulator(t)
+	storetest.RunTenantStore(t, func(t *testing.T) domain.TenantStore {
+		s, _ := newEmulatorStore(t, tableOpts{noTTL: true})
+		return s
+	})
+}
+
+// Two Stores on one table, as two Lambdas: a put through one is listed by
+// the other and moves the revision it reads.
+func TestTenantConformanceTwoStores(t *testing.T) {
+	emulator(t)
+	storetest.RunTenantStorePair(t, func(t *testing.T) (domain.TenantStore, domain.TenantStore) {
+		a, api := newEmulatorStore(t, tableOpts{noTTL: true})
+		a.scanLimit = 4 // listing pages through the table
+		b, err := New(api, a.Table())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a, b
+	})
+}
+
 // splitStore sends reads to one Store and writes to both, as filestore's
 // test does with two processes.
 type splitStore struct{ a, b *Store }

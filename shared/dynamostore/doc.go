@@ -1,5 +1,7 @@
 // Package dynamostore is the AWS domain.Store: sealed grants, auth sessions
-// and refresh leases in one DynamoDB table, shared by every Lambda.
+// and refresh leases in one DynamoDB table, shared by every Lambda. It is
+// also the AWS domain.TenantStore: tenants' run-time uploads, plain JSON,
+// in the same table.
 //
 // Every rule of the port is enforced by a DynamoDB condition on the write
 // itself (attribute_not_exists, version equality, pending status, lease
@@ -20,10 +22,12 @@
 // on-demand billing, TimeToLive on [TTLAttribute] ("ttl"); [TableSchema] and
 // [TimeToLiveSpec] give the requests that create it. Items:
 //
-//	pk                      kind               other attributes
-//	grant#<grantId>         OAuthGrantRecord   version N, createdAt S, doc S
-//	session#<sessionId>     AuthSessionRecord  version N, status S, completedAt S (once set), ttl N (see below), doc S
-//	lease#<sha256 hex(key)> Lease              owner S, expiresAt N (Unix ms), ttl N
+//	pk                               kind               other attributes
+//	grant#<grantId>                  OAuthGrantRecord   version N, createdAt S, doc S
+//	session#<sessionId>              AuthSessionRecord  version N, status S, completedAt S (once set), ttl N (see below), doc S
+//	lease#<sha256 hex(key)>          Lease              owner S, expiresAt N (Unix ms), ttl N
+//	tenantres#<tenant>#<kind>#<name> TenantResource     tenant S, resourceKind S (Skill or Tool), name S, spec S, updatedAt S
+//	tenantrev                        TenantRevision     revision N
 //
 // doc is the record's JSON as domain's JSON tags give it, sealed values
 // inline, minus the fields kept as attributes (the grant's version and
@@ -37,6 +41,14 @@
 // [LeaseRetention]. Grants never expire, and neither does a session whose
 // auth.granted event is still pending (eventPending): it keeps no ttl until
 // the sweep has delivered the event.
+//
+// A TenantResource is one upload: spec is its JSON byte for byte, as a
+// string (uploads are not secrets; nothing in them is sealed). Validated
+// tenants, kinds and names hold no '#', so the key splits back. tenantrev
+// counts upload writes: every put or delete of an upload is one
+// TransactWriteItems with an ADD 1 to it, so the two never disagree.
+// Listing uploads is a Scan of the whole table filtered on kind; reading
+// the revision is one GetItem.
 //
 // Times in attributes are RFC 3339 text with nanoseconds, as in doc.
 package dynamostore

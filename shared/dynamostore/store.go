@@ -51,13 +51,24 @@ const (
 	attrOwner       = "owner"
 	attrExpiresAt   = "expiresAt"
 
-	kindGrant   = "OAuthGrantRecord"
-	kindSession = "AuthSessionRecord"
-	kindLease   = "Lease"
+	attrTenant       = "tenant"
+	attrResourceKind = "resourceKind" // Skill or Tool: "kind" is the item's
+	attrName         = "name"
+	attrSpec         = "spec"
+	attrUpdatedAt    = "updatedAt"
+	attrRevision     = "revision"
 
-	grantPrefix   = "grant#"
-	sessionPrefix = "session#"
-	leasePrefix   = "lease#"
+	kindGrant          = "OAuthGrantRecord"
+	kindSession        = "AuthSessionRecord"
+	kindLease          = "Lease"
+	kindTenantResource = "TenantResource"
+	kindTenantRevision = "TenantRevision"
+
+	grantPrefix      = "grant#"
+	sessionPrefix    = "session#"
+	leasePrefix      = "lease#"
+	tenantResPrefix  = "tenantres#"
+	tenantRevisionPK = "tenantrev"
 )
 
 // TableSchema is the CreateTable request for the store's table: pk (S) as

@@ -1,6 +1,8 @@
 // Package filestore is the embedded domain.Store: the seed's filesystem
 // OAuthStore under <home>/oauth, one JSON file per grant and auth session,
-// plus short leases, for running agentauth on a laptop.
+// plus short leases, for running agentauth on a laptop. It is also the
+// embedded domain.TenantStore, tenants' run-time uploads under
+// <home>/tenants.
 //
 // Records hold only sealed secrets (domain.EncryptedValue); this package
 // never sees a plaintext and never seals or opens anything except in Reseal,
@@ -16,4 +18,17 @@
 //	sessions/<sessionId>.enc.json AuthSessionRecord envelope
 //	leases/<hash of key>.json     lease key, owner and expiry
 //	locks/<record>.lock           flock files for conditional writes
+//	                              (tenants.lock for every upload write)
+//
+// Layout under <home>/tenants (same modes), plain JSON, nothing sealed:
+//
+//	<tenant>/<kind>/<name>.json   one upload: tenant, kind, name,
+//	                              updatedAt and spec (the upload's JSON
+//	                              as a string, kept byte for byte)
+//	revision.json                 {"revision": N}, one more per write
+//
+// <tenant> and <name> are escaped (see fileSafe) so that no two map to one
+// file even where file names ignore case, and none is special anywhere;
+// <kind> is Skill or Tool. A write changes the upload and then the
+// revision, both under locks/tenants.lock.
 package filestore

@@ -36,6 +36,8 @@ type Store struct {
 	sessionsDir string
 	leasesDir   string
 	locksDir    string
+	// tenantsDir is <home>/tenants (tenants.go), made on the first upload.
+	tenantsDir string
 
 	procLocks keyedMutex
 	grants    *records[domain.Grant]
@@ -44,7 +46,8 @@ type Store struct {
 
 var _ domain.Store = (*Store)(nil)
 
-// New opens (creating if needed) the store under <home>/oauth.
+// New opens (creating if needed) the store under <home>/oauth, with tenant
+// uploads under <home>/tenants.
 func New(home string) (*Store, error) {
 	if home == "" {
 		return nil, errors.New("filestore: empty home directory")
@@ -56,6 +59,7 @@ func New(home string) (*Store, error) {
 		sessionsDir: filepath.Join(root, "sessions"),
 		leasesDir:   filepath.Join(root, "leases"),
 		locksDir:    filepath.Join(root, "locks"),
+		tenantsDir:  filepath.Join(home, "tenants"),
 	}
 	s.grants = grantRecords(s.grantsDir)
 	s.sessions = sessionRecords(s.sessionsDir)

@@ -1,7 +1,7 @@
 // Package storetest is the conformance suite for agentauth's storage ports:
-// every domain.Store and domain.EventQueue implementation (files on a
-// laptop, DynamoDB and SQS in AWS) runs the same tests, so backends stay
-// swappable.
+// every domain.Store, domain.TenantStore and domain.EventQueue
+// implementation (files on a laptop, DynamoDB and SQS in AWS) runs the same
+// tests, so backends stay swappable.
 //
 // The suite asserts only through the domain interfaces and the domain
 // sentinel errors (errors.Is), never through a backend's files, tables or
