@@ -62,7 +62,7 @@ run: provider-deps build ## run agentauth + the demo OpenID provider locally
 TOOLS_BIN     := $(CURDIR)/.tools/bin
 ACTIONLINT    := $(TOOLS_BIN)/actionlint
 LAMBDA_ARCH   ?= $(shell $(GO) env GOARCH)
-LAMBDAS       := gettoken callback
+LAMBDAS       := gettoken callback tools
 AWS_LOCAL_ENV := AWS_ENDPOINT_URL=http://127.0.0.1:4566 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
 
 $(ACTIONLINT):

@@ -9,13 +9,19 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/agentauth/agentauth/shared/bundle"
+	"github.com/agentauth/agentauth/shared/embedded"
 	"github.com/agentauth/agentauth/shared/httpapi"
 	"github.com/agentauth/agentauth/shared/logging"
 	"github.com/agentauth/agentauth/shared/oauth"
+	"github.com/agentauth/agentauth/shared/ratelimit"
+	"github.com/agentauth/agentauth/shared/toolhooks"
+	"github.com/agentauth/agentauth/shared/toolsapi"
 )
 
 // cleanupEvery is how often the server sweeps sessions.
@@ -84,6 +90,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ln.Close()
 		return err
 	}
+	toolsNote, err := mountTools(ctx, api, b, mgr, h, *home, stdout, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	srv := &http.Server{
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -106,8 +117,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case envSet("AGENTAUTH_RUNTIME_TOKEN"):
 		tokenNote = "from AGENTAUTH_RUNTIME_TOKEN"
 	}
-	fmt.Fprintf(stderr, "agentauth listening on %s (bundle %s, revision %.12s, %d OAuthApps; home %s; key %s; runtime token %s)\n",
-		base, *bundleDir, b.Revision, len(b.OAuthApps), *home, h.Keyring.CurrentID(), tokenNote)
+	fmt.Fprintf(stderr, "agentauth listening on %s (bundle %s, revision %.12s, %d OAuthApps; home %s; key %s; runtime token %s; %s)\n",
+		base, *bundleDir, b.Revision, len(b.OAuthApps), *home, h.Keyring.CurrentID(), tokenNote, toolsNote)
 	log.Info("agentauth started", "addr", ln.Addr().String(), "publicUrl", base, "bundleRevision", b.Revision, "oauthApps", len(b.OAuthApps), "keyId", h.Keyring.CurrentID())
 
 	errc := make(chan error, 1)
@@ -126,6 +137,33 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	return nil
+}
+
+// mountTools adds the tool routes when AGENTAUTH_JWKS_URL is set, on the
+// home's store (uploads) and a file rate limiter shared by every server on
+// this home. It returns a note for the start line.
+func mountTools(ctx context.Context, api *httpapi.Server, b *bundle.Bundle, mgr *oauth.Manager, h *embedded.Backends, home string, stdout io.Writer, log *slog.Logger) (string, error) {
+	env, enabled, err := toolsapi.EnvFromGetenv(os.Getenv)
+	if !enabled {
+		return "tool routes off (set " + toolsapi.EnvJWKSURL + ")", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("tool routes:\n%w", err)
+	}
+	tools, err := toolsapi.Assemble(ctx, env, toolsapi.Deps{Bundle: b, Tokens: mgr, Tenants: h.Store,
+		Limiter: func(l ratelimit.Limits) (toolhooks.Limiter, error) {
+			return ratelimit.NewFile(filepath.Join(home, "ratelimit"), l, nil)
+		},
+		Stdout: stdout, Function: "serve", Log: log})
+	if err != nil {
+		return "", fmt.Errorf("tool routes: %w", err)
+	}
+	api.Mount(tools.Register)
+	note := fmt.Sprintf("tool routes on: %d tools, %d skills", len(b.Tools), len(b.Skills))
+	if env.Seam {
+		note += ", RFC 0064 seam on"
+	}
+	return note, nil
 }
 
 // sweep runs session cleanup now and then.

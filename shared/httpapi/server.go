@@ -57,7 +57,16 @@ type Server struct {
 	bundle *bundle.Bundle
 	caller CallerAuth
 	log    *slog.Logger
+	extra  []func(*http.ServeMux)
 }
+
+// Mount adds routes (the tool plane's) to the handlers built after the
+// call; they get the same request ids, logging and JSON 404s.
+func (s *Server) Mount(register func(*http.ServeMux)) { s.extra = append(s.extra, register) }
+
+// MountedHandler serves only the mounted routes and health: the tools
+// function.
+func (s *Server) MountedHandler() http.Handler { return s.routes(false, false) }
 
 // New returns a Server.
 func New(mgr *oauth.Manager, b *bundle.Bundle, caller CallerAuth, log *slog.Logger) (*Server, error) {
@@ -96,6 +105,9 @@ func (s *Server) routes(runtime, callbacks bool) http.Handler {
 				mux.Handle("GET "+app.Redirect.CallbackPath, s.callback(app))
 			}
 		}
+	}
+	for _, register := range s.extra {
+		register(mux)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusNotFound, "notFound", "no route for "+r.Method+" "+r.URL.Path)

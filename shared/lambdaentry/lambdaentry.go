@@ -17,11 +17,13 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/agentauth/agentauth/shared/awsbackends"
@@ -32,6 +34,9 @@ import (
 	"github.com/agentauth/agentauth/shared/httpapi"
 	"github.com/agentauth/agentauth/shared/logging"
 	"github.com/agentauth/agentauth/shared/oauth"
+	"github.com/agentauth/agentauth/shared/ratelimit"
+	"github.com/agentauth/agentauth/shared/toolhooks"
+	"github.com/agentauth/agentauth/shared/toolsapi"
 )
 
 // Environment variables read at cold start.
@@ -55,10 +60,13 @@ const (
 // Routes picks which routes a function serves.
 type Routes int
 
-// The two HTTP functions.
+// The HTTP functions.
 const (
 	RuntimeRoutes Routes = iota
 	CallbackRoutes
+	// ToolsRoutes: discovery, skills, invocation and tenant uploads,
+	// behind a verified JWT (see toolsapi; AGENTAUTH_JWKS_URL required).
+	ToolsRoutes
 )
 
 func getenv(k, def string) string {
@@ -76,6 +84,10 @@ type backends struct {
 	queue         domain.EventQueue
 	stateKeys     [][]byte
 	secrets       bundle.SecretResolver
+	// tenants stores tenant uploads.
+	tenants domain.TenantStore
+	// limiter is the tool rate limiter that holds across processes.
+	limiter func(ratelimit.Limits) (toolhooks.Limiter, error)
 }
 
 // Options are the non-environment knobs of Build.
@@ -151,8 +163,24 @@ func build(ctx context.Context, routes Routes, log *slog.Logger, opts Options) (
 	if err != nil {
 		return nil, err
 	}
-	if routes == CallbackRoutes {
+	switch routes {
+	case CallbackRoutes:
 		return &function{http: api.CallbackHandler(), mgr: mgr, log: log}, nil
+	case ToolsRoutes:
+		env, enabled, err := toolsapi.EnvFromGetenv(os.Getenv)
+		if !enabled {
+			return nil, fmt.Errorf("%s is required for the tools function", toolsapi.EnvJWKSURL)
+		}
+		if err != nil {
+			return nil, err
+		}
+		tools, err := toolsapi.Assemble(ctx, env, toolsapi.Deps{Bundle: b, Tokens: mgr, Tenants: be.tenants,
+			Limiter: be.limiter, Stdout: os.Stdout, Function: "tools", Log: log})
+		if err != nil {
+			return nil, err
+		}
+		api.Mount(tools.Register)
+		return &function{http: api.MountedHandler(), mgr: mgr, log: log}, nil
 	}
 	return &function{http: api.RuntimeHandler(), mgr: mgr, log: log}, nil
 }
@@ -188,8 +216,11 @@ func embeddedBackends(ctx context.Context) (*backends, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &backends{store: be.Store, sealer: be.Keyring, sessionSealer: be.Keyring, queue: be.Queue,
-		stateKeys: be.Keyring.DerivedKeys("state"), secrets: bundle.DirSecrets{Dir: getenv(EnvSecrets, home+"/secrets")}}, nil
+	return &backends{store: be.Store, tenants: be.Store, sealer: be.Keyring, sessionSealer: be.Keyring, queue: be.Queue,
+		stateKeys: be.Keyring.DerivedKeys("state"), secrets: bundle.DirSecrets{Dir: getenv(EnvSecrets, home+"/secrets")},
+		limiter: func(l ratelimit.Limits) (toolhooks.Limiter, error) {
+			return ratelimit.NewFile(filepath.Join(home, "ratelimit"), l, nil)
+		}}, nil
 }
 
 func awsBackends(ctx context.Context, counter *awscount.Counter) (*backends, error) {
@@ -197,8 +228,11 @@ func awsBackends(ctx context.Context, counter *awscount.Counter) (*backends, err
 	if err != nil {
 		return nil, err
 	}
-	return &backends{store: be.Store, sealer: be.GrantSealer, sessionSealer: be.SessionSealer, queue: be.Queue,
-		stateKeys: be.StateKeys(), secrets: be.Secrets}, nil
+	return &backends{store: be.Store, tenants: be.Store, sealer: be.GrantSealer, sessionSealer: be.SessionSealer, queue: be.Queue,
+		stateKeys: be.StateKeys(), secrets: be.Secrets,
+		limiter: func(l ratelimit.Limits) (toolhooks.Limiter, error) {
+			return ratelimit.NewDynamo(dynamodb.NewFromConfig(be.Config), os.Getenv(EnvTable), l, nil)
+		}}, nil
 }
 
 // Main is a function's whole main: JSON logs to stdout, build from the

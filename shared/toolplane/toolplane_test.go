@@ -168,7 +168,6 @@ func TestUploadLimit(t *testing.T) {
 	}
 }
 
-
 // failing wraps a store and fails its reads when down.
 type failing struct {
 	domain.TenantStore
