@@ -27,6 +27,7 @@ import (
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/dynamostore"
 	"github.com/agentauth/agentauth/shared/kmsseal"
+	"github.com/agentauth/agentauth/shared/ratelimit"
 	"github.com/agentauth/agentauth/shared/sqsqueue"
 )
 
@@ -48,6 +49,14 @@ type Backends struct {
 	Queue         *sqsqueue.Queue
 	Secrets       *awssecrets.Resolver
 	KMS           *kms.Client
+	DynamoDB      *dynamodb.Client
+	Table         string
+}
+
+// ToolLimiter is the tools' rate limiter on the table: one conditional
+// UpdateItem per allowed call, across every Lambda.
+func (b *Backends) ToolLimiter(limits ratelimit.Limits) (*ratelimit.Dynamo, error) {
+	return ratelimit.NewDynamo(b.DynamoDB, b.Table, limits, nil)
 }
 
 // StateKeys are the state-signing keys (derived from the session keys).
@@ -69,8 +78,8 @@ func Open(ctx context.Context, getenv func(string) string, counter *awscount.Cou
 	if err != nil {
 		return nil, err
 	}
-	b := &Backends{Config: cfg, KMS: kms.NewFromConfig(cfg)}
-	if b.Store, err = dynamostore.New(dynamodb.NewFromConfig(cfg), getenv(EnvTable)); err != nil {
+	b := &Backends{Config: cfg, KMS: kms.NewFromConfig(cfg), DynamoDB: dynamodb.NewFromConfig(cfg), Table: getenv(EnvTable)}
+	if b.Store, err = dynamostore.New(b.DynamoDB, b.Table); err != nil {
 		return nil, err
 	}
 	if b.GrantSealer, err = kmsseal.New(b.KMS, getenv(EnvKMSKey), kmsseal.Options{}); err != nil {

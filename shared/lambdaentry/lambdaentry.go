@@ -23,7 +23,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/agentauth/agentauth/shared/awsbackends"
@@ -231,7 +230,7 @@ func awsBackends(ctx context.Context, counter *awscount.Counter) (*backends, err
 	return &backends{store: be.Store, tenants: be.Store, sealer: be.GrantSealer, sessionSealer: be.SessionSealer, queue: be.Queue,
 		stateKeys: be.StateKeys(), secrets: be.Secrets,
 		limiter: func(l ratelimit.Limits) (toolhooks.Limiter, error) {
-			return ratelimit.NewDynamo(dynamodb.NewFromConfig(be.Config), os.Getenv(EnvTable), l, nil)
+			return be.ToolLimiter(l)
 		}}, nil
 }
 
