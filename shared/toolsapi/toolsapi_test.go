@@ -173,7 +173,7 @@ func defaultVerifier() fakeVerifier {
 	}
 }
 
-func newHarness(t *testing.T, verifier Verifier, seam bool) *harness {
+func newHarness(t testing.TB, verifier Verifier, seam bool) *harness {
 	t.Helper()
 	hs := &harness{tokens: &tokens{}, metrics: &recorder{}, seen: make(chan *http.Request, 16)}
 	hs.upstream = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
