@@ -53,10 +53,14 @@ run: provider-deps build ## run agentauth + the demo OpenID provider locally
 	@[ -f $(HOME_DIR)/secrets/demo-oidc/clientSecret ] || { umask 077; printf 'demo-secret\n' > $(HOME_DIR)/secrets/demo-oidc/clientSecret; }
 	@echo "runtime token (Authorization: Bearer …): $$($(BIN) runtime-token --home $(HOME_DIR))"
 	@echo "demo OpenID provider: http://127.0.0.1:$(PROVIDER_PORT) (log in as any name, e.g. alice)"
+	@echo "agent JWT for the tool routes: curl -s -u agentauth-agent:agent-secret -d grant_type=client_credentials -d resource=urn:agentauth:tools -d scope=profile.read http://127.0.0.1:$(PROVIDER_PORT)/token"
 	@PROVIDER_PORT=$(PROVIDER_PORT) node $(PROVIDER_DIR)/provider.mjs > $(HOME_DIR)/provider.log 2>&1 & \
 	  pid=$$!; trap 'kill $$pid 2>/dev/null || true' EXIT INT TERM; \
 	  for i in $$(seq 1 50); do grep -q listening $(HOME_DIR)/provider.log 2>/dev/null && break; sleep 0.2; done; \
 	  grep -q listening $(HOME_DIR)/provider.log || { echo "demo provider did not start:"; cat $(HOME_DIR)/provider.log; exit 1; }; \
+	  AGENTAUTH_JWKS_URL=$${AGENTAUTH_JWKS_URL:-http://127.0.0.1:$(PROVIDER_PORT)/jwks} \
+	  AGENTAUTH_JWT_ISSUER=$${AGENTAUTH_JWT_ISSUER:-http://127.0.0.1:$(PROVIDER_PORT)} \
+	  AGENTAUTH_JWT_AUDIENCE=$${AGENTAUTH_JWT_AUDIENCE:-urn:agentauth:tools} \
 	  $(BIN) serve --bundle $(BUNDLE) --home $(HOME_DIR) --addr $(ADDR)
 
 TOOLS_BIN     := $(CURDIR)/.tools/bin
@@ -126,10 +130,14 @@ infra/node_modules/.installed: infra/package-lock.json
 	cd infra && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# CDK_ARGS: more `cdk deploy` arguments, e.g. the tools function's context
+# (docs/deploy.md): CDK_ARGS='-c jwksUrl=https://… -c jwtIssuer=… -c jwtAudience=…'.
+CDK_ARGS      ?=
+
 .PHONY: deploy
-deploy: check-tools infra/node_modules/.installed ## deploy to the AWS account of the current credentials (run build-lambdas LAMBDA_ARCH=arm64 first)
+deploy: check-tools infra/node_modules/.installed ## deploy to the AWS account of the current credentials (run build-lambdas LAMBDA_ARCH=arm64 first; CDK_ARGS=…)
 	@[ -x build/lambda/gettoken/bootstrap ] || { echo "build the functions first: make build-lambdas LAMBDA_ARCH=arm64"; exit 1; }
-	cd infra && $(CDK) deploy --require-approval never -c arch=$$( [ "$(LAMBDA_ARCH)" = amd64 ] && echo x86_64 || echo arm64 )
+	cd infra && $(CDK) deploy --require-approval never -c arch=$$( [ "$(LAMBDA_ARCH)" = amd64 ] && echo x86_64 || echo arm64 ) $(CDK_ARGS)
 
 .PHONY: synth
 synth: check-tools infra/node_modules/.installed build-lambdas ## synthesize the CDK app (infra/) with the pinned CDK CLI
@@ -163,12 +171,22 @@ clean: ## remove build output (keeps .agentauth)
 # separate one, with its own state under .tools/ministack-run-<port>).
 MINISTACK_PORT ?= 4566
 HOST_ARCH     := $(shell $(GO) env GOARCH)
+# The local stack has the tools function, for jwttest's issuer
+# (shared/jwtauth/jwttest): test/e2eaws serves its JWKS on
+# 127.0.0.1:E2E_JWKS_PORT while it runs (the function fetches it only when
+# a request comes, so nothing needs to listen at deploy time). Seam routes
+# on; 3 calls an hour per (principal, tool), which the rate-limit test
+# exhausts.
+E2E_JWKS_PORT ?= 4591
+LOCAL_TOOLS_CONTEXT := -c jwksUrl=http://127.0.0.1:$(E2E_JWKS_PORT)/jwks \
+  -c jwtIssuer=https://issuer.agentauth.test -c jwtAudience=agentauth-tools \
+  -c toolhooksSeam=1 -c toolRateLimit=3/h
 
 .PHONY: deploy-local
-deploy-local: check-tools infra/node_modules/.installed ## deploy the CDK stack to MiniStack (host-arch functions, pinned CDK CLI); outputs in .tools/deploy-local/
+deploy-local: check-tools infra/node_modules/.installed ## deploy the CDK stack to MiniStack (host-arch functions, pinned CDK CLI, tools function for E2E_JWKS_PORT); outputs in .tools/deploy-local/
 	MINISTACK_PORT=$(MINISTACK_PORT) localstack/ministack.sh up
 	$(MAKE) --no-print-directory build-lambdas LAMBDA_ARCH=$(HOST_ARCH)
-	MINISTACK_PORT=$(MINISTACK_PORT) localstack/deploy-local.sh deploy
+	MINISTACK_PORT=$(MINISTACK_PORT) localstack/deploy-local.sh deploy $(LOCAL_TOOLS_CONTEXT)
 
 .PHONY: test-deploy-local
 test-deploy-local: deploy-local ## deploy-local, then check the deployed stack and call it through the emulator's API Gateway
@@ -177,7 +195,7 @@ test-deploy-local: deploy-local ## deploy-local, then check the deployed stack a
 	  $(GO) test -tags deploylocal -count=1 -v ./deploylocal
 
 .PHONY: test-e2e-aws
-test-e2e-aws: e2e-deps deploy-local ## deploy-local, then the browser flow, queue, refresh and leak scan through the emulator's API Gateway (test/e2eaws)
+test-e2e-aws: e2e-deps deploy-local ## deploy-local, then the browser flow, queue, refresh, tools function and leak scan through the emulator's API Gateway (test/e2eaws)
 	AWS_ENDPOINT_URL=http://127.0.0.1:$(MINISTACK_PORT) \
 	  AGENTAUTH_DEPLOY_OUTPUTS=$(CURDIR)/.tools/deploy-local$(if $(filter 4566,$(MINISTACK_PORT)),,-$(MINISTACK_PORT))/outputs.json \
 	  AGENTAUTH_REQUIRE_EMULATOR=1 E2E_REQUIRE=1 \

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -342,5 +343,77 @@ func TestToolPlaneEndToEnd(t *testing.T) {
 		if !strings.Contains(logs, `"agent.toolCalled"`) || !strings.Contains(logs, `"agent.toolReturned"`) || !strings.Contains(logs, `"agent_access_resolutions"`) {
 			t.Errorf("audit events or metrics missing from the log of %s", s.URL)
 		}
+	}
+}
+
+// agentJWT gets the demo agent's JWT for the tool routes from the
+// provider: the client_credentials grant for urn:agentauth:tools.
+func agentJWT(t *testing.T, p *e2ekit.Provider, resource string) string {
+	t.Helper()
+	form := url.Values{"grant_type": {"client_credentials"}, "scope": {"profile.read"}}
+	if resource != "" {
+		form.Set("resource", resource)
+	}
+	req, _ := http.NewRequest("POST", p.TokenURL, strings.NewReader(form.Encode()))
+	req.SetBasicAuth("agentauth-agent", "agent-secret")
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || out.AccessToken == "" {
+		t.Fatalf("client_credentials at the provider: %d %v", resp.StatusCode, err)
+	}
+	return out.AccessToken
+}
+
+// TestProviderIssuedJWTs is the `make run` setup: the demo OpenID provider
+// issues the agent's JWT (client credentials, RS256 from its JWKS) and
+// agentauth serve checks it against that JWKS — the README's tool plane
+// walkthrough, with the consent given in Chromium.
+func TestProviderIssuedJWTs(t *testing.T) {
+	e2ekit.RequireProvider(t)
+	e2ekit.RequireBrowser(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	p := e2ekit.StartProvider(t, e2ekit.ProviderOptions{Clients: []e2ekit.Client{
+		{ClientID: clientID, ClientSecret: clientSecret, RedirectURIs: []string{base + "/oauth/callback/e2e-user"},
+			GrantTypes: []string{e2ekit.GrantAuthorizationCode, e2ekit.GrantRefreshToken}},
+		{ClientID: "agentauth-agent", ClientSecret: "agent-secret", RedirectURIs: []string{base + "/unused"},
+			GrantTypes: []string{e2ekit.GrantClientCredentials, e2ekit.GrantAuthorizationCode}, Scope: "profile.read agentauth:admin"},
+	}})
+	srv := startServer(t, port, t.TempDir(), map[string]string{"tools.yaml": toolsBundle(p, "http://127.0.0.1:1")},
+		"E2E_CLIENT_SECRET="+clientSecret, "AGENTAUTH_JWKS_URL="+p.JWKSURL, "AGENTAUTH_JWT_ISSUER="+p.Issuer, "AGENTAUTH_JWT_AUDIENCE=urn:agentauth:tools")
+	browser := e2ekit.StartBrowser(t)
+
+	jwt := agentJWT(t, p, "urn:agentauth:tools")
+	code, _, out := srv.jwtCall(t, "GET", "/v1/agents/tools", jwt, nil)
+	if code != 200 || manifestNames(out) != "whoami,list_orders" {
+		t.Fatalf("tools with the provider's JWT: %d %v", code, out)
+	}
+	// An opaque token of the same provider (no resource) is not a JWT.
+	if code, _, out := srv.jwtCall(t, "GET", "/v1/agents/tools", agentJWT(t, p, ""), nil); code != 401 || out["error"].(map[string]any)["details"].(map[string]any)["reason"] != "malformed" {
+		t.Fatalf("opaque token: %d %v", code, out)
+	}
+	_, _, out = srv.jwtCall(t, "POST", "/v1/tools/invoke", jwt, map[string]any{"toolName": "whoami", "args": map[string]any{}})
+	res := out["result"].(map[string]any)
+	if res["status"] != "authorization_required" {
+		t.Fatalf("first whoami: %v", out)
+	}
+	if r, err := browser.Authorize(ctx, res["authorization"].(map[string]any)["authorizationUrl"].(string), "alice"); err != nil || !strings.Contains(r.BodyText, "Connected") {
+		t.Fatalf("consent: %v %+v", err, r)
+	}
+	_, _, out = srv.jwtCall(t, "POST", "/v1/tools/invoke", jwt, map[string]any{"toolName": "whoami", "args": map[string]any{}})
+	if res := out["result"].(map[string]any); res["status"] != "ok" || res["output"].(map[string]any)["sub"] != "alice" {
+		t.Fatalf("whoami after consent: %v", out)
+	}
+	if logs := srv.Stdout.String() + srv.Stderr.String(); strings.Contains(logs, jwt) {
+		t.Fatal("the agent JWT is in the server log")
 	}
 }

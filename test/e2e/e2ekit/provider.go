@@ -70,6 +70,7 @@ const (
 	GrantAuthorizationCode = "authorization_code"
 	GrantRefreshToken      = "refresh_token"
 	GrantDeviceCode        = "urn:ietf:params:oauth:grant-type:device_code"
+	GrantClientCredentials = "client_credentials"
 )
 
 // ProviderOptions configures StartProvider.

@@ -16,6 +16,13 @@
 //   PROVIDER_TEST_STATS        "1" enables GET /__stats (test-only counters)
 //   PROVIDER_COOKIE_KEYS       comma separated cookie signing keys (default: random per process)
 //
+// Agent JWTs for agentauth's tool routes: the client_credentials grant with
+// resource=urn:agentauth:tools gives a JWT access token (RS256, signed with
+// the key at /jwks; aud urn:agentauth:tools; scope from profile.read and
+// agentauth:admin). A token for the demo client agentauth-agent also
+// carries tenant_id "demo", skills ["connect-demo"] and
+// agentauth_subjects.user "demo:user:alice": the demo agent acts for alice.
+//
 // stdout carries JSON lines only. The first is
 //   {"event":"listening","issuer":"http://127.0.0.1:NNNN"}
 // and the rest are provider events. Token values are never logged.
@@ -29,7 +36,11 @@ import * as http from 'node:http';
 console.info = (...args) => console.error(...args);
 console.log = (...args) => console.error(...args);
 
-const { default: Provider } = await import('oidc-provider');
+const { default: Provider, errors: oidcErrors } = await import('oidc-provider');
+
+// The resource (and audience) of agent JWTs for agentauth's tool routes.
+const TOOLS_RESOURCE = 'urn:agentauth:tools';
+const TOOLS_SCOPES = 'profile.read agentauth:admin';
 
 function emit(obj) {
   process.stdout.write(`${JSON.stringify({ ts: new Date().toISOString(), ...obj })}\n`);
@@ -84,7 +95,23 @@ const defaultClients = [
     response_types: ['code'],
     token_endpoint_auth_method: 'client_secret_post',
   },
+  {
+    // The demo agent: client credentials → a JWT for the tool routes.
+    client_id: 'agentauth-agent',
+    client_secret: 'agent-secret',
+    client_name: 'agentauth demo agent',
+    redirect_uris: [],
+    grant_types: ['client_credentials'],
+    response_types: [],
+    scope: TOOLS_SCOPES,
+    token_endpoint_auth_method: 'client_secret_basic',
+  },
 ];
+
+// extraTokenClaims of the demo agent's JWTs.
+const agentClaims = {
+  'agentauth-agent': { tenant_id: 'demo', skills: ['connect-demo'], agentauth_subjects: { user: 'demo:user:alice' } },
+};
 
 let clients = defaultClients;
 if (process.env.PROVIDER_CLIENTS_JSON) {
@@ -180,7 +207,8 @@ async function start() {
       profile: ['name'],
       email: ['email', 'email_verified'],
     },
-    scopes: ['openid', 'offline_access', 'profile', 'email', 'notes:read'],
+    scopes: ['openid', 'offline_access', 'profile', 'email', 'notes:read', 'profile.read', 'agentauth:admin'],
+    extraTokenClaims: async (_ctx, token) => (token.kind === 'ClientCredentials' ? agentClaims[token.clientId] : undefined),
     pkce: {
       // PKCE for every client; oidc-provider v9 only supports S256.
       required: () => true,
@@ -200,6 +228,7 @@ async function start() {
       AuthorizationCode: 60,
       DeviceCode: 600,
       Grant: 14 * 24 * 60 * 60,
+      ClientCredentials: 3600,
       IdToken: 3600,
       Interaction: 3600,
       RefreshToken: refreshTokenTTL,
@@ -220,9 +249,22 @@ async function start() {
       introspection: { enabled: true },
       deviceFlow: { enabled: true },
       rpInitiatedLogout: { enabled: true },
-      // Opaque access tokens only (no resource indicators / JWT ATs), and
-      // no DPoP, so the broker's plain bearer tokens are what we test.
-      resourceIndicators: { enabled: false },
+      // Opaque access tokens for every OAuth flow the broker runs (no
+      // resource parameter, no JWT), and no DPoP, so plain bearer tokens
+      // are what we test. Only a client_credentials request for
+      // TOOLS_RESOURCE gets a JWT: the agent's token for the tool routes.
+      clientCredentials: { enabled: true },
+      resourceIndicators: {
+        enabled: true,
+        defaultResource: async (_ctx, _client, oneOf) => oneOf,
+        useGrantedResource: async () => false,
+        getResourceServerInfo: async (_ctx, resource) => {
+          if (resource !== TOOLS_RESOURCE) throw new oidcErrors.InvalidTarget();
+          return {
+            scope: TOOLS_SCOPES, audience: TOOLS_RESOURCE, accessTokenFormat: 'jwt', jwt: { sign: { alg: 'RS256' } },
+          };
+        },
+      },
       dPoP: { enabled: false },
     },
     renderError: async (ctx, out) => {
