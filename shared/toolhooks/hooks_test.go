@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -138,5 +139,25 @@ func TestSameArgsSameHashAcrossCalls(t *testing.T) {
 	c := h.Invoke(context.Background(), Call{ToolName: "t", Args: json.RawMessage(`{"a":2,"b":[true,null]}`)}, tool, run)
 	if a.ToolCalled.ArgsHash != b.ToolCalled.ArgsHash || a.ToolCalled.ArgsHash == c.ToolCalled.ArgsHash {
 		t.Fatalf("hashes %s %s %s", a.ToolCalled.ArgsHash, b.ToolCalled.ArgsHash, c.ToolCalled.ArgsHash)
+	}
+}
+
+// TestAuthorizationRequiredIsAResult: a tool that needs a consent first
+// answers with the link as its result, not an error; the event says the
+// tool ran.
+func TestAuthorizationRequiredIsAResult(t *testing.T) {
+	sink := &recSink{}
+	h := &Hooks{Sink: sink}
+	link := json.RawMessage(`{"authorizationUrl":"https://idp/authorize"}`)
+	out := h.Invoke(context.Background(), Call{ToolName: "whoami", CallID: "c1", Principal: "alice"}, Tool{Name: "whoami", Transport: "http"},
+		func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			return nil, fmt.Errorf("wrapped: %w", &AuthorizationRequired{Authorization: link})
+		})
+	if out.HTTPStatus != 200 || out.Result == nil || out.Result.Status != ResultAuthorizationRequired || out.Result.Error != nil ||
+		string(out.Result.Authorization) != string(link) || out.ToolReturned.Status != StatusOK || out.ToolReturned.DurationMs == nil {
+		t.Fatalf("outcome = %+v, result %+v", out, out.Result)
+	}
+	if len(sink.events) != 2 {
+		t.Fatalf("%d events, want toolCalled and toolReturned", len(sink.events))
 	}
 }
