@@ -314,6 +314,11 @@ func expandPath(p string, args map[string]any) (string, error) {
 		if !ok || !scalar || s == "" {
 			return "", &Error{"InvalidArguments", CodeArgs, fmt.Sprintf("path parameter {%s} needs a non-empty string or number argument %q", name, name)}
 		}
+		if s == "." || s == ".." {
+			// An upstream would resolve them: the call would leave the
+			// tool's path.
+			return "", &Error{"InvalidArguments", CodeArgs, fmt.Sprintf("path parameter {%s} must not be %q", name, s)}
+		}
 		delete(args, name)
 		b.WriteString(p[:i])
 		b.WriteString(url.PathEscape(s))
