@@ -156,6 +156,9 @@ fuzz: ## run each fuzzer for FUZZTIME (default 30s)
 	$(GO) test -run '^$$' -fuzz FuzzGlob -fuzztime $${FUZZTIME:-30s} ./shared/discovery
 	$(GO) test -run '^$$' -fuzz FuzzClaimPath -fuzztime $${FUZZTIME:-30s} ./shared/discovery
 	$(GO) test -run '^$$' -fuzz FuzzArgsHash -fuzztime $${FUZZTIME:-30s} ./shared/toolhooks
+	$(GO) test -run '^$$' -fuzz FuzzVerify -fuzztime $${FUZZTIME:-30s} ./shared/jwtauth
+	$(GO) test -run '^$$' -fuzz FuzzBuildRequest -fuzztime $${FUZZTIME:-30s} ./shared/httptool
+	$(GO) test -run '^$$' -fuzz FuzzFileSafe -fuzztime $${FUZZTIME:-30s} ./shared/filestore
 
 .PHONY: bench
 bench: build ## benchmarks: the warm ready path in-process and over loopback
