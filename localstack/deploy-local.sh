@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The real agentauth stack on the local emulator, with the real CDK CLI.
 #   localstack/deploy-local.sh deploy    bootstrap, deploy, re-apply what the emulator drops, seed demo secrets
+#     [cdk args]                         more arguments for `cdk deploy`, e.g. -c jwksUrl=… (the Makefile's tools context)
 #   localstack/deploy-local.sh destroy   delete the stack and what it retains
 # The Makefile runs `make emulator-up` and `make build-lambdas` (host
 # architecture) first: `make deploy-local`, `make destroy-local`.
@@ -60,7 +61,7 @@ deploy() {
   step "cdk deploy $STACK (arch $ARCH, prefix $PREFIX)"
   t=$(now)
   rm -f "$OUT/outputs.json"
-  localstack/cdk-local.sh deploy "$STACK" --require-approval never "${CTX[@]}" \
+  localstack/cdk-local.sh deploy "$STACK" --require-approval never "${CTX[@]}" "$@" \
     --output "$OUT/cdk.out" --outputs-file "$OUT/outputs.json" --progress events
   echo "deploy: $(since "$t")"
 
@@ -104,7 +105,7 @@ destroy() {
 }
 
 case "${1:-}" in
-deploy) mkdir -p "$OUT" && deploy 2>&1 | tee "$OUT/deploy.log" ;;
+deploy) shift; mkdir -p "$OUT" && deploy "$@" 2>&1 | tee "$OUT/deploy.log" ;;
 destroy) destroy ;;
-*) echo "usage: $0 deploy|destroy" >&2; exit 2 ;;
+*) echo "usage: $0 deploy [cdk args]|destroy" >&2; exit 2 ;;
 esac
