@@ -117,6 +117,8 @@ var ToolRoutes = []Route{
 	{Method: "POST", Path: "/v1/tools/invoke"},
 	{Method: "POST", Path: "/v1/admin/tenants/{tenant}/skills"},
 	{Method: "POST", Path: "/v1/admin/tenants/{tenant}/tools"},
+	{Method: "GET", Path: "/v1/admin/tenants/{tenant}/skills"},
+	{Method: "GET", Path: "/v1/admin/tenants/{tenant}/tools"},
 	{Method: "DELETE", Path: "/v1/admin/tenants/{tenant}/skills/{name}"},
 	{Method: "DELETE", Path: "/v1/admin/tenants/{tenant}/tools/{name}"},
 }

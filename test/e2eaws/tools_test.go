@@ -644,6 +644,11 @@ func TestDeployedToolsFunction(t *testing.T) {
 				t.Fatalf("a caller of tenant %s (skills claim naming it) found %s's skill: %v", otherTenant, tenant, names(out))
 			}
 		}
+		// The admin lists the tenant's uploads through the gateway.
+		a, out = call(t, http.MethodGet, "/v1/admin/tenants/"+tenant+"/skills", admin, nil)
+		if a.Code != http.StatusOK || !strings.Contains(string(a.Body), `"name":"`+skillName+`"`) {
+			t.Fatalf("list uploads: %d %.300s", a.Code, a.Body)
+		}
 		a, _ = call(t, http.MethodDelete, "/v1/admin/tenants/"+tenant+"/skills/"+skillName, admin, nil)
 		if a.Code != http.StatusNoContent {
 			t.Fatalf("delete: %d %.300s, want 204", a.Code, a.Body)
