@@ -236,8 +236,11 @@ func pendingJSON(t *bundle.Tool, res oauth.Result) json.RawMessage {
 	if res.DeviceCode != nil {
 		v["deviceCode"] = res.DeviceCode
 	}
-	b, _ := json.Marshal(v)
-	return b
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // the link stays readable: & not \u0026
+	_ = enc.Encode(v)
+	return bytes.TrimRight(buf.Bytes(), "\n")
 }
 
 // buildRequest maps the arguments: {name} in sourcePath takes the argument
