@@ -94,9 +94,12 @@ type TenantStore interface {
 	// ErrNotFound when absent (and then the revision stays), ErrInvalidID
 	// when the key fails ValidateTenantKey.
 	DeleteTenantResource(ctx context.Context, tenant, kind, name string) error
-	// ListTenantResources returns every tenant's uploads, ordered by
-	// tenant, kind and name.
-	ListTenantResources(ctx context.Context) ([]TenantResource, error)
+	// ListTenantResources returns every readable upload of every tenant,
+	// ordered by tenant, kind and name. Unreadable ones (corrupt, stray,
+	// misplaced) are skipped and reported in the error list, each wrapping
+	// ErrCorrupt, so one bad record never hides the rest; the last error
+	// is for a failure of the listing itself.
+	ListTenantResources(ctx context.Context) ([]TenantResource, []error, error)
 	// TenantRevision is one cheap read that changes whenever any upload is
 	// put or deleted (0 before the first); processes poll it to know when
 	// to reload. Every successful put or delete adds exactly one, so it

@@ -218,7 +218,7 @@ func (s *Store) TenantRevision(ctx context.Context) (int64, error) {
 // Any item that does not decode fails the listing, with an error naming
 // its key and attribute but never its spec: the port has no way to return
 // the rest, and silently dropping one tenant's upload would be worse.
-func (s *Store) ListTenantResources(ctx context.Context) ([]domain.TenantResource, error) {
+func (s *Store) ListTenantResources(ctx context.Context) ([]domain.TenantResource, []error, error) {
 	var out []domain.TenantResource
 	valid := func(id string) error { _, _, _, err := splitTenantID(id); return err }
 	bad, err := s.scanKind(ctx, kindTenantResource, tenantResPrefix, valid, func(id string, item map[string]types.AttributeValue) error {
@@ -230,13 +230,15 @@ func (s *Store) ListTenantResources(ctx context.Context) ([]domain.TenantResourc
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("dynamostore: list tenant resources: %w", err)
+		return nil, nil, fmt.Errorf("dynamostore: list tenant resources: %w", err)
 	}
-	if len(bad) > 0 {
-		return nil, fmt.Errorf("dynamostore: list tenant resources: %d unreadable items (%w), the first: %w", len(bad), domain.ErrCorrupt, bad[0])
+	for i, e := range bad {
+		if !errors.Is(e, domain.ErrCorrupt) {
+			bad[i] = fmt.Errorf("%w: %w", domain.ErrCorrupt, e)
+		}
 	}
 	slices.SortFunc(out, func(a, b domain.TenantResource) int {
 		return cmp.Or(strings.Compare(a.Tenant, b.Tenant), strings.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name))
 	})
-	return out, nil
+	return out, bad, nil
 }

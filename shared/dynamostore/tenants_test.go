@@ -260,7 +260,7 @@ func TestTenantMissingTable(t *testing.T) {
 	}
 	s := newFakeStore(t, f)
 	r := storetest.SampleTenantResource("acme", domain.TenantKindTool, "menu:list")
-	_, lerr := s.ListTenantResources(ctx)
+	_, _, lerr := s.ListTenantResources(ctx)
 	_, rerr := s.TenantRevision(ctx)
 	for _, err := range []error{
 		s.PutTenantResource(ctx, r), s.DeleteTenantResource(ctx, r.Tenant, r.Kind, r.Name), lerr, rerr,
@@ -271,8 +271,9 @@ func TestTenantMissingTable(t *testing.T) {
 	}
 }
 
-// TestTenantCorruptItems: an unreadable item fails the listing with
-// ErrCorrupt, and no error holds a spec.
+// TestTenantCorruptItems: an unreadable item is skipped and reported with
+// ErrCorrupt, the readable ones are still listed, and no error holds a
+// spec.
 func TestTenantCorruptItems(t *testing.T) {
 	ctx := context.Background()
 	good := storetest.SampleTenantResource("acme", domain.TenantKindTool, "menu:list")
@@ -303,15 +304,22 @@ func TestTenantCorruptItems(t *testing.T) {
 			if err := s.PutTenantResource(ctx, good); err != nil {
 				t.Fatal(err)
 			}
+			other := storetest.SampleTenantResource("acme", domain.TenantKindSkill, "refunds")
+			if err := s.PutTenantResource(ctx, other); err != nil {
+				t.Fatal(err)
+			}
 			item := m.items[tenantPK(good.Tenant, good.Kind, good.Name)]
 			delete(m.items, tenantPK(good.Tenant, good.Kind, good.Name))
 			tc.spoil(item)
 			m.items[pkOf(item)] = item
-			_, err := s.ListTenantResources(ctx)
-			if !errors.Is(err, domain.ErrCorrupt) {
-				t.Fatalf("want ErrCorrupt, got %v", err)
+			got, bad, err := s.ListTenantResources(ctx)
+			if err != nil || len(got) != 1 || got[0].Name != "refunds" {
+				t.Fatalf("listed %v, %v: want the readable upload only", got, err)
 			}
-			noMarker(t, err)
+			if len(bad) != 1 || !errors.Is(bad[0], domain.ErrCorrupt) {
+				t.Fatalf("unreadable = %v, want one ErrCorrupt", bad)
+			}
+			noMarker(t, bad[0])
 		})
 	}
 	m := newTenantTable()

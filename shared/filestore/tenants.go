@@ -229,13 +229,15 @@ func (s *Store) readTenantRevision() (int64, error) {
 // an error that names its path (wrapping ErrCorrupt): the port has no way
 // to return the rest, and silently dropping one tenant's upload would be
 // worse.
-func (s *Store) ListTenantResources(ctx context.Context) ([]domain.TenantResource, error) {
-	fail := func(err error) ([]domain.TenantResource, error) {
-		return nil, fmt.Errorf("filestore: list tenant resources: %w", err)
+func (s *Store) ListTenantResources(ctx context.Context) ([]domain.TenantResource, []error, error) {
+	fail := func(err error) ([]domain.TenantResource, []error, error) {
+		return nil, nil, fmt.Errorf("filestore: list tenant resources: %w", err)
 	}
+	var bad []error
+	skip := func(err error) { bad = append(bad, fmt.Errorf("filestore: tenant upload skipped: %w", err)) }
 	tenants, err := os.ReadDir(s.tenantsDir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
 		return fail(err)
@@ -247,7 +249,8 @@ func (s *Store) ListTenantResources(ctx context.Context) ([]domain.TenantResourc
 		}
 		tenantDir := filepath.Join(s.tenantsDir, te.Name())
 		if !te.IsDir() {
-			return fail(strayFile(tenantDir))
+			skip(strayFile(tenantDir))
+			continue
 		}
 		kinds, err := os.ReadDir(tenantDir)
 		if err != nil {
@@ -259,7 +262,8 @@ func (s *Store) ListTenantResources(ctx context.Context) ([]domain.TenantResourc
 			}
 			kindDir := filepath.Join(tenantDir, ke.Name())
 			if !ke.IsDir() || ke.Name() != domain.TenantKindSkill && ke.Name() != domain.TenantKindTool {
-				return fail(strayFile(kindDir))
+				skip(strayFile(kindDir))
+				continue
 			}
 			files, err := os.ReadDir(kindDir)
 			if err != nil {
@@ -274,7 +278,11 @@ func (s *Store) ListTenantResources(ctx context.Context) ([]domain.TenantResourc
 				}
 				r, err := readTenantFile(kindDir, te.Name(), ke.Name(), fe)
 				if err != nil {
-					return fail(err)
+					if !errors.Is(err, domain.ErrCorrupt) {
+						err = fmt.Errorf("%w: %w", domain.ErrCorrupt, err)
+					}
+					skip(err)
+					continue
 				}
 				out = append(out, r)
 			}
@@ -283,7 +291,7 @@ func (s *Store) ListTenantResources(ctx context.Context) ([]domain.TenantResourc
 	slices.SortFunc(out, func(a, b domain.TenantResource) int {
 		return cmp.Or(strings.Compare(a.Tenant, b.Tenant), strings.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name))
 	})
-	return out, nil
+	return out, bad, nil
 }
 
 // readTenantFile reads one upload file and checks that it is a valid

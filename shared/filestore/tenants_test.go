@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -45,7 +46,7 @@ func TestCrossProcessTenantPuts(t *testing.T) {
 	if rev, err := s.TenantRevision(ctx); err != nil || rev != n {
 		t.Fatalf("revision %d (%v) after %d puts from as many processes", rev, err, n)
 	}
-	if got, err := s.ListTenantResources(ctx); err != nil || len(got) != n {
+	if got, bad, err := s.ListTenantResources(ctx); err != nil || len(bad) > 0 || len(got) != n {
 		t.Fatalf("listed %d uploads (%v), want %d", len(got), err, n)
 	}
 }
@@ -179,13 +180,20 @@ func TestTenantCorruptFiles(t *testing.T) {
 			if err := s.PutTenantResource(ctx, r); err != nil {
 				t.Fatal(err)
 			}
-			tc.spoil(t, home)
-			_, err := s.ListTenantResources(ctx)
-			if !errors.Is(err, domain.ErrCorrupt) {
-				t.Fatalf("ListTenantResources: want ErrCorrupt, got %v", err)
+			other := storetest.SampleTenantResource("zeta", domain.TenantKindSkill, "refunds")
+			if err := s.PutTenantResource(ctx, other); err != nil {
+				t.Fatal(err)
 			}
-			if strings.Contains(err.Error(), `"tenant":`) {
-				t.Fatalf("error quotes file content: %v", err)
+			tc.spoil(t, home)
+			got, bad, err := s.ListTenantResources(ctx)
+			if err != nil || !slices.ContainsFunc(got, func(x domain.TenantResource) bool { return x.Tenant == "zeta" }) {
+				t.Fatalf("ListTenantResources: %v, %v: the readable upload must still be listed", got, err)
+			}
+			if len(bad) != 1 || !errors.Is(bad[0], domain.ErrCorrupt) {
+				t.Fatalf("unreadable = %v, want one ErrCorrupt", bad)
+			}
+			if strings.Contains(bad[0].Error(), `"tenant":`) {
+				t.Fatalf("error quotes file content: %v", bad[0])
 			}
 		})
 	}
@@ -196,8 +204,8 @@ func TestTenantCorruptFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, filepath.Join(home, "tenants", "acme", "Tool", ".menu%3alist.json.tmp-0123456789abcdef"), "{")
-	if got, err := s.ListTenantResources(ctx); err != nil || len(got) != 1 {
-		t.Fatalf("with a temporary file: %d uploads, %v", len(got), err)
+	if got, bad, err := s.ListTenantResources(ctx); err != nil || len(bad) > 0 || len(got) != 1 {
+		t.Fatalf("with a temporary file: %d uploads, %v %v", len(got), bad, err)
 	}
 }
 
@@ -224,7 +232,7 @@ func TestTenantCorruptRevision(t *testing.T) {
 	if data, _ := os.ReadFile(revPath); string(data) != "{garbage" {
 		t.Fatalf("the unreadable revision file was overwritten: %q", data)
 	}
-	if got, err := s.ListTenantResources(ctx); err != nil || len(got) != 1 || got[0].Name != "menu:list" {
+	if got, _, err := s.ListTenantResources(ctx); err != nil || len(got) != 1 || got[0].Name != "menu:list" {
 		t.Fatalf("refused writes changed the uploads: %v %v", got, err)
 	}
 }

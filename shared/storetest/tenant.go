@@ -90,7 +90,7 @@ func (p *tenantPair) DeleteTenantResource(ctx context.Context, tenant, kind, nam
 	return p.pick(&p.del).DeleteTenantResource(ctx, tenant, kind, name)
 }
 
-func (p *tenantPair) ListTenantResources(ctx context.Context) ([]domain.TenantResource, error) {
+func (p *tenantPair) ListTenantResources(ctx context.Context) ([]domain.TenantResource, []error, error) {
 	return p.pick(&p.list).ListTenantResources(ctx)
 }
 
@@ -147,8 +147,11 @@ func sameTenantResources(t *testing.T, got, want []domain.TenantResource, what s
 
 func listTenant(t *testing.T, s domain.TenantStore, what string) []domain.TenantResource {
 	t.Helper()
-	got, err := s.ListTenantResources(context.Background())
+	got, bad, err := s.ListTenantResources(context.Background())
 	noErr(t, err, what+": ListTenantResources")
+	if len(bad) > 0 {
+		t.Fatalf("%s: ListTenantResources: %d unreadable uploads, the first: %v", what, len(bad), bad[0])
+	}
 	return got
 }
 

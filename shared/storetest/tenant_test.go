@@ -52,7 +52,7 @@ func (s memTenantStore) DeleteTenantResource(_ context.Context, tenant, kind, na
 	return nil
 }
 
-func (s memTenantStore) ListTenantResources(context.Context) ([]domain.TenantResource, error) {
+func (s memTenantStore) ListTenantResources(context.Context) ([]domain.TenantResource, []error, error) {
 	s.d.mu.Lock()
 	defer s.d.mu.Unlock()
 	var out []domain.TenantResource
@@ -61,7 +61,7 @@ func (s memTenantStore) ListTenantResources(context.Context) ([]domain.TenantRes
 		out = append(out, r)
 	}
 	slices.SortFunc(out, compareTenantResources)
-	return out, nil
+	return out, nil, nil
 }
 
 func (s memTenantStore) TenantRevision(context.Context) (int64, error) {

@@ -49,7 +49,7 @@ func (s *MemoryTenants) DeleteTenantResource(_ context.Context, tenant, kind, na
 }
 
 // ListTenantResources implements domain.TenantStore.
-func (s *MemoryTenants) ListTenantResources(context.Context) ([]domain.TenantResource, error) {
+func (s *MemoryTenants) ListTenantResources(context.Context) ([]domain.TenantResource, []error, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]domain.TenantResource, 0, len(s.m))
@@ -60,7 +60,7 @@ func (s *MemoryTenants) ListTenantResources(context.Context) ([]domain.TenantRes
 	slices.SortFunc(out, func(a, b domain.TenantResource) int {
 		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name))
 	})
-	return out, nil
+	return out, nil, nil
 }
 
 // TenantRevision implements domain.TenantStore.

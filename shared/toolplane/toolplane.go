@@ -122,19 +122,23 @@ func New(ctx context.Context, cfg Config) (*Plane, error) {
 	}
 	p := &Plane{cfg: cfg, parsed: map[string]parsedUpload{}}
 	var uploads []domain.TenantResource
+	var unreadable []error
 	var rev int64
 	if cfg.Tenants != nil {
 		var err error
 		if rev, err = cfg.Tenants.TenantRevision(ctx); err != nil {
 			return nil, fmt.Errorf("toolplane: reading the uploads revision: %w", err)
 		}
-		if uploads, err = cfg.Tenants.ListTenantResources(ctx); err != nil {
+		if uploads, unreadable, err = cfg.Tenants.ListTenantResources(ctx); err != nil {
 			return nil, fmt.Errorf("toolplane: listing tenant uploads: %w", err)
 		}
 	}
-	s, ix, err := p.build(rev, uploads)
+	s, ix, err := p.build(rev, uploads, unreadable)
 	if err != nil {
 		return nil, err
+	}
+	for _, w := range s.Warnings {
+		cfg.Log.WarnContext(ctx, "tenant upload skipped", "problem", w)
 	}
 	p.catalog = toolcatalog.New(ix, s.Revision, toolcatalog.Settings{Now: cfg.Now, TenantClaim: cfg.TenantClaim})
 	p.snap.Store(s)
@@ -180,11 +184,11 @@ func (p *Plane) reloadLocked(ctx context.Context, force bool) error {
 	if !force && rev == p.snap.Load().tenantRev {
 		return nil
 	}
-	uploads, err := p.cfg.Tenants.ListTenantResources(ctx)
+	uploads, unreadable, err := p.cfg.Tenants.ListTenantResources(ctx)
 	if err != nil {
 		return err
 	}
-	s, ix, err := p.build(rev, uploads)
+	s, ix, err := p.build(rev, uploads, unreadable)
 	if err != nil {
 		return err
 	}
@@ -200,9 +204,12 @@ func (p *Plane) reloadLocked(ctx context.Context, force bool) error {
 // build makes a snapshot and its discovery index. An upload that no
 // longer validates, or collides with the bundle, is skipped with a
 // warning: one bad upload never takes the plane down.
-func (p *Plane) build(tenantRev int64, uploads []domain.TenantResource) (*Snapshot, *discovery.Index, error) {
+func (p *Plane) build(tenantRev int64, uploads []domain.TenantResource, unreadable []error) (*Snapshot, *discovery.Index, error) {
 	b := p.cfg.Bundle
 	s := &Snapshot{Revision: fmt.Sprintf("%s+%d", b.Revision, tenantRev), Tools: map[string]Entry{}, tenantRev: tenantRev, uploads: uploads}
+	for _, err := range unreadable {
+		s.Warnings = append(s.Warnings, err.Error())
+	}
 	dc := b.DiscoveryConfig()
 	for id, t := range b.Tools {
 		s.Tools[id] = Entry{Tool: t}

@@ -3,6 +3,7 @@ package toolplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -168,10 +169,17 @@ func TestUploadLimit(t *testing.T) {
 	}
 }
 
-// failing wraps a store and fails its reads when down.
+// failing wraps a store and fails its reads when down; unreadable are
+// records its listing reports as unreadable.
 type failing struct {
 	domain.TenantStore
-	down bool
+	down       bool
+	unreadable []error
+}
+
+func (f *failing) ListTenantResources(ctx context.Context) ([]domain.TenantResource, []error, error) {
+	got, bad, err := f.TenantStore.ListTenantResources(ctx)
+	return got, append(bad, f.unreadable...), err
 }
 
 func (f *failing) TenantRevision(ctx context.Context) (int64, error) {
@@ -188,11 +196,12 @@ func TestBadUploadsAndStoreOutagesNeverTakeThePlaneDown(t *testing.T) {
 	// by hand) is skipped with a warning; the good one is served.
 	_ = mem.PutTenantResource(ctx, domain.TenantResource{Tenant: "a", Kind: domain.TenantKindTool, Name: "bad:tool", Spec: []byte(`{"id":"bad:tool"}`), UpdatedAt: time.Now()})
 	_ = mem.PutTenantResource(ctx, domain.TenantResource{Tenant: "a", Kind: domain.TenantKindTool, Name: "orders:list", Spec: []byte(orderTool), UpdatedAt: time.Now()})
-	st := &failing{TenantStore: mem}
+	// And one the store cannot read at all: the plane still starts.
+	st := &failing{TenantStore: mem, unreadable: []error{fmt.Errorf("tenant upload x: %w", domain.ErrCorrupt)}}
 	clk := &clock{t: time.Unix(1_800_000_000, 0)}
 	p := newPlane(t, st, clk)
 	s := p.Snapshot(ctx)
-	if len(s.Warnings) != 1 || !strings.Contains(s.Warnings[0], "tenant a tool bad:tool") {
+	if len(s.Warnings) != 2 || !strings.Contains(strings.Join(s.Warnings, "\n"), "tenant a tool bad:tool") || !strings.Contains(strings.Join(s.Warnings, "\n"), "tenant upload x") {
 		t.Fatalf("warnings = %q", s.Warnings)
 	}
 	if got := toolIDs(p, "a"); got != "a/orders:list,native:now" {
