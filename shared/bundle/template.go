@@ -3,10 +3,10 @@ package bundle
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"regexp"
-	"strconv"
 	"strings"
+
+	"github.com/agentauth/agentauth/shared/discovery"
 )
 
 // Template builds a subject string from claims: literal text with
@@ -86,7 +86,7 @@ func (t *Template) Expand(claims map[string]any) (string, error) {
 			b.WriteString(p.text)
 			continue
 		}
-		v, ok := lookupClaim(claims, p.text)
+		v, ok := discovery.LookupClaim(claims, p.text)
 		if !ok || v == nil {
 			return "", fmt.Errorf("template: claim %q is missing", p.text)
 		}
@@ -102,78 +102,18 @@ func (t *Template) Expand(claims map[string]any) (string, error) {
 	return b.String(), nil
 }
 
-// lookupClaim finds path as an exact top-level key first (claim names like
-// "https://slack.com/team_id" contain dots), then as a dot path.
-func lookupClaim(claims map[string]any, path string) (any, bool) {
-	if v, ok := claims[path]; ok {
-		return v, true
-	}
-	var cur any = claims
-	for _, seg := range strings.Split(path, ".") {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if cur, ok = m[seg]; !ok {
-			return nil, false
-		}
-	}
-	return cur, true
-}
-
+// claimString is the claim's string form, the one access policies compare
+// (discovery.StringForm), so a subject template and a claim matcher never
+// read the same claim differently.
 func claimString(v any) (string, error) {
-	switch x := v.(type) {
-	case string:
-		return x, nil
-	case bool:
-		return strconv.FormatBool(x), nil
-	case json.Number:
-		if isInteger(string(x)) {
-			return string(x), nil
-		}
-		f, err := x.Float64()
-		if err != nil {
-			return "", fmt.Errorf("not a valid number")
-		}
-		return formatFloat(f, 64)
-	case float64:
-		return formatFloat(x, 64)
-	case float32:
-		return formatFloat(float64(x), 32)
-	case int:
-		return strconv.Itoa(x), nil
-	case int64:
-		return strconv.FormatInt(x, 10), nil
-	case int32:
-		return strconv.FormatInt(int64(x), 10), nil
-	case uint64:
-		return strconv.FormatUint(x, 10), nil
-	case uint32:
-		return strconv.FormatUint(uint64(x), 10), nil
-	case uint:
-		return strconv.FormatUint(uint64(x), 10), nil
+	if s, ok := discovery.StringForm(v); ok {
+		return s, nil
 	}
-	return "", fmt.Errorf("want a string, number or boolean, got %s", claimType(v))
-}
-
-func formatFloat(f float64, bits int) (string, error) {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
+	switch v.(type) {
+	case float64, float32, json.Number:
 		return "", fmt.Errorf("not a finite number")
 	}
-	return strconv.FormatFloat(f, 'f', -1, bits), nil
-}
-
-func isInteger(s string) bool {
-	s = strings.TrimPrefix(s, "-")
-	if s == "" {
-		return false
-	}
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
+	return "", fmt.Errorf("want a string, number or boolean, got %s", claimType(v))
 }
 
 func claimType(v any) string {

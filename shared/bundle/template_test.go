@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/agentauth/agentauth/shared/discovery"
 )
 
 func TestParseTemplate(t *testing.T) {
@@ -113,5 +115,21 @@ func TestTemplateErrorsDoNotShowClaimValues(t *testing.T) {
 	_, err = tp.Expand(map[string]any{"a": "private-claim-value", "b": map[string]any{"x": "nested-private"}})
 	if err == nil || strings.Contains(err.Error(), "private") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestTemplateReadsClaimsAsPoliciesDo: a subject template and an access
+// policy's matcher see the same string for the same claim.
+func TestTemplateReadsClaimsAsPoliciesDo(t *testing.T) {
+	tpl, err := ParseTemplate("x:{n}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []any{json.Number("-0"), -0.0, 1.5, json.Number("12345678901234567890"), true} {
+		got, err := tpl.Expand(map[string]any{"n": v})
+		want, _ := discovery.StringForm(v)
+		if err != nil || got != "x:"+want {
+			t.Errorf("%#v: template %q (%v), policy string form %q", v, got, err, want)
+		}
 	}
 }
