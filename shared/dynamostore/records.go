@@ -4,9 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -94,7 +92,7 @@ func decodeGrant(id string, item map[string]types.AttributeValue) (domain.Grant,
 	}
 	var g domain.Grant
 	if err := json.Unmarshal([]byte(doc), &g); err != nil {
-		return domain.Grant{}, fmt.Errorf("%w: doc: %s", domain.ErrCorrupt, jsonErrorWithoutContent(err))
+		return domain.Grant{}, fmt.Errorf("%w: doc: %s", domain.ErrCorrupt, domain.JSONErrorWithoutContent(err))
 	}
 	g.ID, g.Version, g.CreatedAt = id, version, created
 	return g, nil
@@ -184,7 +182,7 @@ func decodeSession(id string, item map[string]types.AttributeValue) (domain.Sess
 	}
 	var s domain.Session
 	if err := json.Unmarshal([]byte(doc), &s); err != nil {
-		return fail(fmt.Errorf("%w: doc: %s", domain.ErrCorrupt, jsonErrorWithoutContent(err)))
+		return fail(fmt.Errorf("%w: doc: %s", domain.ErrCorrupt, domain.JSONErrorWithoutContent(err)))
 	}
 	s.ID, s.Version, s.Status, s.CompletedAt = id, version, domain.SessionStatus(status), nil
 	if _, ok := item[attrCompletedAt]; ok {
@@ -195,20 +193,4 @@ func decodeSession(id string, item map[string]types.AttributeValue) (domain.Sess
 		s.CompletedAt = &at
 	}
 	return s, sessionState{version: version, status: s.Status, doc: doc}, nil
-}
-
-// jsonErrorWithoutContent keeps decoder errors from quoting the doc (a type
-// error can echo a value) while still saying where it broke.
-func jsonErrorWithoutContent(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("invalid JSON at byte %d", se.Offset)
-	case errors.As(err, &te):
-		return fmt.Sprintf("field %s: cannot decode a JSON %s into %s", te.Field, te.Value, te.Type)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "truncated JSON"
-	}
-	return "cannot decode JSON"
 }

@@ -105,7 +105,7 @@ func decodeRecord[T any](data []byte, kind, id string) (T, error) {
 	var env envelope[T]
 	var zero T
 	if err := json.Unmarshal(data, &env); err != nil {
-		return zero, fmt.Errorf("%w: %v", domain.ErrCorrupt, jsonErrorWithoutContent(err))
+		return zero, fmt.Errorf("%w: %v", domain.ErrCorrupt, domain.JSONErrorWithoutContent(err))
 	}
 	switch {
 	case env.APIVersion != APIVersion:
@@ -116,22 +116,6 @@ func decodeRecord[T any](data []byte, kind, id string) (T, error) {
 		return zero, fmt.Errorf("%w: metadata.name %q does not match the file name", domain.ErrCorrupt, env.Metadata.Name)
 	}
 	return env.Spec, nil
-}
-
-// jsonErrorWithoutContent keeps decoder errors from quoting file content
-// (a type error can echo a value) while still saying where it broke.
-func jsonErrorWithoutContent(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("invalid JSON at byte %d", se.Offset)
-	case errors.As(err, &te):
-		return fmt.Sprintf("field %s: cannot decode a JSON %s into %s", te.Field, te.Value, te.Type)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "truncated JSON"
-	}
-	return "cannot decode JSON"
 }
 
 // readFile reads path and returns its content with the stamp of the inode

@@ -214,7 +214,7 @@ func (s *Store) readTenantRevision() (int64, error) {
 	}
 	var r tenantRevision
 	if err := json.Unmarshal(data, &r); err != nil {
-		return 0, fmt.Errorf("%s: %w: %s", tenantRevisionFile, domain.ErrCorrupt, jsonErrorWithoutContent(err))
+		return 0, fmt.Errorf("%s: %w: %s", tenantRevisionFile, domain.ErrCorrupt, domain.JSONErrorWithoutContent(err))
 	}
 	if r.Revision < 0 {
 		return 0, fmt.Errorf("%s: %w: negative revision", tenantRevisionFile, domain.ErrCorrupt)
@@ -308,7 +308,7 @@ func readTenantFile(kindDir, tenantDirName, kind string, fe fs.DirEntry) (domain
 	}
 	var f tenantFile
 	if err := json.Unmarshal(data, &f); err != nil {
-		return domain.TenantResource{}, fmt.Errorf("%q: %w: %s", path, domain.ErrCorrupt, jsonErrorWithoutContent(err))
+		return domain.TenantResource{}, fmt.Errorf("%q: %w: %s", path, domain.ErrCorrupt, domain.JSONErrorWithoutContent(err))
 	}
 	if f.Spec == nil {
 		return domain.TenantResource{}, fmt.Errorf("%q: %w: no spec", path, domain.ErrCorrupt)
