@@ -5,9 +5,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -18,11 +16,6 @@ import (
 
 // KeySize is the length of every key in bytes (AES-256).
 const KeySize = 32
-
-const (
-	ivSize  = 12
-	tagSize = 16
-)
 
 // ErrUnknownKey is wrapped by Open when a value names a key id the keyring
 // does not hold (wrong or missing key, or a key retired and then lost).
@@ -116,20 +109,12 @@ func (k *Keyring) DerivedKeys(purpose string) [][]byte {
 // as additional data.
 func (k *Keyring) Seal(_ context.Context, plaintext []byte, b domain.Binding) (domain.EncryptedValue, error) {
 	rk := &k.keys[0]
-	iv := make([]byte, ivSize)
-	if _, err := rand.Read(iv); err != nil {
-		return domain.EncryptedValue{}, fmt.Errorf("aesseal: seal %s: random iv: %w", bindingName(b), err)
+	v, err := SealGCM(rk.aead, plaintext, b.AAD())
+	if err != nil {
+		return domain.EncryptedValue{}, fmt.Errorf("aesseal: seal %s: %w", bindingName(b), err)
 	}
-	sealed := rk.aead.Seal(nil, iv, plaintext, b.AAD())
-	ct, tag := sealed[:len(sealed)-tagSize], sealed[len(sealed)-tagSize:]
-	enc := base64.StdEncoding
-	return domain.EncryptedValue{
-		Algorithm:  domain.AlgorithmAES256GCM,
-		IV:         enc.EncodeToString(iv),
-		Ciphertext: enc.EncodeToString(ct),
-		Tag:        enc.EncodeToString(tag),
-		KeyID:      rk.id,
-	}, nil
+	v.KeyID = rk.id
+	return v, nil
 }
 
 // Open decrypts v with the key it names, checking that it was sealed for b.
@@ -137,26 +122,14 @@ func (k *Keyring) Seal(_ context.Context, plaintext []byte, b domain.Binding) (d
 // against every key; authentication makes that safe.
 func (k *Keyring) Open(_ context.Context, v domain.EncryptedValue, b domain.Binding) ([]byte, error) {
 	where := bindingName(b)
-	if v.Algorithm != domain.AlgorithmAES256GCM {
-		return nil, fmt.Errorf("aesseal: open %s: algorithm %q not supported, want %q: %w",
-			where, v.Algorithm, domain.AlgorithmAES256GCM, domain.ErrCorrupt)
-	}
 	if v.WrappedKey != "" {
 		return nil, fmt.Errorf("aesseal: open %s: value has a wrapped data key (sealed by an envelope sealer such as KMS), not a local key: %w",
 			where, domain.ErrCorrupt)
 	}
-	iv, err1 := decodeField(v.IV)
-	ct, err2 := decodeField(v.Ciphertext)
-	tag, err3 := decodeField(v.Tag)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return nil, fmt.Errorf("aesseal: open %s: malformed base64 in iv, ciphertext or tag: %w", where, domain.ErrCorrupt)
+	iv, sealed, err := GCMFields(v)
+	if err != nil {
+		return nil, fmt.Errorf("aesseal: open %s: %w", where, err)
 	}
-	if len(iv) != ivSize || len(tag) != tagSize {
-		return nil, fmt.Errorf("aesseal: open %s: iv is %d bytes and tag %d, want %d and %d: %w",
-			where, len(iv), len(tag), ivSize, tagSize, domain.ErrCorrupt)
-	}
-	sealed := make([]byte, 0, len(ct)+len(tag))
-	sealed = append(append(sealed, ct...), tag...)
 
 	candidates := k.keys
 	if v.KeyID != "" {
@@ -178,12 +151,4 @@ func (k *Keyring) Open(_ context.Context, v domain.EncryptedValue, b domain.Bind
 
 func bindingName(b domain.Binding) string {
 	return b.Record + " " + b.RecordID + " field " + b.Field
-}
-
-// decodeField accepts standard base64 with or without padding.
-func decodeField(s string) ([]byte, error) {
-	if b, err := base64.StdEncoding.DecodeString(s); err == nil {
-		return b, nil
-	}
-	return base64.RawStdEncoding.DecodeString(s)
 }

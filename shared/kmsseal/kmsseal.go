@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
@@ -17,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms/types"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/agentauth/agentauth/shared/aesseal"
 	"github.com/agentauth/agentauth/shared/domain"
 )
 
@@ -46,8 +46,6 @@ const (
 	sealCacheSize      = 256
 
 	dataKeySize = 32
-	ivSize      = 12
-	tagSize     = 16
 )
 
 // ErrUnknownKey is wrapped when KMS does not know the key a value names,
@@ -169,21 +167,12 @@ func (s *Sealer) Seal(ctx context.Context, plaintext []byte, b domain.Binding) (
 	if err != nil {
 		return domain.EncryptedValue{}, err
 	}
-	iv := make([]byte, ivSize)
-	if _, err := rand.Read(iv); err != nil {
-		return domain.EncryptedValue{}, fmt.Errorf("kmsseal: seal %s: random iv: %w", where, err)
+	v, err := aesseal.SealGCM(sk.aead, plaintext, b.AAD())
+	if err != nil {
+		return domain.EncryptedValue{}, fmt.Errorf("kmsseal: seal %s: %w", where, err)
 	}
-	sealed := sk.aead.Seal(nil, iv, plaintext, b.AAD())
-	ct, tag := sealed[:len(sealed)-tagSize], sealed[len(sealed)-tagSize:]
-	enc := base64.StdEncoding
-	return domain.EncryptedValue{
-		Algorithm:  domain.AlgorithmAES256GCM,
-		IV:         enc.EncodeToString(iv),
-		Ciphertext: enc.EncodeToString(ct),
-		Tag:        enc.EncodeToString(tag),
-		KeyID:      sk.keyID,
-		WrappedKey: sk.wrapped,
-	}, nil
+	v.KeyID, v.WrappedKey = sk.keyID, sk.wrapped
+	return v, nil
 }
 
 func (s *Sealer) sealKeyFor(ctx context.Context, b domain.Binding, where string) (*sealKey, error) {
@@ -351,32 +340,18 @@ type parsed struct {
 }
 
 func parseValue(v domain.EncryptedValue) (parsed, error) {
-	if v.Algorithm != domain.AlgorithmAES256GCM {
-		return parsed{}, fmt.Errorf("algorithm %q not supported, want %q: %w", v.Algorithm, domain.AlgorithmAES256GCM, domain.ErrCorrupt)
-	}
 	if v.WrappedKey == "" {
 		return parsed{}, fmt.Errorf("value has no wrapped data key (sealed by a local keyring, not KMS): %w", domain.ErrCorrupt)
 	}
-	iv, err1 := decodeField(v.IV)
-	ct, err2 := decodeField(v.Ciphertext)
-	tag, err3 := decodeField(v.Tag)
-	wrapped, err4 := decodeField(v.WrappedKey)
-	if errors.Join(err1, err2, err3, err4) != nil {
-		return parsed{}, fmt.Errorf("malformed base64 in iv, ciphertext, tag or wrapped key: %w", domain.ErrCorrupt)
+	iv, sealed, err := aesseal.GCMFields(v)
+	if err != nil {
+		return parsed{}, err
 	}
-	if len(iv) != ivSize || len(tag) != tagSize || len(wrapped) == 0 {
-		return parsed{}, fmt.Errorf("iv is %d bytes, tag %d and wrapped key %d, want %d, %d and more than 0: %w",
-			len(iv), len(tag), len(wrapped), ivSize, tagSize, domain.ErrCorrupt)
+	wrapped, err := aesseal.DecodeBase64(v.WrappedKey)
+	if err != nil || len(wrapped) == 0 {
+		return parsed{}, fmt.Errorf("malformed base64 in the wrapped key: %w", domain.ErrCorrupt)
 	}
-	return parsed{iv: iv, sealed: append(ct, tag...), wrapped: wrapped}, nil
-}
-
-// decodeField accepts standard base64 with or without padding.
-func decodeField(s string) ([]byte, error) {
-	if b, err := base64.StdEncoding.DecodeString(s); err == nil {
-		return b, nil
-	}
-	return base64.RawStdEncoding.DecodeString(s)
+	return parsed{iv: iv, sealed: sealed, wrapped: wrapped}, nil
 }
 
 func checkBinding(b domain.Binding) error {
