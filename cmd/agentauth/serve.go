@@ -19,8 +19,6 @@ import (
 	"github.com/agentauth/agentauth/shared/httpapi"
 	"github.com/agentauth/agentauth/shared/logging"
 	"github.com/agentauth/agentauth/shared/oauth"
-	"github.com/agentauth/agentauth/shared/ratelimit"
-	"github.com/agentauth/agentauth/shared/toolhooks"
 	"github.com/agentauth/agentauth/shared/toolsapi"
 )
 
@@ -90,7 +88,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ln.Close()
 		return err
 	}
-	toolsNote, err := mountTools(ctx, api, b, mgr, h, *home, stdout, log)
+	toolsNote, err := mountTools(ctx, api, b, mgr, h, stdout, log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -142,21 +140,14 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // mountTools adds the tool routes when AGENTAUTH_JWKS_URL is set, on the
 // home's store (uploads) and a file rate limiter shared by every server on
 // this home. It returns a note for the start line.
-func mountTools(ctx context.Context, api *httpapi.Server, b *bundle.Bundle, mgr *oauth.Manager, h *embedded.Backends, home string, stdout io.Writer, log *slog.Logger) (string, error) {
-	env, enabled, err := toolsapi.EnvFromGetenv(os.Getenv)
-	if !enabled {
-		return "tool routes off (set " + toolsapi.EnvJWKSURL + ")", nil
-	}
+func mountTools(ctx context.Context, api *httpapi.Server, b *bundle.Bundle, mgr *oauth.Manager, h *embedded.Backends, stdout io.Writer, log *slog.Logger) (string, error) {
+	tools, env, err := toolsapi.FromEnv(ctx, os.Getenv, toolsapi.Deps{Bundle: b, Tokens: mgr, Tenants: h.Store,
+		Limiter: h.ToolLimiter, Stdout: stdout, Function: "serve", Log: log})
 	if err != nil {
 		return "", fmt.Errorf("tool routes:\n%w", err)
 	}
-	tools, err := toolsapi.Assemble(ctx, env, toolsapi.Deps{Bundle: b, Tokens: mgr, Tenants: h.Store,
-		Limiter: func(l ratelimit.Limits) (toolhooks.Limiter, error) {
-			return ratelimit.NewFile(filepath.Join(home, "ratelimit"), l, nil)
-		},
-		Stdout: stdout, Function: "serve", Log: log})
-	if err != nil {
-		return "", fmt.Errorf("tool routes: %w", err)
+	if tools == nil {
+		return "tool routes off (set " + toolsapi.EnvJWKSURL + ")", nil
 	}
 	api.Mount(tools.Register)
 	note := fmt.Sprintf("tool routes on: %d tools, %d skills", len(b.Tools), len(b.Skills))

@@ -29,6 +29,7 @@ import (
 	"github.com/agentauth/agentauth/shared/kmsseal"
 	"github.com/agentauth/agentauth/shared/ratelimit"
 	"github.com/agentauth/agentauth/shared/sqsqueue"
+	"github.com/agentauth/agentauth/shared/toolhooks"
 )
 
 // Environment variables (all but the prefix required).
@@ -55,7 +56,7 @@ type Backends struct {
 
 // ToolLimiter is the tools' rate limiter on the table: one conditional
 // UpdateItem per allowed call, across every Lambda.
-func (b *Backends) ToolLimiter(limits ratelimit.Limits) (*ratelimit.Dynamo, error) {
+func (b *Backends) ToolLimiter(limits ratelimit.Limits) (toolhooks.Limiter, error) {
 	return ratelimit.NewDynamo(b.DynamoDB, b.Table, limits, nil)
 }
 

@@ -17,6 +17,8 @@ import (
 	"github.com/agentauth/agentauth/shared/aesseal"
 	"github.com/agentauth/agentauth/shared/filequeue"
 	"github.com/agentauth/agentauth/shared/filestore"
+	"github.com/agentauth/agentauth/shared/ratelimit"
+	"github.com/agentauth/agentauth/shared/toolhooks"
 )
 
 // EnvKey is the seed's environment variable for the master key.
@@ -90,4 +92,10 @@ func checkKeys(ctx context.Context, st *filestore.Store, kr *aesseal.Keyring, fr
 	}
 	return fmt.Errorf("%d stored record(s) are sealed under key(s) %s, which %s does not hold (loaded: %s): refusing to start with the wrong key; restore the key or add it to %s",
 		n, strings.Join(missing, ", "), src, strings.Join(kr.IDs(), ", "), EnvKey)
+}
+
+// ToolLimiter is the tools' rate limiter for this home: a file per key
+// under <home>/ratelimit, locked across every server sharing the home.
+func (b *Backends) ToolLimiter(limits ratelimit.Limits) (toolhooks.Limiter, error) {
+	return ratelimit.NewFile(filepath.Join(b.Home, "ratelimit"), limits, nil)
 }

@@ -101,13 +101,7 @@ func sameOrigin(req *http.Request, via []*http.Request) error {
 }
 
 // Error is an upstream failure as a tool error.
-type Error struct {
-	Name, Code, Message string
-}
-
-func (e *Error) Error() string         { return e.Message }
-func (e *Error) ToolErrorName() string { return e.Name }
-func (e *Error) ToolErrorCode() string { return e.Code }
+type Error = toolhooks.ToolError
 
 // Error codes of http tools.
 const (
@@ -136,7 +130,7 @@ func (r *Runner) run(ctx context.Context, t *bundle.Tool, auth domain.TurnAuth, 
 	var token string
 	if t.Auth != nil {
 		if r.tokens == nil {
-			return nil, &Error{"ConfigurationError", CodeAuth, "this server has no OAuth broker configured for tool auth"}
+			return nil, toolhooks.NewToolError("ConfigurationError", CodeAuth, "this server has no OAuth broker configured for tool auth")
 		}
 		res := r.tokens.GetAccessToken(ctx, oauth.TokenRequest{AppRef: t.Auth.OAuthAppRef, Scopes: t.Auth.Scopes, Auth: auth})
 		switch res.Status {
@@ -154,7 +148,7 @@ func (r *Runner) run(ctx context.Context, t *bundle.Tool, auth domain.TurnAuth, 
 			if res.Error != nil {
 				code, msg = res.Error.Code, res.Error.Message
 			}
-			return nil, &Error{"AuthError", CodeAuth, fmt.Sprintf("%s: %s (%s)", t.Auth.OAuthAppRef, msg, code)}
+			return nil, toolhooks.NewToolError("AuthError", CodeAuth, fmt.Sprintf("%s: %s (%s)", t.Auth.OAuthAppRef, msg, code))
 		}
 	}
 	client := r.open
@@ -165,15 +159,15 @@ func (r *Runner) run(ctx context.Context, t *bundle.Tool, auth domain.TurnAuth, 
 	if err != nil {
 		// url.Error names the URL; the query may hold arguments, so say
 		// only the host.
-		return nil, &Error{"UpstreamUnreachable", CodeUnreachable, fmt.Sprintf("%s %s: %s", req.Method, req.URL.Host, scrub(unwrapURLError(err), token))}
+		return nil, toolhooks.NewToolError("UpstreamUnreachable", CodeUnreachable, fmt.Sprintf("%s %s: %s", req.Method, req.URL.Host, scrub(unwrapURLError(err), token)))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, r.maxResponse+1))
 	if err != nil {
-		return nil, &Error{"UpstreamUnreachable", CodeUnreachable, fmt.Sprintf("%s %s: reading the answer: %s", req.Method, req.URL.Host, scrub(err.Error(), token))}
+		return nil, toolhooks.NewToolError("UpstreamUnreachable", CodeUnreachable, fmt.Sprintf("%s %s: reading the answer: %s", req.Method, req.URL.Host, scrub(err.Error(), token)))
 	}
 	if int64(len(body)) > r.maxResponse {
-		return nil, &Error{"UpstreamTooLarge", CodeResponseLimit, fmt.Sprintf("the upstream answer is larger than %d bytes", r.maxResponse)}
+		return nil, toolhooks.NewToolError("UpstreamTooLarge", CodeResponseLimit, fmt.Sprintf("the upstream answer is larger than %d bytes", r.maxResponse))
 	}
 	text := scrub(string(body), token)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -185,9 +179,9 @@ func (r *Runner) run(ctx context.Context, t *bundle.Tool, auth domain.TurnAuth, 
 		if s := strings.TrimSpace(text); s != "" && utf8.ValidString(s) {
 			msg += ": " + s
 		}
-		return nil, &Error{"UpstreamError", code, msg}
+		return nil, toolhooks.NewToolError("UpstreamError", code, msg)
 	}
-	return output(resp.Header.Get("Content-Type"), text), nil
+	return output(text), nil
 }
 
 func unwrapURLError(err error) string {
@@ -200,7 +194,7 @@ func unwrapURLError(err error) string {
 
 // output is the upstream's JSON as is, or its text as a JSON string, or
 // null for an empty body.
-func output(contentType, text string) json.RawMessage {
+func output(text string) json.RawMessage {
 	if strings.TrimSpace(text) == "" {
 		return json.RawMessage("null")
 	}
@@ -252,7 +246,7 @@ func buildRequest(ctx context.Context, t *bundle.Tool, raw json.RawMessage) (*ht
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.UseNumber()
 		if err := dec.Decode(&args); err != nil {
-			return nil, &Error{"InvalidArguments", CodeArgs, "arguments must be a JSON object"}
+			return nil, toolhooks.NewToolError("InvalidArguments", CodeArgs, "arguments must be a JSON object")
 		}
 	}
 	path, err := expandPath(t.SourcePath, args)
@@ -261,7 +255,7 @@ func buildRequest(ctx context.Context, t *bundle.Tool, raw json.RawMessage) (*ht
 	}
 	u, err := url.Parse(strings.TrimRight(t.URL, "/") + path)
 	if err != nil {
-		return nil, &Error{"InvalidArguments", CodeArgs, "the arguments do not make a valid upstream URL"}
+		return nil, toolhooks.NewToolError("InvalidArguments", CodeArgs, "the arguments do not make a valid upstream URL")
 	}
 	var body io.Reader
 	switch t.Method {
@@ -281,13 +275,13 @@ func buildRequest(ctx context.Context, t *bundle.Tool, raw json.RawMessage) (*ht
 	default:
 		b, err := json.Marshal(args)
 		if err != nil {
-			return nil, &Error{"InvalidArguments", CodeArgs, "arguments do not encode as JSON"}
+			return nil, toolhooks.NewToolError("InvalidArguments", CodeArgs, "arguments do not encode as JSON")
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, t.Method, u.String(), body)
 	if err != nil {
-		return nil, &Error{"InvalidArguments", CodeArgs, "the arguments do not make a valid upstream request"}
+		return nil, toolhooks.NewToolError("InvalidArguments", CodeArgs, "the arguments do not make a valid upstream request")
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "agentauth-tools/1")
@@ -315,12 +309,12 @@ func expandPath(p string, args map[string]any) (string, error) {
 		v, ok := args[name]
 		s, scalar := scalarString(v)
 		if !ok || !scalar || s == "" {
-			return "", &Error{"InvalidArguments", CodeArgs, fmt.Sprintf("path parameter {%s} needs a non-empty string or number argument %q", name, name)}
+			return "", toolhooks.NewToolError("InvalidArguments", CodeArgs, fmt.Sprintf("path parameter {%s} needs a non-empty string or number argument %q", name, name))
 		}
 		if s == "." || s == ".." {
 			// An upstream would resolve them: the call would leave the
 			// tool's path.
-			return "", &Error{"InvalidArguments", CodeArgs, fmt.Sprintf("path parameter {%s} must not be %q", name, s)}
+			return "", toolhooks.NewToolError("InvalidArguments", CodeArgs, fmt.Sprintf("path parameter {%s} must not be %q", name, s))
 		}
 		delete(args, name)
 		b.WriteString(p[:i])

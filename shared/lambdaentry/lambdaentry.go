@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -166,17 +165,13 @@ func build(ctx context.Context, routes Routes, log *slog.Logger, opts Options) (
 	case CallbackRoutes:
 		return &function{http: api.CallbackHandler(), mgr: mgr, log: log}, nil
 	case ToolsRoutes:
-		env, enabled, err := toolsapi.EnvFromGetenv(os.Getenv)
-		if !enabled {
-			return nil, fmt.Errorf("%s is required for the tools function", toolsapi.EnvJWKSURL)
-		}
-		if err != nil {
-			return nil, err
-		}
-		tools, err := toolsapi.Assemble(ctx, env, toolsapi.Deps{Bundle: b, Tokens: mgr, Tenants: be.tenants,
+		tools, _, err := toolsapi.FromEnv(ctx, os.Getenv, toolsapi.Deps{Bundle: b, Tokens: mgr, Tenants: be.tenants,
 			Limiter: be.limiter, Stdout: os.Stdout, Function: "tools", Log: log})
 		if err != nil {
 			return nil, err
+		}
+		if tools == nil {
+			return nil, fmt.Errorf("%s is required for the tools function", toolsapi.EnvJWKSURL)
 		}
 		api.Mount(tools.Register)
 		return &function{http: api.MountedHandler(), mgr: mgr, log: log}, nil
@@ -217,9 +212,7 @@ func embeddedBackends(ctx context.Context) (*backends, error) {
 	}
 	return &backends{store: be.Store, tenants: be.Store, sealer: be.Keyring, sessionSealer: be.Keyring, queue: be.Queue,
 		stateKeys: be.Keyring.DerivedKeys("state"), secrets: bundle.DirSecrets{Dir: getenv(EnvSecrets, home+"/secrets")},
-		limiter: func(l ratelimit.Limits) (toolhooks.Limiter, error) {
-			return ratelimit.NewFile(filepath.Join(home, "ratelimit"), l, nil)
-		}}, nil
+		limiter: be.ToolLimiter}, nil
 }
 
 func awsBackends(ctx context.Context, counter *awscount.Counter) (*backends, error) {
@@ -229,9 +222,7 @@ func awsBackends(ctx context.Context, counter *awscount.Counter) (*backends, err
 	}
 	return &backends{store: be.Store, tenants: be.Store, sealer: be.GrantSealer, sessionSealer: be.SessionSealer, queue: be.Queue,
 		stateKeys: be.StateKeys(), secrets: be.Secrets,
-		limiter: func(l ratelimit.Limits) (toolhooks.Limiter, error) {
-			return be.ToolLimiter(l)
-		}}, nil
+		limiter: be.ToolLimiter}, nil
 }
 
 // Main is a function's whole main: JSON logs to stdout, build from the

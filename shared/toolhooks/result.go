@@ -59,6 +59,21 @@ type ToolError struct {
 	Code    string `json:"code"`
 }
 
+// ToolError is also an error a tool returns to choose its result's name
+// and code (it implements CodedError).
+func (e *ToolError) Error() string { return e.Message }
+
+// ToolErrorName implements CodedError.
+func (e *ToolError) ToolErrorName() string { return e.Name }
+
+// ToolErrorCode implements CodedError.
+func (e *ToolError) ToolErrorCode() string { return e.Code }
+
+// NewToolError is a tool error with its name, code and message.
+func NewToolError(name, code, message string) *ToolError {
+	return &ToolError{Name: name, Code: code, Message: message}
+}
+
 // ErrorResult turns err into an error result whose message is cut to
 // limit characters (runes; ≤ 0 means the default). A cut message ends in
 // "... (truncated)" and, suffix included, is exactly limit characters long;

@@ -137,9 +137,7 @@ func New(ctx context.Context, cfg Config) (*Plane, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, w := range s.Warnings {
-		cfg.Log.WarnContext(ctx, "tenant upload skipped", "problem", w)
-	}
+	s.logWarnings(ctx, cfg.Log)
 	p.catalog = toolcatalog.New(ix, s.Revision, toolcatalog.Settings{Now: cfg.Now, TenantClaim: cfg.TenantClaim})
 	p.snap.Store(s)
 	p.lastCheck.Store(cfg.Now().UnixNano())
@@ -195,10 +193,14 @@ func (p *Plane) reloadLocked(ctx context.Context, force bool) error {
 	p.snap.Store(s)
 	p.catalog.Update(ix, s.Revision)
 	p.cfg.Log.InfoContext(ctx, "tenant uploads loaded", "revision", s.Revision, "uploads", len(uploads), "unusable", len(s.Warnings))
-	for _, w := range s.Warnings {
-		p.cfg.Log.WarnContext(ctx, "tenant upload skipped", "problem", w)
-	}
+	s.logWarnings(ctx, p.cfg.Log)
 	return nil
+}
+
+func (s *Snapshot) logWarnings(ctx context.Context, log *slog.Logger) {
+	for _, w := range s.Warnings {
+		log.WarnContext(ctx, "tenant upload skipped", "problem", w)
+	}
 }
 
 // build makes a snapshot and its discovery index. An upload that no

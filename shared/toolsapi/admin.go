@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/domain"
@@ -16,7 +15,7 @@ import (
 // admin lets through callers with the agentauth:admin scope whose tenant
 // claim is the route's tenant, or who have no tenant claim (a platform
 // admin). A tenant admin never reaches another tenant's uploads.
-func (a *API) admin(h func(http.ResponseWriter, *http.Request, jwtauth.Claims, string)) func(http.ResponseWriter, *http.Request, jwtauth.Claims) {
+func (a *API) admin(kind string, h func(http.ResponseWriter, *http.Request, jwtauth.Claims, string, string)) func(http.ResponseWriter, *http.Request, jwtauth.Claims) {
 	return func(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
 		tenant := r.PathValue("tenant")
 		if !c.IsAdmin() {
@@ -33,19 +32,11 @@ func (a *API) admin(h func(http.ResponseWriter, *http.Request, jwtauth.Claims, s
 			writeErr(w, 400, "invalidRequest", "the tenant in the path must be 1-64 of letters, digits, _ . - starting with a letter or digit", nil)
 			return
 		}
-		h(w, r, c, tenant)
+		h(w, r, c, tenant, kind)
 	}
 }
 
-// kindOf maps the route's collection to the upload kind.
-func kindOf(r *http.Request) string {
-	if strings.Contains(r.Pattern, "/skills") {
-		return domain.TenantKindSkill
-	}
-	return domain.TenantKindTool
-}
-
-func (a *API) upload(w http.ResponseWriter, r *http.Request, c jwtauth.Claims, tenant string) {
+func (a *API) upload(w http.ResponseWriter, r *http.Request, c jwtauth.Claims, tenant, kind string) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, domain.MaxTenantSpecBytes+1))
 	if err != nil {
 		writeErr(w, 400, "invalidRequest", "the request body could not be read", nil)
@@ -55,7 +46,6 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request, c jwtauth.Claims, t
 		writeErr(w, 413, "payloadTooLarge", fmt.Sprintf("an upload is at most %d bytes", domain.MaxTenantSpecBytes), nil)
 		return
 	}
-	kind := kindOf(r)
 	name, err := a.cfg.Plane.Upload(r.Context(), tenant, kind, body)
 	if err != nil {
 		a.uploadError(w, r, err)
@@ -65,8 +55,8 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request, c jwtauth.Claims, t
 	writeJSON(w, 201, map[string]any{"data": map[string]any{"tenant": tenant, "kind": kind, "name": name}})
 }
 
-func (a *API) listUploads(w http.ResponseWriter, r *http.Request, _ jwtauth.Claims, tenant string) {
-	ups := a.cfg.Plane.Uploads(r.Context(), tenant, kindOf(r))
+func (a *API) listUploads(w http.ResponseWriter, r *http.Request, _ jwtauth.Claims, tenant, kind string) {
+	ups := a.cfg.Plane.Uploads(r.Context(), tenant, kind)
 	out := make([]map[string]any, 0, len(ups))
 	for _, u := range ups {
 		out = append(out, map[string]any{"name": u.Name, "updatedAt": u.UpdatedAt, "spec": u.Spec})
@@ -74,8 +64,8 @@ func (a *API) listUploads(w http.ResponseWriter, r *http.Request, _ jwtauth.Clai
 	writeJSON(w, 200, map[string]any{"data": out})
 }
 
-func (a *API) deleteUpload(w http.ResponseWriter, r *http.Request, c jwtauth.Claims, tenant string) {
-	kind, name := kindOf(r), r.PathValue("name")
+func (a *API) deleteUpload(w http.ResponseWriter, r *http.Request, c jwtauth.Claims, tenant, kind string) {
+	name := r.PathValue("name")
 	if err := a.cfg.Plane.Delete(r.Context(), tenant, kind, name); err != nil {
 		a.uploadError(w, r, err)
 		return

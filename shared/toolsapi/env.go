@@ -103,6 +103,17 @@ func EnvFromGetenv(getenv func(string) string) (env Env, enabled bool, err error
 	return env, true, errors.Join(errs...)
 }
 
+// FromEnv reads the environment and assembles the API: nil (and no error)
+// when AGENTAUTH_JWKS_URL is unset, which turns the tool routes off.
+func FromEnv(ctx context.Context, getenv func(string) string, d Deps) (*API, Env, error) {
+	env, enabled, err := EnvFromGetenv(getenv)
+	if !enabled || err != nil {
+		return nil, env, err
+	}
+	api, err := Assemble(ctx, env, d)
+	return api, env, err
+}
+
 // Deps are what Assemble needs besides Env.
 type Deps struct {
 	Bundle *bundle.Bundle

@@ -94,10 +94,10 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.Handle("GET /v1/agents/tools", a.authed(a.tools))
 	mux.Handle("GET /v1/agents/skills", a.authed(a.skills))
 	mux.Handle("POST /v1/tools/invoke", a.authed(a.invoke))
-	for _, kind := range []string{"skills", "tools"} {
-		mux.Handle("POST /v1/admin/tenants/{tenant}/"+kind, a.authed(a.admin(a.upload)))
-		mux.Handle("GET /v1/admin/tenants/{tenant}/"+kind, a.authed(a.admin(a.listUploads)))
-		mux.Handle("DELETE /v1/admin/tenants/{tenant}/"+kind+"/{name}", a.authed(a.admin(a.deleteUpload)))
+	for path, kind := range map[string]string{"skills": domain.TenantKindSkill, "tools": domain.TenantKindTool} {
+		mux.Handle("POST /v1/admin/tenants/{tenant}/"+path, a.authed(a.admin(kind, a.upload)))
+		mux.Handle("GET /v1/admin/tenants/{tenant}/"+path, a.authed(a.admin(kind, a.listUploads)))
+		mux.Handle("DELETE /v1/admin/tenants/{tenant}/"+path+"/{name}", a.authed(a.admin(kind, a.deleteUpload)))
 	}
 	if a.cfg.Seam {
 		mux.Handle("POST /v1/host/sample/toolhooks/invoke", a.authed(a.seam))
@@ -174,7 +174,7 @@ func (a *API) tools(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
 		writeErr(w, 403, "forbidden", "include_disabled and skip_cache need the agentauth:admin scope", nil)
 		return
 	}
-	res := a.resolve(r.Context(), c, opts, "tools")
+	_, res := a.resolve(r.Context(), c, opts, "tools")
 	manifest := res.Manifest
 	if manifest == nil {
 		manifest = []discovery.ToolManifestEntry{}
@@ -184,13 +184,13 @@ func (a *API) tools(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
 
 // resolve is the caller's manifest at the plane's current snapshot, with
 // the metrics of the resolution.
-func (a *API) resolve(ctx context.Context, c jwtauth.Claims, opts toolcatalog.Options, route string) toolcatalog.Resolution {
-	a.cfg.Plane.Snapshot(ctx) // picks up other processes' uploads
+func (a *API) resolve(ctx context.Context, c jwtauth.Claims, opts toolcatalog.Options, route string) (*toolplane.Snapshot, toolcatalog.Resolution) {
+	snap := a.cfg.Plane.Snapshot(ctx) // picks up other processes' uploads
 	start := time.Now()
 	res := a.cfg.Plane.Catalog().Resolve(c, opts)
 	a.cfg.Metrics.Resolution(ctx, metrics.Resolution{Denied: len(res.Access.GroupIDs) == 0, Tools: len(res.Manifest),
 		Duration: time.Since(start), Cached: res.Cached, Route: route})
-	return res
+	return snap, res
 }
 
 func (a *API) skills(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
@@ -245,16 +245,15 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
 		return
 	}
 	ctx := r.Context()
-	snap := a.cfg.Plane.Snapshot(ctx)
 	// The caller's catalog: the tools its policies let it see.
-	manifest := a.resolve(ctx, c, toolcatalog.Options{}, "invoke").Manifest
-	catalog := make([]string, 0, len(manifest))
-	var matches []Entry
-	for _, e := range manifest {
+	snap, res := a.resolve(ctx, c, toolcatalog.Options{}, "invoke")
+	catalog := make([]string, 0, len(res.Manifest))
+	var matches []catalogTool
+	for _, e := range res.Manifest {
 		catalog = append(catalog, e.Name)
 		if e.Name == req.ToolName {
 			if x, ok := snap.Tools[e.ToolID]; ok {
-				matches = append(matches, Entry{ID: e.ToolID, Entry: x})
+				matches = append(matches, catalogTool{ID: e.ToolID, Entry: x})
 			}
 		}
 	}
@@ -266,8 +265,8 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
 	a.answer(w, out, map[string]any{"toolCalled": out.ToolCalled, "toolReturned": out.ToolReturned, "result": out.Result})
 }
 
-// Entry is a tool of the caller's catalog with its manifest id.
-type Entry struct {
+// catalogTool is a tool of the caller's catalog with its manifest id.
+type catalogTool struct {
 	ID string
 	toolplane.Entry
 }
@@ -275,7 +274,7 @@ type Entry struct {
 // prepare picks the tool the caller named and its implementation. Two
 // tools of one name in a catalog (the bundle allows it) are refused rather
 // than guessed between, under the union of their scopes (fail closed).
-func (a *API) prepare(c jwtauth.Claims, name string, matches []Entry) (toolhooks.Tool, toolhooks.Invoker) {
+func (a *API) prepare(c jwtauth.Claims, name string, matches []catalogTool) (toolhooks.Tool, toolhooks.Invoker) {
 	switch len(matches) {
 	case 0:
 		return toolhooks.Tool{Name: name}, nil // not in the catalog: the hooks refuse it
@@ -288,8 +287,8 @@ func (a *API) prepare(c jwtauth.Claims, name string, matches []Entry) (toolhooks
 			ids = append(ids, m.ID)
 		}
 		return t, func(context.Context, json.RawMessage) (json.RawMessage, error) {
-			return nil, &httptool.Error{Name: "AmbiguousTool", Code: "E_TOOL_AMBIGUOUS",
-				Message: fmt.Sprintf("%d tools are named %q in this catalog (%s): the deployment must rename one", len(ids), name, strings.Join(ids, ", "))}
+			return nil, toolhooks.NewToolError("AmbiguousTool", "E_TOOL_AMBIGUOUS",
+				fmt.Sprintf("%d tools are named %q in this catalog (%s): the deployment must rename one", len(ids), name, strings.Join(ids, ", ")))
 		}
 	}
 	m := matches[0]
@@ -306,8 +305,8 @@ func (a *API) prepare(c jwtauth.Claims, name string, matches []Entry) (toolhooks
 		}
 	}
 	return t, func(context.Context, json.RawMessage) (json.RawMessage, error) {
-		return nil, &httptool.Error{Name: "TransportUnsupported", Code: "E_TOOL_TRANSPORT_UNSUPPORTED",
-			Message: fmt.Sprintf("tool %s (transport %s) is not run by the tools function: the agent runtime runs it", m.ID, bt.Transport)}
+		return nil, toolhooks.NewToolError("TransportUnsupported", "E_TOOL_TRANSPORT_UNSUPPORTED",
+			fmt.Sprintf("tool %s (transport %s) is not run by the tools function: the agent runtime runs it", m.ID, bt.Transport))
 	}
 }
 
