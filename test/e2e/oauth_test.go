@@ -23,9 +23,10 @@ const (
 	clientSecret = "e2e-client-secret-value"
 )
 
-func bundleFor(p *e2ekit.Provider) string {
-	app := func(name, mode, extra string) string {
-		return fmt.Sprintf(`apiVersion: agents.example.io/v1alpha1
+// appYAML is an OAuthApp of the e2e client at p, in subject mode mode,
+// with extra spec lines.
+func appYAML(p *e2ekit.Provider, name, mode, extra string) string {
+	return fmt.Sprintf(`apiVersion: agents.example.io/v1alpha1
 kind: OAuthApp
 metadata: {name: %s}
 spec:
@@ -44,7 +45,10 @@ spec:
   redirect: {callbackPath: /oauth/callback/%s}
   options: {prompt: consent}
 %s`, name, mode, clientID, p.AuthorizationURL, p.TokenURL, p.RevocationURL, p.UserInfoURL, name, extra)
-	}
+}
+
+func bundleFor(p *e2ekit.Provider) string {
+	app := func(name, mode, extra string) string { return appYAML(p, name, mode, extra) }
 	device := fmt.Sprintf(`apiVersion: agents.example.io/v1alpha1
 kind: OAuthApp
 metadata: {name: e2e-device}

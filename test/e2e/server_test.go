@@ -141,18 +141,21 @@ func (s *server) record(what string, body []byte) {
 	s.mu.Unlock()
 }
 
-// call makes a runtime API call and decodes the JSON answer.
-func (s *server) call(t *testing.T, method, path string, body any) (int, map[string]any) {
+// request sends method path with the bearer (none when empty) and a JSON
+// body, records the answer for the leak scan as what, and decodes it.
+func (s *server) request(t *testing.T, method, path, bearer string, body any, timeout time.Duration) (int, http.Header, []byte, map[string]any) {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 70*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, method, s.URL+path, rd)
-	req.Header.Set("Authorization", "Bearer "+s.Token)
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -161,15 +164,27 @@ func (s *server) call(t *testing.T, method, path string, body any) (int, map[str
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("%s %s: %d %q", method, path, resp.StatusCode, raw)
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &out); err != nil {
+			t.Fatalf("%s %s: %d %q", method, path, resp.StatusCode, raw)
+		}
+	}
+	return resp.StatusCode, resp.Header, raw, out
+}
+
+// call makes a runtime API call and decodes the JSON answer.
+func (s *server) call(t *testing.T, method, path string, body any) (int, map[string]any) {
+	t.Helper()
+	code, _, raw, out := s.request(t, method, path, s.Token, body, 70*time.Second)
+	if out == nil {
+		t.Fatalf("%s %s: %d, empty answer", method, path, code)
 	}
 	what := method + " " + path
 	if out["status"] == "ready" {
 		what = "ready"
 	}
 	s.record(what, raw)
-	return resp.StatusCode, out
+	return code, out
 }
 
 type tokenReq struct {

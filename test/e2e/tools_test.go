@@ -22,25 +22,7 @@ import (
 // the user's consent (e2e-user), an http tool on a local orders service
 // without auth, the groups and policies that show them, a global skill.
 func toolsBundle(p *e2ekit.Provider, orders string) string {
-	return fmt.Sprintf(`apiVersion: agents.example.io/v1alpha1
-kind: OAuthApp
-metadata: {name: e2e-user}
-spec:
-  provider: demo
-  flow: authorizationCode
-  subjectMode: user
-  client:
-    clientId: {value: %s}
-    clientSecret: {valueFrom: {env: E2E_CLIENT_SECRET}}
-  endpoints:
-    authorizationUrl: %s
-    tokenUrl: %s
-    userInfoUrl: %s
-  scopes: [openid, profile, email]
-  redirect: {callbackPath: /oauth/callback/e2e-user}
-  subjectVerification: {template: "demo:user:{sub}"}
-  options: {prompt: consent}
----
+	return appYAML(p, "e2e-user", "user", "  subjectVerification: {template: \"demo:user:{sub}\"}\n") + fmt.Sprintf(`---
 apiVersion: agents.example.io/v1alpha1
 kind: Tool
 metadata: {name: whoami}
@@ -90,38 +72,15 @@ apiVersion: agents.example.io/v1alpha1
 kind: Skill
 metadata: {name: deploy}
 spec: {description: How to deploy a service, content: "Run the pipeline, then watch the canary.", scope: global}
-`, clientID, p.AuthorizationURL, p.TokenURL, p.UserInfoURL, p.Issuer, orders)
+`, p.Issuer, orders)
 }
 
 // jwtCall calls a tool route with a bearer JWT.
 func (s *server) jwtCall(t *testing.T, method, path, jwt string, body any) (int, http.Header, map[string]any) {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, method, s.URL+path, rd)
-	if jwt != "" {
-		req.Header.Set("Authorization", "Bearer "+jwt)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	code, h, raw, out := s.request(t, method, path, jwt, body, 30*time.Second)
 	s.record(method+" "+path, raw)
-	var out map[string]any
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &out); err != nil {
-			t.Fatalf("%s %s: %d %q", method, path, resp.StatusCode, raw)
-		}
-	}
-	return resp.StatusCode, resp.Header, out
+	return code, h, out
 }
 
 func manifestNames(m map[string]any) string {
