@@ -2,6 +2,7 @@ package bundle
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 
@@ -125,7 +126,7 @@ func TestTemplateReadsClaimsAsPoliciesDo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []any{json.Number("-0"), -0.0, 1.5, json.Number("12345678901234567890"), true} {
+	for _, v := range []any{json.Number("-0"), math.Copysign(0, -1), 1.5, json.Number("12345678901234567890"), true} {
 		got, err := tpl.Expand(map[string]any{"n": v})
 		want, _ := discovery.StringForm(v)
 		if err != nil || got != "x:"+want {

@@ -200,18 +200,6 @@ func timeText(t time.Time) (string, error) {
 	return string(b), err
 }
 
-// roundTripTime is t as a read will return it (no monotonic reading, the
-// zone as the text gives it).
-func roundTripTime(t time.Time) (time.Time, error) {
-	text, err := timeText(t)
-	if err != nil {
-		return time.Time{}, err
-	}
-	var out time.Time
-	err = out.UnmarshalText([]byte(text))
-	return out, err
-}
-
 // epochCeil is t in whole epoch seconds, rounded up.
 func epochCeil(t time.Time) int64 {
 	sec := t.Unix()

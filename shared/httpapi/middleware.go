@@ -63,8 +63,6 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-type reqIDKey struct{}
-
 // observe gives every request a request id and trace id (in the context,
 // so every log line of the request carries them, and in X-Request-Id),
 // recovers panics into a generic 500, and writes one access log line with
