@@ -1,6 +1,7 @@
 package bundle
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -131,6 +132,16 @@ func validFiles() map[string]string {
 	return map[string]string{"apps.yaml": appsYAML, "more/device.yaml": deviceYAML}
 }
 
+// mustParse parses files with validOptions.
+func mustParse(t *testing.T, files map[string]string) *Bundle {
+	t.Helper()
+	b, err := Parse(toFiles(files), validOptions())
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return b
+}
+
 func toFiles(m map[string]string) []File {
 	var fs []File
 	for name, data := range m {
@@ -140,10 +151,7 @@ func toFiles(m map[string]string) []File {
 }
 
 func TestParseValidBundle(t *testing.T) {
-	b, err := Parse(toFiles(validFiles()), validOptions())
-	if err != nil {
-		t.Fatalf("Parse: %v", err)
-	}
+	b := mustParse(t, validFiles())
 	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(b.Revision) {
 		t.Errorf("Revision = %q, want 64 hex digits", b.Revision)
 	}
@@ -213,10 +221,7 @@ func TestParseValidBundle(t *testing.T) {
 }
 
 func TestBundleLookups(t *testing.T) {
-	b, err := Parse(toFiles(validFiles()), validOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustParse(t, validFiles())
 	if a, ok := b.OAuthApp(domain.ObjectRef{Kind: "OAuthApp", Name: "demo-user"}); !ok || a.Name != "demo-user" {
 		t.Errorf("OAuthApp(OAuthApp/demo-user) = %v, %v", a, ok)
 	}
@@ -287,16 +292,59 @@ func mutate(t *testing.T, files map[string]string, name, old, new string) string
 	return s
 }
 
+// ruleCase breaks one rule in a valid bundle: Parse must fail and name it.
+type ruleCase struct {
+	name     string
+	file     string // the file to change; runRuleCases' file when empty
+	old, new string // replace the first old by new; old "" appends new
+	at       string // the error must name the line of this text in the changed file
+	want     string // what follows "file:line: " in the error
+	opts     func(*Options)
+}
+
+// runRuleCases runs each case on valid() changed as it says, with
+// validOptions changed by its opts.
+func runRuleCases(t *testing.T, valid func() map[string]string, file string, tests []ruleCase) {
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			files := valid()
+			file := cmp.Or(tt.file, file)
+			changed := files[file]
+			if tt.old != "" || tt.new != "" {
+				changed = mutate(t, files, file, tt.old, tt.new)
+			}
+			opts := validOptions()
+			if tt.opts != nil {
+				tt.opts(&opts)
+			}
+			b, err := Parse(toFiles(files), opts)
+			if err == nil {
+				t.Fatalf("Parse succeeded, want error %q", tt.want)
+			}
+			if b != nil {
+				t.Error("Parse returned a bundle with an error")
+			}
+			var ve *ValidationError
+			if !errors.As(err, &ve) || len(ve.Problems) == 0 {
+				t.Fatalf("error %T is not a *ValidationError with problems", err)
+			}
+			want := fmt.Sprintf("%s:%d: %s", file, lineOf(t, changed, tt.at), tt.want)
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error does not contain\n  %s\ngot\n  %s", want, strings.ReplaceAll(err.Error(), "\n", "\n  "))
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("error shows a URL password: %s", err)
+			}
+			if lines := strings.Split(err.Error(), "\n"); len(lines) != len(ve.Problems) {
+				t.Errorf("Error() has %d lines for %d problems", len(lines), len(ve.Problems))
+			}
+		})
+	}
+}
+
 func TestParseRules(t *testing.T) {
-	const apps, dev = "apps.yaml", "more/device.yaml"
-	tests := []struct {
-		name     string
-		file     string // the file to change; apps.yaml when empty
-		old, new string // replace the first old by new; old "" appends new
-		at       string // the error must name the line of this text in the changed file
-		want     string // what follows "file:line: " in the error
-		opts     func(*Options)
-	}{
+	const dev = "more/device.yaml"
+	runRuleCases(t, validFiles, "apps.yaml", []ruleCase{
 		// Envelope.
 		{name: "apiVersion", old: "apiVersion: agents.example.io/v1alpha1", new: "apiVersion: v1",
 			at: "apiVersion: v1", want: `OAuthApp/slack-bot: apiVersion: "v1" is not supported; want agents.example.io/v1alpha1`},
@@ -494,45 +542,7 @@ func TestParseRules(t *testing.T) {
 			at: "subjectVerification:", want: `OAuthApp/slack-bot: spec.subjectVerification.template: required for provider "acme"`},
 		{name: "global mode without source", old: "provider: slack", new: "provider: slack\n  subjectVerification: {template: \"{team_id}\"}",
 			at: "subjectVerification:", want: "OAuthApp/slack-bot: spec.subjectVerification: subjectVerification needs a way to verify the resource owner"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			files := validFiles()
-			file := tt.file
-			if file == "" {
-				file = apps
-			}
-			changed := files[file]
-			if tt.old != "" || tt.new != "" {
-				changed = mutate(t, files, file, tt.old, tt.new)
-			}
-			opts := validOptions()
-			if tt.opts != nil {
-				tt.opts(&opts)
-			}
-			b, err := Parse(toFiles(files), opts)
-			if err == nil {
-				t.Fatalf("Parse succeeded, want error %q", tt.want)
-			}
-			if b != nil {
-				t.Error("Parse returned a bundle with an error")
-			}
-			var ve *ValidationError
-			if !errors.As(err, &ve) || len(ve.Problems) == 0 {
-				t.Fatalf("error %T is not a *ValidationError with problems", err)
-			}
-			want := fmt.Sprintf("%s:%d: %s", file, lineOf(t, changed, tt.at), tt.want)
-			if !strings.Contains(err.Error(), want) {
-				t.Errorf("error does not contain\n  %s\ngot\n  %s", want, strings.ReplaceAll(err.Error(), "\n", "\n  "))
-			}
-			if strings.Contains(err.Error(), "hunter2") {
-				t.Errorf("error shows a URL password: %s", err)
-			}
-			if lines := strings.Split(err.Error(), "\n"); len(lines) != len(ve.Problems) {
-				t.Errorf("Error() has %d lines for %d problems", len(lines), len(ve.Problems))
-			}
-		})
-	}
+	})
 }
 
 func TestParseCollectsAllProblems(t *testing.T) {
@@ -576,10 +586,7 @@ func TestWarnings(t *testing.T) {
 	mutate(t, files, "apps.yaml", "    - openid\n    - profile\n", "")
 	mutate(t, files, "apps.yaml", `    template: "oidc:user:{sub}"`, "    insecureSkipVerification: true")
 	mutate(t, files, "apps.yaml", "    userInfoUrl: http://localhost:9000/me\n", "")
-	b, err := Parse(toFiles(files), validOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustParse(t, files)
 	want := []string{
 		"apps.yaml:7: OAuthApp/slack-bot: spec.scopes: no scopes: the provider's defaults apply; list at least one scope (spec 2.4 rule 3)",
 		"apps.yaml:46: OAuthApp/demo-user: spec.scopes: no scopes: the provider's defaults apply; list at least one scope (spec 2.4 rule 3)",
@@ -775,10 +782,7 @@ func TestAliasesAndAliasBomb(t *testing.T) {
 func TestOptionsValues(t *testing.T) {
 	files := validFiles()
 	mutate(t, files, "apps.yaml", "team: T111", "team: T111\n    n: 3\n    f: 1.5\n    ok: true\n    nothing: null\n    list: [a, 2]\n    nested: {k: v}")
-	b, err := Parse(toFiles(files), validOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustParse(t, files)
 	want := map[string]any{
 		"user_scope": "identity.basic", "team": "T111", "n": int64(3), "f": 1.5, "ok": true,
 		"nothing": nil, "list": []any{"a", int64(2)}, "nested": map[string]any{"k": "v"},

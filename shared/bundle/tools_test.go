@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -145,10 +144,7 @@ func toolFiles() map[string]string {
 }
 
 func TestParseToolKinds(t *testing.T) {
-	b, err := Parse(toFiles(toolFiles()), validOptions())
-	if err != nil {
-		t.Fatalf("Parse: %v", err)
-	}
+	b := mustParse(t, toolFiles())
 	if len(b.OAuthApps) != 3 || len(b.Tools) != 3 || len(b.ToolGroups) != 2 || len(b.AccessPolicies) != 2 || len(b.Skills) != 2 {
 		t.Fatalf("counts: %d apps, %d tools, %d groups, %d policies, %d skills", len(b.OAuthApps), len(b.Tools), len(b.ToolGroups), len(b.AccessPolicies), len(b.Skills))
 	}
@@ -239,10 +235,7 @@ func TestParseToolKinds(t *testing.T) {
 }
 
 func TestToolSchemaValidatesArguments(t *testing.T) {
-	b, err := Parse(toFiles(toolFiles()), validOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustParse(t, toolFiles())
 	sch := b.Tools["slack:post_message"].Schema
 	for _, tt := range []struct {
 		args string
@@ -269,14 +262,7 @@ func TestToolSchemaValidatesArguments(t *testing.T) {
 }
 
 func TestToolRules(t *testing.T) {
-	const tools = "tools.yaml"
-	tests := []struct {
-		name     string
-		file     string // tools.yaml when empty
-		old, new string
-		at       string // the problem names the line of this text in the changed file
-		want     string // what follows "file:line: "
-	}{
+	runRuleCases(t, toolFiles, "tools.yaml", []ruleCase{
 		// Tool: identity.
 		{name: "id missing", old: "  id: native:now\n", new: "",
 			at: "spec:\n  name: now", want: "Tool/clock: spec.id: required"},
@@ -480,35 +466,7 @@ func TestToolRules(t *testing.T) {
 			at: "spec:", want: `Skill/acme-onboarding-2: spec.name: skill name "onboarding" is already used in tenant acme by Skill/acme-onboarding (tools.yaml:113)`},
 		{name: "skill name clash global by default name", file: "z.yaml", new: "apiVersion: agents.example.io/v1alpha1\nkind: Skill\nmetadata: {name: other}\nspec: {name: slack-etiquette, description: d, content: c, scope: global}\n",
 			at: "spec:", want: `Skill/other: spec.name: skill name "slack-etiquette" is already used in global by Skill/slack-etiquette (tools.yaml:104)`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			files := toolFiles()
-			file := tt.file
-			if file == "" {
-				file = tools
-			}
-			changed := mutate(t, files, file, tt.old, tt.new)
-			b, err := Parse(toFiles(files), validOptions())
-			if err == nil {
-				t.Fatalf("Parse succeeded, want error %q", tt.want)
-			}
-			if b != nil {
-				t.Error("Parse returned a bundle with an error")
-			}
-			var ve *ValidationError
-			if !errors.As(err, &ve) || len(ve.Problems) == 0 {
-				t.Fatalf("error %T is not a *ValidationError with problems", err)
-			}
-			want := fmt.Sprintf("%s:%d: %s", file, lineOf(t, changed, tt.at), tt.want)
-			if !strings.Contains(err.Error(), want) {
-				t.Errorf("error does not contain\n  %s\ngot\n  %s", want, strings.ReplaceAll(err.Error(), "\n", "\n  "))
-			}
-			if strings.Contains(err.Error(), "hunter2") {
-				t.Errorf("error shows a URL password: %s", err)
-			}
-		})
-	}
+	})
 }
 
 func TestToolWarnings(t *testing.T) {
@@ -517,10 +475,7 @@ func TestToolWarnings(t *testing.T) {
 	mutate(t, files, "tools.yaml", "excludedToolIds: [slack:legacy_post]", "excludedToolIds: [native:now, slack:gone]")
 	mutate(t, files, "tools.yaml", "  claimMatchers:\n    - {claim: sub, operator: exists}\n  allowedGroupIds: [chat-writers]\n", "  allowedGroupIds: []\n")
 	files["z.yaml"] = "apiVersion: agents.example.io/v1alpha1\nkind: ToolGroup\nmetadata: {name: empty}\nspec: {selectors: []}\n"
-	b, err := Parse(toFiles(files), validOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustParse(t, files)
 	want := []string{
 		"more/device.yaml:14: OAuthApp/cli-device: spec.client.clientSecret.value: a literal secret in the bundle is for tests and demos; use valueFrom (env or secretRef) (spec 2.4 rule 4)",
 		`tools.yaml:39: Tool/clock: spec.name: "what time is it": model APIs accept tool names of 1 to 64 letters, digits, '_' and '-' only`,
@@ -537,10 +492,7 @@ func TestToolWarnings(t *testing.T) {
 }
 
 func TestDiscoveryConfig(t *testing.T) {
-	b, err := Parse(toFiles(toolFiles()), validOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustParse(t, toolFiles())
 	cfg := b.DiscoveryConfig()
 	// Tenant tools join the bundle's.
 	cfg.Tools = append(cfg.Tools, discovery.Tool{ID: "tenant:uploaded_later", Name: "later", Enabled: true})

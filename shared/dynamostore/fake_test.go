@@ -75,6 +75,20 @@ func noTable() error {
 	return &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
 }
 
+// missingTable is a fakeDynamo on which every call fails as it does on a
+// table that does not exist.
+func missingTable() *fakeDynamo {
+	return &fakeDynamo{
+		get:  func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return nil, noTable() },
+		put:  func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) { return nil, noTable() },
+		del:  func(*dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) { return nil, noTable() },
+		scan: func(*dynamodb.ScanInput) (*dynamodb.ScanOutput, error) { return nil, noTable() },
+		tx: func(int, *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
+			return nil, noTable()
+		},
+	}
+}
+
 // canceled builds a TransactionCanceledException; each reason is a code,
 // optionally with the old item.
 func canceled(reasons ...types.CancellationReason) error {

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/agentauth/agentauth/shared/aesseal"
+	"github.com/agentauth/agentauth/shared/awsconfig/emulatortest"
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/storetest"
 )
@@ -351,33 +352,12 @@ func TestCompleteSessionRaceAcrossStores(t *testing.T) {
 			_, err := s.GetSession(ctx, sess.ID)
 			must(t, err, "GetSession")
 		}
-		errs := make([]error, 2)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i, s := range stores {
-			wg.Go(func() {
-				g := storetest.SampleGrant(gid)
-				g.Subject = fmt.Sprint("lambda-", i)
-				<-start
-				_, _, errs[i] = s.CompleteSession(ctx, sess.ID, time.Now(), g)
-			})
-		}
-		close(start)
-		wg.Wait()
-		winner := -1
-		for i, err := range errs {
-			switch {
-			case err == nil && winner >= 0:
-				t.Fatalf("round %d: both won", round)
-			case err == nil:
-				winner = i
-			case !errors.Is(err, domain.ErrConflict):
-				t.Fatalf("round %d: loser %d: %v", round, i, err)
-			}
-		}
-		if winner < 0 {
-			t.Fatalf("round %d: nobody won: %v", round, errs)
-		}
+		winner := storetest.RaceOneWinner(t, fmt.Sprint("round ", round), len(stores), func(i int) error {
+			g := storetest.SampleGrant(gid)
+			g.Subject = fmt.Sprint("lambda-", i)
+			_, _, err := stores[i].CompleteSession(ctx, sess.ID, time.Now(), g)
+			return err
+		})
 		g, err := a.GetGrant(ctx, gid)
 		must(t, err, "GetGrant")
 		if g.Version != int64(round) || g.Subject != fmt.Sprint("lambda-", winner) {
@@ -400,33 +380,12 @@ func TestPutGrantRaceAcrossStores(t *testing.T) {
 	cur, err := first.PutGrant(ctx, g, 0)
 	must(t, err, "PutGrant")
 	for round := range 5 {
-		errs := make([]error, len(stores))
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i, s := range stores {
-			wg.Go(func() {
-				x := g
-				x.Subject = fmt.Sprint("refresher-", i)
-				<-start
-				_, errs[i] = s.PutGrant(ctx, x, cur.Version)
-			})
-		}
-		close(start)
-		wg.Wait()
-		winner := -1
-		for i, err := range errs {
-			switch {
-			case err == nil && winner >= 0:
-				t.Fatalf("round %d: %d and %d both won", round, winner, i)
-			case err == nil:
-				winner = i
-			case !errors.Is(err, domain.ErrConflict):
-				t.Fatalf("round %d: %v", round, err)
-			}
-		}
-		if winner < 0 {
-			t.Fatalf("round %d: nobody won", round)
-		}
+		winner := storetest.RaceOneWinner(t, fmt.Sprint("round ", round), len(stores), func(i int) error {
+			x := g
+			x.Subject = fmt.Sprint("refresher-", i)
+			_, err := stores[i].PutGrant(ctx, x, cur.Version)
+			return err
+		})
 		next, err := first.GetGrant(ctx, g.ID)
 		must(t, err, "GetGrant")
 		if next.Version != cur.Version+1 || next.Subject != fmt.Sprint("refresher-", winner) {
@@ -531,7 +490,7 @@ func TestCorruptItemsEmulator(t *testing.T) {
 }
 
 func TestMissingTableEmulator(t *testing.T) {
-	api := emulator(t)
+	api := emulatortest.DynamoDB(t)
 	s, err := New(api, "agentauth-dynamostore-test-missing-"+storetest.NewGrantID())
 	must(t, err, "New")
 	ctx := context.Background()

@@ -220,16 +220,7 @@ func TestConditionalFailures(t *testing.T) {
 // A missing table is one clear error, whatever the operation.
 func TestMissingTable(t *testing.T) {
 	ctx := context.Background()
-	f := &fakeDynamo{
-		get:  func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return nil, noTable() },
-		put:  func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) { return nil, noTable() },
-		del:  func(*dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) { return nil, noTable() },
-		scan: func(*dynamodb.ScanInput) (*dynamodb.ScanOutput, error) { return nil, noTable() },
-		tx: func(int, *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
-			return nil, noTable()
-		},
-	}
-	s := newFakeStore(t, f)
+	s := newFakeStore(t, missingTable())
 	sess := storetest.SampleSession(storetest.NewSessionID())
 	s.known.setSession(sess.ID, sessionState{version: 0, status: domain.SessionPending, doc: "{}"})
 	calls := map[string]func() error{

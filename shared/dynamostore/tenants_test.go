@@ -251,13 +251,8 @@ func TestTenantCancellations(t *testing.T) {
 
 func TestTenantMissingTable(t *testing.T) {
 	ctx := context.Background()
-	f := &fakeDynamo{
-		get:  func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return nil, noTable() },
-		scan: func(*dynamodb.ScanInput) (*dynamodb.ScanOutput, error) { return nil, noTable() },
-		tx: func(int, *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
-			return nil, noTable()
-		},
-	}
+	f := missingTable()
+	f.put, f.del = nil, nil // the tenant store never calls them: errUnexpected if it does
 	s := newFakeStore(t, f)
 	r := storetest.SampleTenantResource("acme", domain.TenantKindTool, "menu:list")
 	_, _, lerr := s.ListTenantResources(ctx)

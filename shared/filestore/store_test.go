@@ -22,89 +22,71 @@ import (
 	"github.com/agentauth/agentauth/shared/storetest"
 )
 
-func newStore(t testing.TB) *Store {
+// openStore is a Store on home.
+func openStore(t testing.TB, home string) *Store {
 	t.Helper()
-	s, err := New(t.TempDir())
+	s, err := New(home)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
+func newStore(t testing.TB) *Store {
+	t.Helper()
+	return openStore(t, t.TempDir())
+}
+
+// twoStores are two Store values on one fresh home: they behave like two
+// processes (separate caches, separate lock file descriptions).
+func twoStores(t *testing.T) (a, b *Store) {
+	t.Helper()
+	home := t.TempDir()
+	return openStore(t, home), openStore(t, home)
+}
+
+// putSampleGrant stores a new sample grant in s.
+func putSampleGrant(t testing.TB, s *Store) domain.Grant {
+	t.Helper()
+	g, err := s.PutGrant(context.Background(), storetest.SampleGrant(storetest.NewGrantID()), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// filesUnder lists the files (not directories) below dir.
+func filesUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", dir, err)
+	}
+	return files
+}
+
 func TestConformance(t *testing.T) {
 	storetest.RunStore(t, func(t *testing.T) domain.Store { return newStore(t) })
 }
 
-// Two Store values on one home behave like two processes (separate caches,
-// separate lock file descriptions): the suite must hold across them too.
+// The suite must hold across two instances on one home too.
 func TestConformanceTwoInstances(t *testing.T) {
-	storetest.RunStore(t, func(t *testing.T) domain.Store {
-		home := t.TempDir()
-		a, err := New(home)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := New(home)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return splitStore{a, b}
+	storetest.RunStorePair(t, func(t *testing.T) (domain.Store, domain.Store) {
+		a, b := twoStores(t)
+		return a, b
 	})
-}
-
-// splitStore sends reads to one instance and writes alternately to both.
-type splitStore struct{ a, b *Store }
-
-func (s splitStore) GetGrant(ctx context.Context, id string) (domain.Grant, error) {
-	return s.a.GetGrant(ctx, id)
-}
-func (s splitStore) PutGrant(ctx context.Context, g domain.Grant, v int64) (domain.Grant, error) {
-	if v%2 == 0 {
-		return s.b.PutGrant(ctx, g, v)
-	}
-	return s.a.PutGrant(ctx, g, v)
-}
-func (s splitStore) ListGrants(ctx context.Context) ([]domain.Grant, []error, error) {
-	return s.a.ListGrants(ctx)
-}
-func (s splitStore) CreateSession(ctx context.Context, x domain.Session) error {
-	return s.b.CreateSession(ctx, x)
-}
-func (s splitStore) GetSession(ctx context.Context, id string) (domain.Session, error) {
-	return s.a.GetSession(ctx, id)
-}
-func (s splitStore) UpdateSession(ctx context.Context, x domain.Session) (domain.Session, error) {
-	return s.b.UpdateSession(ctx, x)
-}
-func (s splitStore) CompleteSession(ctx context.Context, id string, at time.Time, g domain.Grant) (domain.Session, domain.Grant, error) {
-	if at.Nanosecond()%2 == 0 {
-		return s.a.CompleteSession(ctx, id, at, g)
-	}
-	return s.b.CompleteSession(ctx, id, at, g)
-}
-func (s splitStore) ListSessions(ctx context.Context) ([]domain.Session, []error, error) {
-	return s.a.ListSessions(ctx)
-}
-func (s splitStore) DeleteSession(ctx context.Context, id string) error {
-	return s.b.DeleteSession(ctx, id)
-}
-func (s splitStore) AcquireLease(ctx context.Context, k, o string, ttl time.Duration) error {
-	if len(o)%2 == 0 {
-		return s.a.AcquireLease(ctx, k, o, ttl)
-	}
-	return s.b.AcquireLease(ctx, k, o, ttl)
-}
-func (s splitStore) ReleaseLease(ctx context.Context, k, o string) error {
-	return s.b.ReleaseLease(ctx, k, o)
 }
 
 func TestLayoutAndModes(t *testing.T) {
 	ctx := context.Background()
 	home := t.TempDir()
-	s, err := New(home)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openStore(t, home)
 	for _, d := range []string{"oauth", "oauth/grants", "oauth/sessions", "oauth/leases", "oauth/locks"} {
 		fi, err := os.Stat(filepath.Join(home, d))
 		if err != nil {
@@ -114,10 +96,7 @@ func TestLayoutAndModes(t *testing.T) {
 			t.Fatalf("%s mode %o, want 700", d, fi.Mode().Perm())
 		}
 	}
-	g, err := s.PutGrant(ctx, storetest.SampleGrant(storetest.NewGrantID()), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := putSampleGrant(t, s)
 	sess := storetest.SampleSession(storetest.NewSessionID())
 	if err := s.CreateSession(ctx, sess); err != nil {
 		t.Fatal(err)
@@ -194,11 +173,7 @@ func TestLeaseFileNameIsAHash(t *testing.T) {
 func TestPathTraversalWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	parent := t.TempDir()
-	home := filepath.Join(parent, "home")
-	s, err := New(home)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openStore(t, filepath.Join(parent, "home"))
 	for _, id := range []string{"../x", "../../x", "grant-../../etc", "grant-../../../x", filepath.Join(parent, "abs"), "grant-0123456789abcdef/../../../x"} {
 		g := storetest.SampleGrant(id)
 		if _, err := s.PutGrant(ctx, g, 0); !errors.Is(err, domain.ErrInvalidID) {
@@ -209,14 +184,7 @@ func TestPathTraversalWritesNothing(t *testing.T) {
 			t.Fatalf("CreateSession(%q): %v", id, err)
 		}
 	}
-	var files []string
-	filepath.WalkDir(parent, func(p string, d fs.DirEntry, _ error) error {
-		if !d.IsDir() {
-			files = append(files, p)
-		}
-		return nil
-	})
-	if len(files) != 0 {
+	if files := filesUnder(t, parent); len(files) != 0 {
 		t.Fatalf("files written: %v", files)
 	}
 }
@@ -224,14 +192,7 @@ func TestPathTraversalWritesNothing(t *testing.T) {
 func TestCorruptRecord(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	good, err := s.PutGrant(ctx, storetest.SampleGrant(storetest.NewGrantID()), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := s.PutGrant(ctx, storetest.SampleGrant(storetest.NewGrantID()), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	good, other := putSampleGrant(t, s), putSampleGrant(t, s)
 	// Warm the cache so corruption has to be noticed through the stamp.
 	if _, err := s.GetGrant(ctx, good.ID); err != nil {
 		t.Fatal(err)
@@ -316,9 +277,7 @@ func TestCorruptSessionListed(t *testing.T) {
 
 func TestCacheSeesOtherWriters(t *testing.T) {
 	ctx := context.Background()
-	home := t.TempDir()
-	a, _ := New(home)
-	b, _ := New(home)
+	a, b := twoStores(t)
 	g := storetest.SampleGrant(storetest.NewGrantID())
 	v1, err := a.PutGrant(ctx, g, 0)
 	if err != nil {
@@ -342,10 +301,7 @@ func TestCacheSeesOtherWriters(t *testing.T) {
 func TestConcurrentReadersAndWriters(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	g, err := s.PutGrant(ctx, storetest.SampleGrant(storetest.NewGrantID()), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := putSampleGrant(t, s)
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for range 2 {
@@ -697,7 +653,7 @@ func runProcesses(t *testing.T, n int, mode string, env ...string) (won []int) {
 func TestCrossProcessLease(t *testing.T) {
 	home := t.TempDir()
 	won := raceProcesses(t, 6, "lease", "FILESTORE_TEST_HOME="+home)
-	s, _ := New(home)
+	s := openStore(t, home)
 	ctx := context.Background()
 	if err := s.AcquireLease(ctx, "refresh/shared", fmt.Sprint("owner-", won[0]), time.Minute); err != nil {
 		t.Fatalf("winner cannot extend: %v", err)
@@ -707,39 +663,39 @@ func TestCrossProcessLease(t *testing.T) {
 	}
 }
 
-func TestCrossProcessPutGrant(t *testing.T) {
-	home := t.TempDir()
-	id := storetest.NewGrantID()
-	won := raceProcesses(t, 6, "putgrant", "FILESTORE_TEST_HOME="+home, "FILESTORE_TEST_ID="+id)
-	s, _ := New(home)
+// winnerWrote checks that grant id holds, at version 1, what the one
+// winning child wrote.
+func winnerWrote(t *testing.T, s *Store, id string, won []int) {
+	t.Helper()
 	g, err := s.GetGrant(context.Background(), id)
 	if err != nil || g.Subject != fmt.Sprint("owner-", won[0]) || g.Version != 1 {
 		t.Fatalf("stored grant subject %q version %d (%v), winner %d", g.Subject, g.Version, err, won[0])
 	}
 }
 
+func TestCrossProcessPutGrant(t *testing.T) {
+	home := t.TempDir()
+	id := storetest.NewGrantID()
+	won := raceProcesses(t, 6, "putgrant", "FILESTORE_TEST_HOME="+home, "FILESTORE_TEST_ID="+id)
+	winnerWrote(t, openStore(t, home), id, won)
+}
+
 func TestCrossProcessCompleteSession(t *testing.T) {
 	home := t.TempDir()
-	s, _ := New(home)
+	s := openStore(t, home)
 	sess := storetest.SampleSession(storetest.NewSessionID())
 	if err := s.CreateSession(context.Background(), sess); err != nil {
 		t.Fatal(err)
 	}
 	id := storetest.NewGrantID()
 	won := raceProcesses(t, 6, "complete", "FILESTORE_TEST_HOME="+home, "FILESTORE_TEST_ID="+id, "FILESTORE_TEST_SESSION="+sess.ID)
-	g, err := s.GetGrant(context.Background(), id)
-	if err != nil || g.Subject != fmt.Sprint("owner-", won[0]) || g.Version != 1 {
-		t.Fatalf("stored grant subject %q version %d (%v), winner %d", g.Subject, g.Version, err, won[0])
-	}
+	winnerWrote(t, s, id, won)
 }
 
 func BenchmarkGetGrantWarm(b *testing.B) {
 	ctx := context.Background()
 	s := newStore(b)
-	g, err := s.PutGrant(ctx, storetest.SampleGrant(storetest.NewGrantID()), 0)
-	if err != nil {
-		b.Fatal(err)
-	}
+	g := putSampleGrant(b, s)
 	if _, err := s.GetGrant(ctx, g.ID); err != nil {
 		b.Fatal(err)
 	}
@@ -754,10 +710,7 @@ func BenchmarkGetGrantWarm(b *testing.B) {
 func BenchmarkGetGrantWarmParallel(b *testing.B) {
 	ctx := context.Background()
 	s := newStore(b)
-	g, err := s.PutGrant(ctx, storetest.SampleGrant(storetest.NewGrantID()), 0)
-	if err != nil {
-		b.Fatal(err)
-	}
+	g := putSampleGrant(b, s)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -772,10 +725,7 @@ func BenchmarkGetGrantWarmParallel(b *testing.B) {
 func BenchmarkGetGrantCold(b *testing.B) {
 	ctx := context.Background()
 	s := newStore(b)
-	g, err := s.PutGrant(ctx, storetest.SampleGrant(storetest.NewGrantID()), 0)
-	if err != nil {
-		b.Fatal(err)
-	}
+	g := putSampleGrant(b, s)
 	b.ReportAllocs()
 	for b.Loop() {
 		s.grants.drop(g.ID)
@@ -788,10 +738,8 @@ func BenchmarkGetGrantCold(b *testing.B) {
 func BenchmarkPutGrant(b *testing.B) {
 	ctx := context.Background()
 	s := newStore(b)
-	g, err := s.PutGrant(ctx, storetest.SampleGrant(storetest.NewGrantID()), 0)
-	if err != nil {
-		b.Fatal(err)
-	}
+	g := putSampleGrant(b, s)
+	var err error
 	b.ReportAllocs()
 	for b.Loop() {
 		if g, err = s.PutGrant(ctx, g, g.Version); err != nil {

@@ -22,15 +22,7 @@ func TestTenantConformance(t *testing.T) {
 // Two Store values on one home behave like two processes.
 func TestTenantConformanceTwoInstances(t *testing.T) {
 	storetest.RunTenantStorePair(t, func(t *testing.T) (domain.TenantStore, domain.TenantStore) {
-		home := t.TempDir()
-		a, err := New(home)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := New(home)
-		if err != nil {
-			t.Fatal(err)
-		}
+		a, b := twoStores(t)
 		return a, b
 	})
 }
@@ -41,7 +33,7 @@ func TestCrossProcessTenantPuts(t *testing.T) {
 	if won := runProcesses(t, n, "tenantput", "FILESTORE_TEST_HOME="+home); len(won) != n {
 		t.Fatalf("%d of %d puts succeeded", len(won), n)
 	}
-	s, _ := New(home)
+	s := openStore(t, home)
 	ctx := context.Background()
 	if rev, err := s.TenantRevision(ctx); err != nil || rev != n {
 		t.Fatalf("revision %d (%v) after %d puts from as many processes", rev, err, n)
@@ -54,10 +46,7 @@ func TestCrossProcessTenantPuts(t *testing.T) {
 func TestTenantLayout(t *testing.T) {
 	ctx := context.Background()
 	home := t.TempDir()
-	s, err := New(home)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openStore(t, home)
 	r := storetest.SampleTenantResource("Acme.co", domain.TenantKindTool, "Menu:list")
 	if err := s.PutTenantResource(ctx, r); err != nil {
 		t.Fatal(err)
@@ -175,15 +164,7 @@ func TestTenantCorruptFiles(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			home := t.TempDir()
-			s, _ := New(home)
-			if err := s.PutTenantResource(ctx, r); err != nil {
-				t.Fatal(err)
-			}
-			other := storetest.SampleTenantResource("zeta", domain.TenantKindSkill, "refunds")
-			if err := s.PutTenantResource(ctx, other); err != nil {
-				t.Fatal(err)
-			}
+			s, home := storeHolding(t, r, storetest.SampleTenantResource("zeta", domain.TenantKindSkill, "refunds"))
 			tc.spoil(t, home)
 			got, bad, err := s.ListTenantResources(ctx)
 			if err != nil || !slices.ContainsFunc(got, func(x domain.TenantResource) bool { return x.Tenant == "zeta" }) {
@@ -198,11 +179,7 @@ func TestTenantCorruptFiles(t *testing.T) {
 		})
 	}
 	// Temporary files a crash left behind are not uploads.
-	home := t.TempDir()
-	s, _ := New(home)
-	if err := s.PutTenantResource(ctx, r); err != nil {
-		t.Fatal(err)
-	}
+	s, home := storeHolding(t, r)
 	write(t, filepath.Join(home, "tenants", "acme", "Tool", ".menu%3alist.json.tmp-0123456789abcdef"), "{")
 	if got, bad, err := s.ListTenantResources(ctx); err != nil || len(bad) > 0 || len(got) != 1 {
 		t.Fatalf("with a temporary file: %d uploads, %v %v", len(got), bad, err)
@@ -211,12 +188,8 @@ func TestTenantCorruptFiles(t *testing.T) {
 
 func TestTenantCorruptRevision(t *testing.T) {
 	ctx := context.Background()
-	home := t.TempDir()
-	s, _ := New(home)
 	r := storetest.SampleTenantResource("acme", domain.TenantKindTool, "menu:list")
-	if err := s.PutTenantResource(ctx, r); err != nil {
-		t.Fatal(err)
-	}
+	s, home := storeHolding(t, r)
 	revPath := filepath.Join(home, "tenants", "revision.json")
 	write(t, revPath, "{garbage")
 	if _, err := s.TenantRevision(ctx); !errors.Is(err, domain.ErrCorrupt) {
@@ -243,10 +216,7 @@ func TestTenantTraversalWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	parent := t.TempDir()
 	home := filepath.Join(parent, "home")
-	s, err := New(home)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openStore(t, home)
 	for _, k := range [][3]string{
 		{"../..", domain.TenantKindTool, "x"}, {"acme", "../../x", "x"}, {"acme", domain.TenantKindTool, "../../../x"},
 		{"acme", domain.TenantKindTool, "a/../../../x"}, {"/tmp", domain.TenantKindTool, "x"},
@@ -259,16 +229,23 @@ func TestTenantTraversalWritesNothing(t *testing.T) {
 			t.Fatalf("delete %q: %v", k, err)
 		}
 	}
-	var found []string
-	filepath.WalkDir(parent, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			found = append(found, p)
-		}
-		return nil
-	})
+	found := filesUnder(t, parent)
 	if _, err := os.Stat(filepath.Join(home, "tenants")); err == nil || len(found) > 0 {
 		t.Fatalf("refused writes left files: %v (tenants/: %v)", found, err)
 	}
+}
+
+// storeHolding is a Store on a fresh home that holds rs.
+func storeHolding(t *testing.T, rs ...domain.TenantResource) (*Store, string) {
+	t.Helper()
+	home := t.TempDir()
+	s := openStore(t, home)
+	for _, r := range rs {
+		if err := s.PutTenantResource(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, home
 }
 
 func write(t *testing.T, path, content string) {

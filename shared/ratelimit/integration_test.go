@@ -10,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/agentauth/agentauth/shared/awsconfig/emulatortest"
 	"github.com/agentauth/agentauth/shared/dynamostore"
@@ -20,44 +18,19 @@ import (
 )
 
 // The integration tests run against a local DynamoDB emulator (MiniStack
-// by default) named by AWS_ENDPOINT_URL, on a table created per test with
-// a random name and deleted at the end, since the emulator is shared.
+// by default) named by AWS_ENDPOINT_URL, or skip (see emulatortest), on a
+// table created per test with a random name and deleted at the end, since
+// the emulator is shared.
 
-// emulator returns the DynamoDB client for the emulator, or skips the test
-// (see emulatortest).
-func emulator(t *testing.T) *dynamodb.Client {
-	t.Helper()
-	return dynamodb.NewFromConfig(emulatortest.Config(t))
-}
-
-// newTable creates a table as dynamostore.TableSchema describes, with a
-// unique name, and deletes it when the test ends.
+// newTable creates a table as dynamostore.TableSchema and TimeToLiveSpec
+// describe.
 func newTable(t *testing.T, api *dynamodb.Client) string {
 	t.Helper()
-	ctx := context.Background()
-	name := emulatortest.Name("agentauth-ratelimit-test-")
-	t.Cleanup(func() {
-		_, err := api.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-		var gone *types.ResourceNotFoundException
-		if err != nil && !errors.As(err, &gone) {
-			t.Errorf("delete table %s: %v", name, err)
-		}
-	})
-	if _, err := api.CreateTable(ctx, dynamostore.TableSchema(name)); err != nil {
-		t.Fatalf("create table %s: %v", name, err)
-	}
-	waiter := dynamodb.NewTableExistsWaiter(api, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 100 * time.Millisecond })
-	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, time.Minute); err != nil {
-		t.Fatalf("table %s not active: %v", name, err)
-	}
-	if _, err := api.UpdateTimeToLive(ctx, dynamostore.TimeToLiveSpec(name)); err != nil {
-		t.Fatalf("enable TTL on %s: %v", name, err)
-	}
-	return name
+	return emulatortest.DynamoTable(t, api, "agentauth-ratelimit-test-", dynamostore.TableSchema, dynamostore.TimeToLiveSpec)
 }
 
 func TestDynamoConformance(t *testing.T) {
-	api := emulator(t)
+	api := emulatortest.DynamoDB(t)
 	table := newTable(t, api)
 	runConformance(t, func(t *testing.T, limits Limits, now func() time.Time) (toolhooks.Limiter, error) {
 		return NewDynamo(api, table, limits, now)
@@ -66,7 +39,7 @@ func TestDynamoConformance(t *testing.T) {
 
 // Two limiters built apart share nothing but the table, as two Lambdas do.
 func TestDynamoAcrossLimiters(t *testing.T) {
-	api := emulator(t)
+	api := emulatortest.DynamoDB(t)
 	table := newTable(t, api)
 	const burst = 7
 	limits := Limits{Default: Limit{Rate: 1, Burst: burst}}
@@ -124,7 +97,7 @@ func (c *countingAPI) take() (updates, gets int) {
 }
 
 func TestDynamoCallCount(t *testing.T) {
-	api := &countingAPI{Client: emulator(t)}
+	api := &countingAPI{Client: emulatortest.DynamoDB(t)}
 	table := newTable(t, api.Client)
 	c := newFakeClock()
 	l, err := NewDynamo(api, table, Limits{Default: Limit{Rate: 1, Burst: 3}}, c.Now)
@@ -158,7 +131,7 @@ func TestDynamoCallCount(t *testing.T) {
 }
 
 func TestDynamoMissingTable(t *testing.T) {
-	l, err := NewDynamo(emulator(t), "agentauth-ratelimit-no-such-table", Limits{Default: Limit{Rate: 1, Burst: 1}}, nil)
+	l, err := NewDynamo(emulatortest.DynamoDB(t), "agentauth-ratelimit-no-such-table", Limits{Default: Limit{Rate: 1, Burst: 1}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -247,10 +247,19 @@ func (q *memQueue) List(context.Context) ([]domain.Event, error) {
 	return append([]domain.Event(nil), q.events...), nil
 }
 
+func newMemStore() *memStore {
+	return &memStore{grants: map[string][]byte{}, sessions: map[string][]byte{}, leases: map[string]memLease{}}
+}
+
 // The suites pass against the reference backends.
 func TestReferenceStore(t *testing.T) {
-	RunStore(t, func(*testing.T) domain.Store {
-		return &memStore{grants: map[string][]byte{}, sessions: map[string][]byte{}, leases: map[string]memLease{}}
+	RunStore(t, func(*testing.T) domain.Store { return newMemStore() })
+}
+
+func TestReferenceStorePair(t *testing.T) {
+	RunStorePair(t, func(*testing.T) (domain.Store, domain.Store) {
+		m := newMemStore()
+		return m, m
 	})
 }
 

@@ -1,5 +1,6 @@
 // Package emulatortest gives integration tests the SDK configuration of
-// the local AWS emulator (MiniStack by default) named by AWS_ENDPOINT_URL.
+// the local AWS emulator (MiniStack by default) named by AWS_ENDPOINT_URL,
+// and throwaway DynamoDB tables on it.
 // Tests skip when it is unset — fail instead with
 // AGENTAUTH_REQUIRE_EMULATOR=1, as make test-integration sets — and refuse
 // any endpoint that is not a loopback address: they create and delete
