@@ -2,6 +2,7 @@ package stack_test
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -57,14 +58,24 @@ type fixture struct {
 	id        map[string]string
 }
 
-func synth(t *testing.T, edit func(*stack.Props)) *fixture {
+// testProps are the props every test starts from.
+func testProps() stack.Props { return stack.Props{Prefix: "aa-test", AssetDir: assetDir} }
+
+// newStack constructs a stack from p in an app of its own, writing to the
+// test's temporary directory.
+func newStack(t *testing.T, id string, p stack.Props) (*stack.Stack, error) {
 	t.Helper()
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
-	p := stack.Props{Prefix: "aa-test", AssetDir: assetDir}
+	return stack.New(app, id, p)
+}
+
+func synth(t *testing.T, edit func(*stack.Props)) *fixture {
+	t.Helper()
+	p := testProps()
 	if edit != nil {
 		edit(&p)
 	}
-	s, err := stack.New(app, "AgentAuthTest", p)
+	s, err := newStack(t, "AgentAuthTest", p)
 	if err != nil {
 		t.Fatalf("stack.New: %v", err)
 	}
@@ -113,19 +124,39 @@ func synth(t *testing.T, edit func(*stack.Props)) *fixture {
 	return f
 }
 
+// sharedFixture is a stack synthesized once, by the first test that asks
+// for it, and read by every other.
+type sharedFixture struct {
+	name string
+	edit func(*stack.Props)
+	once sync.Once
+	fix  *fixture
+}
+
+func (s *sharedFixture) get(t *testing.T) *fixture {
+	t.Helper()
+	s.once.Do(func() { s.fix = synth(t, s.edit) })
+	if s.fix == nil {
+		t.Fatal(s.name + " synth failed")
+	}
+	return s.fix
+}
+
 var (
-	defaultOnce sync.Once
-	defaultFix  *fixture
+	defaultStack = &sharedFixture{name: "default"}
+	toolsStack   = &sharedFixture{name: "tools", edit: toolsProps}
 )
 
 // defaults is the stack with default props, synthesized once.
 func defaults(t *testing.T) *fixture {
 	t.Helper()
-	defaultOnce.Do(func() { defaultFix = synth(t, nil) })
-	if defaultFix == nil {
-		t.Fatal("default synth failed")
-	}
-	return defaultFix
+	return defaultStack.get(t)
+}
+
+// withTools is the stack with the tools function (seam off), synthesized once.
+func withTools(t *testing.T) *fixture {
+	t.Helper()
+	return toolsStack.get(t)
 }
 
 func props(r map[string]any) map[string]any {
@@ -358,6 +389,71 @@ func bundleSecretsARN(prefix string) map[string]any {
 	}}}
 }
 
+// functionEnv is the environment every function of a stack with default
+// props gets; each function adds its own.
+func functionEnv(f *fixture) map[string]any {
+	return map[string]any{
+		stack.EnvTable:     ref(f.id["table"]),
+		stack.EnvKMSKeyID:  getAtt(f.id["key"], "Arn"),
+		stack.EnvQueueURL:  ref(f.id["queue"]),
+		stack.EnvBundle:    "/var/task/bundle",
+		stack.EnvPublicURL: getAtt(f.id["api"], "ApiEndpoint"),
+		// Ref of a secret is its ARN.
+		stack.EnvSessionKeysSecret: ref(f.id["sessionKeys"]),
+		stack.EnvSecretPrefix:      "aa-test/",
+	}
+}
+
+// lambdaTrust is the trust policy of a function role: Lambda only.
+func lambdaTrust() map[string]any {
+	return map[string]any{"Statement": []any{map[string]any{
+		"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": map[string]any{"Service": "lambda.amazonaws.com"},
+	}}}
+}
+
+// recordActions is what a function may do to the records table; gettoken
+// and tools also scan it.
+func recordActions(scan bool) []any {
+	actions := []any{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:TransactWriteItems", "dynamodb:ConditionCheckItem"}
+	if scan {
+		actions = append(actions, "dynamodb:Scan")
+	}
+	return actions
+}
+
+// functionPolicy is the exact policy document of function fn's role, whose
+// records statement allows actions.
+func functionPolicy(f *fixture, fn string, actions []any) map[string]any {
+	return map[string]any{"Statement": assertions.Match_ArrayEquals(&[]any{
+		map[string]any{"Effect": "Allow", "Action": []any{"logs:CreateLogStream", "logs:PutLogEvents"}, "Resource": getAtt(f.id[fn+"Logs"], "Arn")},
+		map[string]any{"Effect": "Allow", "Sid": "Records", "Action": actions, "Resource": getAtt(f.id["table"], "Arn")},
+		map[string]any{"Effect": "Allow", "Sid": "Events", "Action": "sqs:SendMessage", "Resource": getAtt(f.id["queue"], "Arn")},
+		map[string]any{"Effect": "Allow", "Sid": "SessionKeys", "Action": "secretsmanager:GetSecretValue", "Resource": ref(f.id["sessionKeys"])},
+		map[string]any{"Effect": "Allow", "Sid": "BundleSecrets", "Action": "secretsmanager:GetSecretValue", "Resource": bundleSecretsARN("aa-test/")},
+	})}
+}
+
+// assertSessionKeyReaders checks that the IAM policies naming the
+// session-keys secret are exactly those of the functions fns.
+func assertSessionKeyReaders(t *testing.T, f *fixture, fns ...string) {
+	t.Helper()
+	var readers []string
+	for lid, r := range f.resources {
+		if r["Type"] == "AWS::IAM::Policy" && strings.Contains(fmt.Sprint(props(r)), fmt.Sprint(ref(f.id["sessionKeys"]))) {
+			readers = append(readers, lid)
+		}
+	}
+	var want []string
+	for _, fn := range fns {
+		want = append(want, f.id[fn+"Policy"])
+	}
+	sort.Strings(readers)
+	sort.Strings(want)
+	if !slices.Equal(readers, want) {
+		t.Errorf("policies naming the session-keys secret: %v, want %v", readers, want)
+	}
+}
+
 func TestSessionKeysSecret(t *testing.T) {
 	runAll(t, defaults(t), []assertion{
 		{"one secret: generated 64 letters and digits, retained", func(t *testing.T, f *fixture) {
@@ -380,18 +476,7 @@ func TestSessionKeysSecret(t *testing.T) {
 			}
 		}},
 		{"only the two function roles may read it", func(t *testing.T, f *fixture) {
-			var readers []string
-			for lid, r := range f.resources {
-				if r["Type"] == "AWS::IAM::Policy" && strings.Contains(fmt.Sprint(props(r)), fmt.Sprint(ref(f.id["sessionKeys"]))) {
-					readers = append(readers, lid)
-				}
-			}
-			sort.Strings(readers)
-			want := []string{f.id[stack.GetToken+"Policy"], f.id[stack.Callback+"Policy"]}
-			sort.Strings(want)
-			if !slices.Equal(readers, want) {
-				t.Errorf("policies naming the session-keys secret: %v, want %v", readers, want)
-			}
+			assertSessionKeyReaders(t, f, stack.GetToken, stack.Callback)
 			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::SecretsManager::ResourcePolicy"), jsii.Number(0)) })
 		}},
 		{"the session-keys secret is outside the bundle secret prefix", func(t *testing.T, f *fixture) {
@@ -509,16 +594,7 @@ func TestFunctions(t *testing.T) {
 		}},
 		{"environment", func(t *testing.T, f *fixture) {
 			for _, fn := range []string{stack.GetToken, stack.Callback} {
-				vars := map[string]any{
-					stack.EnvTable:     ref(f.id["table"]),
-					stack.EnvKMSKeyID:  getAtt(f.id["key"], "Arn"),
-					stack.EnvQueueURL:  ref(f.id["queue"]),
-					stack.EnvBundle:    "/var/task/bundle",
-					stack.EnvPublicURL: getAtt(f.id["api"], "ApiEndpoint"),
-					// Ref of a secret is its ARN.
-					stack.EnvSessionKeysSecret: ref(f.id["sessionKeys"]),
-					stack.EnvSecretPrefix:      "aa-test/",
-				}
+				vars := functionEnv(f)
 				if fn == stack.GetToken {
 					vars[stack.EnvMaxWaitSeconds] = "25"
 				}
@@ -546,32 +622,19 @@ func TestFunctions(t *testing.T) {
 		{"roles: Lambda only, no managed policies", func(t *testing.T, f *fixture) {
 			check(t, func() {
 				f.tpl.ResourcePropertiesCountIs(jsii.String("AWS::IAM::Role"), map[string]any{
-					"AssumeRolePolicyDocument": map[string]any{"Statement": []any{map[string]any{
-						"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": map[string]any{"Service": "lambda.amazonaws.com"},
-					}}},
-					"ManagedPolicyArns": assertions.Match_Absent(),
-					"Policies":          assertions.Match_Absent(),
+					"AssumeRolePolicyDocument": lambdaTrust(),
+					"ManagedPolicyArns":        assertions.Match_Absent(),
+					"Policies":                 assertions.Match_Absent(),
 				}, jsii.Number(2))
 			})
 			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::IAM::Role"), jsii.Number(2)) })
 		}},
 		{"least privilege: exact statements per role", func(t *testing.T, f *fixture) {
-			data := []any{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:TransactWriteItems", "dynamodb:ConditionCheckItem"}
 			for _, fn := range []string{stack.GetToken, stack.Callback} {
-				actions := data
-				if fn == stack.GetToken {
-					actions = append(slices.Clone(data), "dynamodb:Scan")
-				}
 				check(t, func() {
 					f.tpl.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
-						"Roles": []any{ref(f.id[fn+"Role"])},
-						"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayEquals(&[]any{
-							map[string]any{"Effect": "Allow", "Action": []any{"logs:CreateLogStream", "logs:PutLogEvents"}, "Resource": getAtt(f.id[fn+"Logs"], "Arn")},
-							map[string]any{"Effect": "Allow", "Sid": "Records", "Action": actions, "Resource": getAtt(f.id["table"], "Arn")},
-							map[string]any{"Effect": "Allow", "Sid": "Events", "Action": "sqs:SendMessage", "Resource": getAtt(f.id["queue"], "Arn")},
-							map[string]any{"Effect": "Allow", "Sid": "SessionKeys", "Action": "secretsmanager:GetSecretValue", "Resource": ref(f.id["sessionKeys"])},
-							map[string]any{"Effect": "Allow", "Sid": "BundleSecrets", "Action": "secretsmanager:GetSecretValue", "Resource": bundleSecretsARN("aa-test/")},
-						})},
+						"Roles":          []any{ref(f.id[fn+"Role"])},
+						"PolicyDocument": functionPolicy(f, fn, recordActions(fn == stack.GetToken)),
 					})
 				})
 			}
@@ -628,14 +691,7 @@ func TestHTTPAPI(t *testing.T) {
 			}
 		}},
 		{"routes and their authorization", func(t *testing.T, f *fixture) {
-			want := map[string]routeWant{
-				"GET /healthz":              {stack.GetToken, "NONE"},
-				"GET /oauth/callback/{app}": {stack.Callback, "NONE"},
-			}
-			for _, r := range stack.RuntimeRoutes {
-				want[r.Method+" "+r.Path] = routeWant{stack.GetToken, "AWS_IAM"}
-			}
-			assertRoutes(t, f, want)
+			assertRoutes(t, f, runtimeRoutesWant("/oauth/callback/{app}"))
 		}},
 		{"API Gateway may invoke each function only from this API", func(t *testing.T, f *fixture) {
 			for _, fn := range []string{stack.GetToken, stack.Callback} {
@@ -656,6 +712,19 @@ func TestHTTPAPI(t *testing.T) {
 }
 
 type routeWant struct{ fn, auth string }
+
+// runtimeRoutesWant is every route of a stack without the tools function:
+// public health and callback routes, and the runtime routes behind IAM.
+func runtimeRoutesWant(callbackPaths ...string) map[string]routeWant {
+	want := map[string]routeWant{"GET /healthz": {stack.GetToken, "NONE"}}
+	for _, p := range callbackPaths {
+		want["GET "+p] = routeWant{stack.Callback, "NONE"}
+	}
+	for _, r := range stack.RuntimeRoutes {
+		want[r.Method+" "+r.Path] = routeWant{stack.GetToken, "AWS_IAM"}
+	}
+	return want
+}
 
 func assertRoutes(t *testing.T, f *fixture, want map[string]routeWant) {
 	t.Helper()
@@ -813,15 +882,7 @@ func TestCustomProps(t *testing.T) {
 			check(t, func() { f.tpl.HasOutput(jsii.String("PublicUrl"), map[string]any{"Value": "https://auth.example.com"}) })
 		}},
 		{"one public route per callback path, no catch-all", func(t *testing.T, f *fixture) {
-			want := map[string]routeWant{
-				"GET /healthz":                  {stack.GetToken, "NONE"},
-				"GET /oauth/callback/slack-bot": {stack.Callback, "NONE"},
-				"GET /oauth/callback/github":    {stack.Callback, "NONE"},
-			}
-			for _, r := range stack.RuntimeRoutes {
-				want[r.Method+" "+r.Path] = routeWant{stack.GetToken, "AWS_IAM"}
-			}
-			assertRoutes(t, f, want)
+			assertRoutes(t, f, runtimeRoutesWant("/oauth/callback/slack-bot", "/oauth/callback/github"))
 		}},
 		{"log retention from props", func(t *testing.T, f *fixture) {
 			check(t, func() {
@@ -856,20 +917,8 @@ func TestPropsRejected(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(noBootstrap, stack.GetToken), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	notExecutable := t.TempDir()
-	for _, fn := range []string{stack.GetToken, stack.Callback} {
-		if err := os.MkdirAll(filepath.Join(notExecutable, fn), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(notExecutable, fn, "bootstrap"), []byte("x"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cases := []struct {
-		name string
-		edit func(*stack.Props)
-		want string
-	}{
+	notExecutable := fakeFunctions(t, 0o644, stack.GetToken, stack.Callback)
+	assertRejected(t, []rejection{
 		{"bad prefix", func(p *stack.Props) { p.Prefix = "Agent_Auth" }, "prefix"},
 		{"no asset dir", func(p *stack.Props) { p.AssetDir = "" }, "asset directory"},
 		{"missing bootstrap", func(p *stack.Props) { p.AssetDir = noBootstrap }, "function gettoken"},
@@ -880,18 +929,45 @@ func TestPropsRejected(t *testing.T) {
 		{"secret prefix without a closing '/'", func(p *stack.Props) { p.SecretPrefix = "aa-test" }, "secret prefix"},
 		{"secret prefix with a wildcard", func(p *stack.Props) { p.SecretPrefix = "aa-*/" }, "secret prefix"},
 		{"secret prefix '/' (every secret)", func(p *stack.Props) { p.SecretPrefix = "/" }, "secret prefix"},
-	}
+	})
+}
+
+// rejection is props stack.New must refuse: edit turns the test props into
+// them, and the error must contain want.
+type rejection struct {
+	name string
+	edit func(*stack.Props)
+	want string
+}
+
+func assertRejected(t *testing.T, cases []rejection) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
-			p := stack.Props{Prefix: "aa-test", AssetDir: assetDir}
+			p := testProps()
 			tc.edit(&p)
-			_, err := stack.New(app, "Rejected", p)
+			_, err := newStack(t, "Rejected", p)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want one containing %q", err, tc.want)
 			}
 		})
 	}
+}
+
+// fakeFunctions is an asset directory with a bootstrap of the given mode
+// for each of fns, and nothing else.
+func fakeFunctions(t *testing.T, mode os.FileMode, fns ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, fn := range fns {
+		if err := os.MkdirAll(filepath.Join(dir, fn), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fn, "bootstrap"), []byte("x"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
 
 // toolsProps turns the tools function on, as -c jwksUrl=… -c jwtIssuer=…
@@ -905,33 +981,12 @@ func toolsProps(p *stack.Props) {
 	}
 }
 
-var (
-	toolsOnce sync.Once
-	toolsFix  *fixture
-)
-
-// withTools is the stack with the tools function (seam off), synthesized once.
-func withTools(t *testing.T) *fixture {
-	t.Helper()
-	toolsOnce.Do(func() { toolsFix = synth(t, toolsProps) })
-	if toolsFix == nil {
-		t.Fatal("tools synth failed")
-	}
-	return toolsFix
-}
-
 const noToolsWarning = "no tools function and no tool routes: context jwksUrl is not set"
 
 // toolRoutesWant is every route of a stack with the tools function and the
 // default callback path.
 func toolRoutesWant(seam bool) map[string]routeWant {
-	want := map[string]routeWant{
-		"GET /healthz":              {stack.GetToken, "NONE"},
-		"GET /oauth/callback/{app}": {stack.Callback, "NONE"},
-	}
-	for _, r := range stack.RuntimeRoutes {
-		want[r.Method+" "+r.Path] = routeWant{stack.GetToken, "AWS_IAM"}
-	}
+	want := runtimeRoutesWant("/oauth/callback/{app}")
 	for _, r := range stack.ToolRoutes {
 		want[r.Method+" "+r.Path] = routeWant{stack.Tools, "NONE"}
 	}
@@ -994,22 +1049,16 @@ func TestToolsFunction(t *testing.T) {
 			}
 		}},
 		{"environment: the AWS backends, the JWT settings, claims, rate limit, EMF metrics; no seam", func(t *testing.T, f *fixture) {
-			vars := map[string]any{
-				stack.EnvTable:             ref(f.id["table"]),
-				stack.EnvKMSKeyID:          getAtt(f.id["key"], "Arn"),
-				stack.EnvQueueURL:          ref(f.id["queue"]),
-				stack.EnvBundle:            "/var/task/bundle",
-				stack.EnvPublicURL:         getAtt(f.id["api"], "ApiEndpoint"),
-				stack.EnvSessionKeysSecret: ref(f.id["sessionKeys"]),
-				stack.EnvSecretPrefix:      "aa-test/",
-				stack.EnvJWKSURL:           "https://idp.example.com/.well-known/jwks.json",
-				stack.EnvJWTIssuer:         "https://idp.example.com/",
-				stack.EnvJWTAudience:       "agentauth-tools",
-				stack.EnvTenantClaim:       "tenant_id",
-				stack.EnvSkillsClaim:       "skills",
-				stack.EnvToolRateLimit:     "60/m",
-				stack.EnvMetrics:           "emf",
-			}
+			vars := functionEnv(f)
+			maps.Copy(vars, map[string]any{
+				stack.EnvJWKSURL:       "https://idp.example.com/.well-known/jwks.json",
+				stack.EnvJWTIssuer:     "https://idp.example.com/",
+				stack.EnvJWTAudience:   "agentauth-tools",
+				stack.EnvTenantClaim:   "tenant_id",
+				stack.EnvSkillsClaim:   "skills",
+				stack.EnvToolRateLimit: "60/m",
+				stack.EnvMetrics:       "emf",
+			})
 			check(t, func() {
 				f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
 					"FunctionName": "aa-test-tools",
@@ -1057,27 +1106,16 @@ func TestToolsFunction(t *testing.T) {
 			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::IAM::Policy"), jsii.Number(3)) })
 			check(t, func() {
 				f.tpl.HasResourceProperties(jsii.String("AWS::IAM::Role"), map[string]any{
-					"AssumeRolePolicyDocument": map[string]any{"Statement": []any{map[string]any{
-						"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": map[string]any{"Service": "lambda.amazonaws.com"},
-					}}},
-					"Description":       "agentauth tools function",
-					"ManagedPolicyArns": assertions.Match_Absent(),
-					"Policies":          assertions.Match_Absent(),
+					"AssumeRolePolicyDocument": lambdaTrust(),
+					"Description":              "agentauth tools function",
+					"ManagedPolicyArns":        assertions.Match_Absent(),
+					"Policies":                 assertions.Match_Absent(),
 				})
 			})
 			check(t, func() {
 				f.tpl.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
-					"Roles": []any{ref(f.id[stack.Tools+"Role"])},
-					"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayEquals(&[]any{
-						map[string]any{"Effect": "Allow", "Action": []any{"logs:CreateLogStream", "logs:PutLogEvents"}, "Resource": getAtt(f.id[stack.Tools+"Logs"], "Arn")},
-						map[string]any{"Effect": "Allow", "Sid": "Records", "Action": []any{
-							"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
-							"dynamodb:TransactWriteItems", "dynamodb:ConditionCheckItem", "dynamodb:Scan",
-						}, "Resource": getAtt(f.id["table"], "Arn")},
-						map[string]any{"Effect": "Allow", "Sid": "Events", "Action": "sqs:SendMessage", "Resource": getAtt(f.id["queue"], "Arn")},
-						map[string]any{"Effect": "Allow", "Sid": "SessionKeys", "Action": "secretsmanager:GetSecretValue", "Resource": ref(f.id["sessionKeys"])},
-						map[string]any{"Effect": "Allow", "Sid": "BundleSecrets", "Action": "secretsmanager:GetSecretValue", "Resource": bundleSecretsARN("aa-test/")},
-					})},
+					"Roles":          []any{ref(f.id[stack.Tools+"Role"])},
+					"PolicyDocument": functionPolicy(f, stack.Tools, recordActions(true)),
 				})
 			})
 		}},
@@ -1130,18 +1168,7 @@ func TestToolsFunction(t *testing.T) {
 			}
 		}},
 		{"the three function roles read the session keys", func(t *testing.T, f *fixture) {
-			var readers []string
-			for lid, r := range f.resources {
-				if r["Type"] == "AWS::IAM::Policy" && strings.Contains(fmt.Sprint(props(r)), fmt.Sprint(ref(f.id["sessionKeys"]))) {
-					readers = append(readers, lid)
-				}
-			}
-			want := []string{f.id[stack.GetToken+"Policy"], f.id[stack.Callback+"Policy"], f.id[stack.Tools+"Policy"]}
-			sort.Strings(readers)
-			sort.Strings(want)
-			if !slices.Equal(readers, want) {
-				t.Errorf("policies naming the session-keys secret: %v, want %v", readers, want)
-			}
+			assertSessionKeyReaders(t, f, stack.GetToken, stack.Callback, stack.Tools)
 		}},
 		{"outputs: tools URL and function name", func(t *testing.T, f *fixture) {
 			check(t, func() {
@@ -1193,57 +1220,29 @@ func TestToolsSeam(t *testing.T) {
 }
 
 func TestToolsRejected(t *testing.T) {
-	noTools := t.TempDir()
-	for _, fn := range []string{stack.GetToken, stack.Callback} {
-		if err := os.MkdirAll(filepath.Join(noTools, fn), 0o755); err != nil {
-			t.Fatal(err)
+	noTools := fakeFunctions(t, 0o755, stack.GetToken, stack.Callback)
+	// tools turns the tools function on, then edits its props.
+	tools := func(edit func(*stack.ToolsProps)) func(*stack.Props) {
+		return func(p *stack.Props) {
+			toolsProps(p)
+			edit(&p.Tools)
 		}
-		if err := os.WriteFile(filepath.Join(noTools, fn, "bootstrap"), []byte("x"), 0o755); err != nil {
-			t.Fatal(err)
-		}
 	}
-	cases := []struct {
-		name string
-		edit func(*stack.ToolsProps)
-		dir  string
-		want string
-	}{
-		{"no issuer", func(tp *stack.ToolsProps) { tp.JWTIssuer = "" }, "", "missing context jwtIssuer (required with jwksUrl"},
-		{"no audience", func(tp *stack.ToolsProps) { tp.JWTAudience = " " }, "", "missing context jwtAudience (required with jwksUrl"},
-		{"neither", func(tp *stack.ToolsProps) { tp.JWTIssuer, tp.JWTAudience = "", "" }, "", "missing context jwtIssuer and jwtAudience"},
-		{"http JWKS URL", func(tp *stack.ToolsProps) { tp.JWKSURL = "http://idp.example.com/jwks" }, "", "jwksUrl"},
-		{"relative JWKS URL", func(tp *stack.ToolsProps) { tp.JWKSURL = "/jwks" }, "", "jwksUrl"},
-		{"tools not built", func(*stack.ToolsProps) {}, noTools, "function tools"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
-			p := stack.Props{Prefix: "aa-test", AssetDir: assetDir}
-			toolsProps(&p)
-			tc.edit(&p.Tools)
-			if tc.dir != "" {
-				p.AssetDir = tc.dir
-			}
-			_, err := stack.New(app, "Rejected", p)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err = %v, want one containing %q", err, tc.want)
-			}
-		})
-	}
+	assertRejected(t, []rejection{
+		{"no issuer", tools(func(tp *stack.ToolsProps) { tp.JWTIssuer = "" }), "missing context jwtIssuer (required with jwksUrl"},
+		{"no audience", tools(func(tp *stack.ToolsProps) { tp.JWTAudience = " " }), "missing context jwtAudience (required with jwksUrl"},
+		{"neither", tools(func(tp *stack.ToolsProps) { tp.JWTIssuer, tp.JWTAudience = "", "" }), "missing context jwtIssuer and jwtAudience"},
+		{"http JWKS URL", tools(func(tp *stack.ToolsProps) { tp.JWKSURL = "http://idp.example.com/jwks" }), "jwksUrl"},
+		{"relative JWKS URL", tools(func(tp *stack.ToolsProps) { tp.JWKSURL = "/jwks" }), "jwksUrl"},
+		{"tools not built", func(p *stack.Props) { toolsProps(p); p.AssetDir = noTools }, "function tools"},
+		{"tool paths are reserved for callbacks even without tools", func(p *stack.Props) { p.CallbackPaths = []string{"/.well-known/openwop"} }, "collides"},
+	})
 	t.Run("http JWKS URL on loopback is accepted (local emulator)", func(t *testing.T) {
-		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
-		p := stack.Props{Prefix: "aa-test", AssetDir: assetDir}
+		p := testProps()
 		toolsProps(&p)
 		p.Tools.JWKSURL = "http://127.0.0.1:9090/jwks"
-		if _, err := stack.New(app, "Loopback", p); err != nil {
+		if _, err := newStack(t, "Loopback", p); err != nil {
 			t.Fatal(err)
-		}
-	})
-	t.Run("tool paths are reserved for callbacks even without tools", func(t *testing.T) {
-		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
-		p := stack.Props{Prefix: "aa-test", AssetDir: assetDir, CallbackPaths: []string{"/.well-known/openwop"}}
-		if _, err := stack.New(app, "Collide", p); err == nil || !strings.Contains(err.Error(), "collides") {
-			t.Fatalf("err = %v", err)
 		}
 	})
 }

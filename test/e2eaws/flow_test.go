@@ -24,10 +24,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/agentauth/agentauth/shared/awsbackends"
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/dynamostore"
 	"github.com/agentauth/agentauth/shared/oauth"
@@ -66,29 +64,12 @@ const (
 // environments and processes, and no token anywhere but sealed.
 func TestDeployedStackEndToEnd(t *testing.T) {
 	st := loadStack(t)
-	if os.Getenv(envRequire) == "1" {
-		// The emulator is required, so are the provider and browser.
-		for _, err := range []error{e2ekit.ProviderAvailable(), e2ekit.BrowserAvailable()} {
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	e2ekit.RequireProvider(t)
-	e2ekit.RequireBrowser(t)
+	requireProviderAndBrowser(t)
 	started := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
-	be, err := awsbackends.Open(ctx, func(k string) string {
-		return map[string]string{
-			awsbackends.EnvTable: st.TableName, awsbackends.EnvKMSKey: st.KeyArn, awsbackends.EnvQueueURL: st.QueueURL,
-			awsbackends.EnvSessionKeysSecret: st.SessionKeys, awsbackends.EnvSecretPrefix: st.SecretPrefix,
-		}[k]
-	}, nil)
-	if err != nil {
-		t.Fatalf("open the stack's backends on the emulator: %v", err)
-	}
+	be := st.backends(ctx, t)
 	db := dynamodb.NewFromConfig(be.Config)
 	sqsAPI := sqs.NewFromConfig(be.Config)
 
@@ -108,25 +89,18 @@ func TestDeployedStackEndToEnd(t *testing.T) {
 	}
 
 	// The provider the deployed bundle points at, with the deployed secret.
-	clientSecret, err := be.Secrets.ResolveSecret("demo-oidc", "clientSecret")
-	if err != nil {
-		t.Fatalf("the deploy's demo secret %sdemo-oidc: %v", st.SecretPrefix, err)
-	}
+	callbackGlobal, callbackUser := st.PublicURL+"/oauth/callback/demo-global", st.PublicURL+"/oauth/callback/demo-user"
+	client := demoClient(t, st, be, callbackGlobal, callbackUser)
 	if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", providerPort)); err != nil {
 		t.Fatalf("127.0.0.1:%d is taken (%v): the deployed bundle expects the demo provider there; stop whatever listens (make run?)", providerPort, err)
 	} else {
 		ln.Close()
 	}
-	callbackGlobal, callbackUser := st.PublicURL+"/oauth/callback/demo-global", st.PublicURL+"/oauth/callback/demo-user"
 	p := e2ekit.StartProvider(t, e2ekit.ProviderOptions{
 		Port:           providerPort,
 		Stats:          true,
 		AccessTokenTTL: providerTTL,
-		Clients: []e2ekit.Client{{
-			ClientID: demoClientID, ClientSecret: clientSecret.Reveal(),
-			RedirectURIs: []string{callbackGlobal, callbackUser},
-			GrantTypes:   []string{e2ekit.GrantAuthorizationCode, e2ekit.GrantRefreshToken},
-		}},
+		Clients:        []e2ekit.Client{client},
 	})
 	browser := e2ekit.StartBrowserWith(t, e2ekit.BrowserOptions{LocalhostSubdomains: true})
 
@@ -135,18 +109,8 @@ func TestDeployedStackEndToEnd(t *testing.T) {
 	rid := runID()
 	t.Logf("run %s against stack %s (API %s, emulator %s)", rid, st.Name, st.APIHost, st.Endpoint)
 
-	var secretsMu sync.Mutex
-	secrets := map[string]string{} // value → what it is, for the leak scan
-	keep := func(what, v string) {
-		if v != "" {
-			secretsMu.Lock()
-			if _, ok := secrets[v]; !ok {
-				secrets[v] = what
-			}
-			secretsMu.Unlock()
-		}
-	}
-	var pages []recorded     // callback pages the browser rendered
+	secrets := newSecretSet()
+	pages := &recorder{}     // callback pages the browser rendered
 	var queueBodies []string // auth.granted messages read back
 
 	// What this run creates, removed at the end (the stack stays).
@@ -167,10 +131,7 @@ func TestDeployedStackEndToEnd(t *testing.T) {
 			keys = append(keys, "session#"+id)
 		}
 		for _, k := range keys {
-			if _, err := db.DeleteItem(cctx, &dynamodb.DeleteItemInput{TableName: aws.String(st.TableName),
-				Key: map[string]ddbtypes.AttributeValue{dynamostore.PartitionKey: &ddbtypes.AttributeValueMemberS{Value: k}}}); err != nil {
-				t.Errorf("cleanup: delete %s: %v", k, err)
-			}
+			deleteKey(cctx, t, db, st.TableName, k)
 		}
 		// A failed run may leave messages of its instances on the queue:
 		// take them off (a passing run has acknowledged its one message
@@ -208,7 +169,7 @@ func TestDeployedStackEndToEnd(t *testing.T) {
 		}
 		track(out.AuthSessionID, "")
 		if out.Status == "ready" {
-			keep("access token (ready answer)", out.AccessToken)
+			secrets.keep("access token (ready answer)", out.AccessToken)
 		}
 		return out
 	}
@@ -218,16 +179,7 @@ func TestDeployedStackEndToEnd(t *testing.T) {
 		if out.Status != "authorization_required" || !strings.HasPrefix(out.AuthSessionID, "as-") {
 			t.Fatalf("want authorization_required, got %s", out.describe())
 		}
-		au, err := url.Parse(out.AuthorizationURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q := au.Query()
-		if au.Host != fmt.Sprintf("127.0.0.1:%d", providerPort) || q.Get("redirect_uri") != callback || q.Get("client_id") != demoClientID ||
-			q.Get("code_challenge_method") != "S256" || q.Get("state") == "" {
-			t.Fatalf("authorization URL %s://%s%s: redirect_uri %q (want %q), client_id %q, PKCE %q",
-				au.Scheme, au.Host, au.Path, q.Get("redirect_uri"), callback, q.Get("client_id"), q.Get("code_challenge_method"))
-		}
+		checkAuthorizationURL(t, out.AuthorizationURL, callback)
 		return out
 	}
 	ready := func(t *testing.T, r tokenReq) tokenResult {
@@ -258,18 +210,6 @@ func TestDeployedStackEndToEnd(t *testing.T) {
 		}
 		return m
 	}
-	consent := func(t *testing.T, authURL, login string) e2ekit.Result {
-		t.Helper()
-		res, err := browser.Authorize(ctx, authURL, login)
-		pages = append(pages, recorded{"callback page " + redactURL(res.FinalURL), []byte(res.Title + "\n" + res.BodyText)})
-		if u, perr := url.Parse(res.FinalURL); perr == nil {
-			keep("authorization code (callback URL)", u.Query().Get("code"))
-		}
-		if err != nil {
-			t.Fatalf("browser: %v (at %s, status %d, load error %q)", err, redactURL(res.FinalURL), res.Status, res.LoadError)
-		}
-		return res
-	}
 
 	global := tokenReq{App: "demo-global", Global: "demo:team:" + rid, User: "demo:user:alice-" + rid, Instance: rid + "-global", Channel: "C-" + rid}
 	globalRef := domain.ObjectRef{Kind: "OAuthApp", Name: "demo-global"}
@@ -278,22 +218,12 @@ func TestDeployedStackEndToEnd(t *testing.T) {
 	globalGroup := own(global.Instance)
 	var globalSession, callbackURL, globalToken string
 
-	must := func(ok bool) {
-		if !ok {
-			t.FailNow()
-		}
-	}
-	timed := func(name string, f func(t *testing.T)) bool {
-		start := time.Now()
-		ok := t.Run(name, f)
-		t.Logf("%-60s %6.1fs", name, time.Since(start).Seconds())
-		return ok
-	}
+	must, timed := steps(t)
 
 	must(timed("global mode: consent in Chromium through the deployed callback, then ready", func(t *testing.T) {
 		out := authRequired(t, global, callbackGlobal)
 		globalSession = out.AuthSessionID
-		res := consent(t, out.AuthorizationURL, "alice-"+rid)
+		res := consent(ctx, t, browser, pages, secrets, out.AuthorizationURL, "alice-"+rid)
 		callbackURL = res.FinalURL
 		if !strings.HasPrefix(res.FinalURL, callbackGlobal+"?") || res.Status != 200 || !strings.Contains(res.BodyText, "Connected") ||
 			!strings.HasPrefix(res.Title, "Connected") {
@@ -342,7 +272,7 @@ func TestDeployedStackEndToEnd(t *testing.T) {
 
 	must(timed("the callback URL replayed in Chromium: session_already_used, nothing queued, grant unchanged", func(t *testing.T) {
 		res, err := browser.Open(ctx, callbackURL)
-		pages = append(pages, recorded{"replayed callback page", []byte(res.Title + "\n" + res.BodyText)})
+		pages.add("replayed callback page", []byte(res.Title+"\n"+res.BodyText))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -388,7 +318,7 @@ func TestDeployedStackEndToEnd(t *testing.T) {
 
 	must(timed("user mode: another user logs in → subject_mismatch, no grant in DynamoDB", func(t *testing.T) {
 		out := authRequired(t, carol, callbackUser)
-		res := consent(t, out.AuthorizationURL, "bob-"+rid)
+		res := consent(ctx, t, browser, pages, secrets, out.AuthorizationURL, "bob-"+rid)
 		if !strings.HasPrefix(res.FinalURL, callbackUser+"?") || res.Status != 400 || !strings.Contains(res.BodyText, "subject_mismatch") {
 			t.Fatalf("mismatch page: %s status %d title %q: %.400s", redactURL(res.FinalURL), res.Status, res.Title, res.BodyText)
 		}
@@ -438,18 +368,7 @@ func TestDeployedStackEndToEnd(t *testing.T) {
 			if err != nil {
 				t.Fatalf("grant %s: %v", id, err)
 			}
-			v, err := be.GrantSealer.Open(ctx, g.Token.AccessToken, domain.GrantBinding(g, domain.FieldAccessToken))
-			if err != nil {
-				t.Fatalf("open the access token of %s with KMS: %v", id, err)
-			}
-			keep("access token (stored)", string(v))
-			if g.Token.RefreshToken != nil {
-				v, err := be.GrantSealer.Open(ctx, *g.Token.RefreshToken, domain.GrantBinding(g, domain.FieldRefreshToken))
-				if err != nil {
-					t.Fatalf("open the refresh token of %s with KMS: %v", id, err)
-				}
-				keep("refresh token (stored)", string(v))
-			}
+			keepGrantTokens(ctx, t, be, secrets, g)
 		}
 		for _, id := range sids {
 			s, err := be.Store.GetSession(ctx, id)
@@ -464,7 +383,7 @@ func TestDeployedStackEndToEnd(t *testing.T) {
 				if err != nil {
 					t.Fatalf("open the PKCE verifier of %s: %v", id, err)
 				}
-				keep("PKCE code verifier (stored)", string(v))
+				secrets.keep("PKCE code verifier (stored)", string(v))
 			}
 		}
 	}
@@ -524,7 +443,7 @@ func TestDeployedStackEndToEnd(t *testing.T) {
 				t.Errorf("request %d (process %d) got a different token", i, a.Process)
 			}
 		}
-		keep("access token (refreshed, burst answers)", tok)
+		secrets.keep("access token (refreshed, burst answers)", tok)
 		t.Logf("burst: %d requests from %d processes, sent %v–%v after the agreed moment, answered in %v (first answer after %v, last after %v); MiniStack spawned %d new gettoken environment(s) during it",
 			len(burst.answers), workerProcesses, burst.firstSent.Round(time.Millisecond), burst.lastSent.Round(time.Millisecond), burst.span.Round(time.Millisecond),
 			burst.first.Round(time.Millisecond), burst.last.Round(time.Millisecond), burst.spawnedGetToken)
@@ -586,25 +505,13 @@ func TestDeployedStackEndToEnd(t *testing.T) {
 	must(t.Run("collect the sealed values after the refresh", collectSealed))
 
 	must(timed("only sealed values: DynamoDB, both log groups, MiniStack's log, every non-ready answer", func(t *testing.T) {
-		secretsMu.Lock()
-		defer secretsMu.Unlock()
-		kinds := map[string]int{}
-		for _, what := range secrets {
-			kinds[what]++
-		}
-		t.Logf("secret values collected: %d %v", len(secrets), kinds)
-		if len(secrets) < 6 {
-			t.Fatalf("only %d secret values collected; the scan would prove little", len(secrets))
+		collected, kinds := secrets.count()
+		t.Logf("secret values collected: %d %v", collected, kinds)
+		if collected < 6 {
+			t.Fatalf("only %d secret values collected; the scan would prove little", collected)
 		}
 		leaks := 0
-		leak := func(where string, data string) {
-			for v, what := range secrets {
-				if len(v) >= 16 && strings.Contains(data, v) {
-					leaks++
-					t.Errorf("a secret (%s, %.6s…) appears in %s", what, v, where)
-				}
-			}
-		}
+		leak := func(where string, data string) { leaks += secrets.scan(t, where, data) }
 
 		// DynamoDB: every item of the table, every attribute.
 		items, err := scanTable(ctx, db, st.TableName)
@@ -635,12 +542,7 @@ func TestDeployedStackEndToEnd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var all strings.Builder
-			for _, e := range events {
-				all.WriteString(e.Message)
-				all.WriteString("\n")
-			}
-			text := all.String()
+			text := logText(events)
 			leak("log group "+group, text)
 			mark := globalGrant // gettoken: "grant refreshed" names the grant
 			if fn == st.Callback {
@@ -669,14 +571,15 @@ func TestDeployedStackEndToEnd(t *testing.T) {
 				n++
 			}
 		}
-		for _, pg := range pages {
+		callbackPages := pages.all()
+		for _, pg := range callbackPages {
 			leak(pg.what, string(pg.body))
 		}
 		for i, body := range queueBodies {
 			leak(fmt.Sprintf("queue message %d", i), body)
 		}
 		leak("provider output", strings.Join(p.Logs(), "\n"))
-		t.Logf("scanned %d non-ready answers, %d callback pages, %d queue messages, the provider's output; %d leaks", n, len(pages), len(queueBodies), leaks)
+		t.Logf("scanned %d non-ready answers, %d callback pages, %d queue messages, the provider's output; %d leaks", n, len(callbackPages), len(queueBodies), leaks)
 	}))
 
 	t.Logf("run %s: %d grant(s), %d session(s) created; total %v", rid, len(grantIDs), len(sessionIDs), time.Since(started).Round(100*time.Millisecond))

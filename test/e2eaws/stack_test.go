@@ -259,6 +259,11 @@ func (g *gateway) do(ctx context.Context, method, path string, body []byte, sign
 			return answer{}, err
 		}
 	}
+	return g.send(req, method, path)
+}
+
+// send sends req, a method request for path, and reads the answer.
+func (g *gateway) send(req *http.Request, method, path string) (answer, error) {
 	resp, err := g.client.Do(req)
 	if err != nil {
 		return answer{}, fmt.Errorf("%s %s: %w", method, redactPath(path), err)
@@ -370,22 +375,29 @@ func (s *stack) awsJSON(ctx context.Context, service, target string, in, out any
 	}
 	req.Header.Set("Content-Type", "application/x-amz-json-1.1")
 	req.Header.Set("X-Amz-Target", target)
-	sum := sha256.Sum256(body)
+	return signedCall(ctx, req, body, service, target, out)
+}
+
+// signedCall signs req, whose body is payload, for service with the test
+// credentials, sends it to the emulator, and decodes the JSON of a 200
+// answer into out; errors name the call as what.
+func signedCall(ctx context.Context, req *http.Request, payload []byte, service, what string, out any) error {
+	sum := sha256.Sum256(payload)
 	creds := aws.Credentials{AccessKeyID: accessKeyID, SecretAccessKey: secretAccessKey}
 	if err := v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), service, region, time.Now()); err != nil {
 		return err
 	}
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
-		return fmt.Errorf("%s: %w", target, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil {
-		return fmt.Errorf("%s: %w", target, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: HTTP %d %.300s", target, resp.StatusCode, b)
+		return fmt.Errorf("%s: HTTP %d %.300s", what, resp.StatusCode, b)
 	}
 	return json.Unmarshal(b, out)
 }

@@ -21,11 +21,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/agentauth/agentauth/shared/awsbackends"
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/dynamostore"
 	"github.com/agentauth/agentauth/shared/jwtauth/jwttest"
@@ -108,24 +106,7 @@ func (s *stack) lambdaGet(ctx context.Context, path string, out any) error {
 	if err != nil {
 		return err
 	}
-	sum := sha256.Sum256(nil)
-	creds := aws.Credentials{AccessKeyID: accessKeyID, SecretAccessKey: secretAccessKey}
-	if err := v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "lambda", region, time.Now()); err != nil {
-		return err
-	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: HTTP %d %.300s", path, resp.StatusCode, b)
-	}
-	return json.Unmarshal(b, out)
+	return signedCall(ctx, req, nil, "lambda", "GET "+path, out)
 }
 
 // bearer calls a tool route through the gateway with a bearer JWT (none
@@ -151,16 +132,11 @@ func (g *gateway) bearer(ctx context.Context, method, path, jwt string, body any
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := g.client.Do(req)
+	a, err := g.send(req, method, path)
 	if err != nil {
-		return answer{}, nil, fmt.Errorf("%s %s: %w", method, redactPath(path), err)
+		return answer{}, nil, err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return answer{}, nil, fmt.Errorf("%s %s: read body: %w", method, redactPath(path), err)
-	}
-	a := answer{Code: resp.StatusCode, Header: resp.Header, Body: b}
+	b := a.Body
 	if g.rec != nil {
 		g.rec.add(method+" "+redactPath(path), b)
 	}
@@ -232,46 +208,22 @@ func rateLimitKey(principal, tool string) string {
 // in the function's logs.
 func TestDeployedToolsFunction(t *testing.T) {
 	st := loadStack(t)
-	if os.Getenv(envRequire) == "1" {
-		for _, err := range []error{e2ekit.ProviderAvailable(), e2ekit.BrowserAvailable()} {
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	e2ekit.RequireProvider(t)
-	e2ekit.RequireBrowser(t)
+	requireProviderAndBrowser(t)
 	started := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	fn := loadToolsFunction(ctx, t, st)
 
-	be, err := awsbackends.Open(ctx, func(k string) string {
-		return map[string]string{
-			awsbackends.EnvTable: st.TableName, awsbackends.EnvKMSKey: st.KeyArn, awsbackends.EnvQueueURL: st.QueueURL,
-			awsbackends.EnvSessionKeysSecret: st.SessionKeys, awsbackends.EnvSecretPrefix: st.SecretPrefix,
-		}[k]
-	}, nil)
-	if err != nil {
-		t.Fatalf("open the stack's backends on the emulator: %v", err)
-	}
+	be := st.backends(ctx, t)
 	db := dynamodb.NewFromConfig(be.Config)
 
 	// The issuer whose JWKS the function was deployed to fetch.
 	iss := jwttest.StartAt(t, fn.JWKSAddr, fn.JWKSPath)
 
-	clientSecret, err := be.Secrets.ResolveSecret("demo-oidc", "clientSecret")
-	if err != nil {
-		t.Fatalf("the deploy's demo secret %sdemo-oidc: %v", st.SecretPrefix, err)
-	}
 	callbackUser := st.PublicURL + "/oauth/callback/demo-user"
 	p := e2ekit.StartProvider(t, e2ekit.ProviderOptions{
-		Port: providerPort,
-		Clients: []e2ekit.Client{{
-			ClientID: demoClientID, ClientSecret: clientSecret.Reveal(),
-			RedirectURIs: []string{callbackUser},
-			GrantTypes:   []string{e2ekit.GrantAuthorizationCode, e2ekit.GrantRefreshToken},
-		}},
+		Port:    providerPort,
+		Clients: []e2ekit.Client{demoClient(t, st, be, callbackUser)},
 	})
 	browser := e2ekit.StartBrowserWith(t, e2ekit.BrowserOptions{LocalhostSubdomains: true})
 
@@ -337,39 +289,19 @@ func TestDeployedToolsFunction(t *testing.T) {
 		cleanupMu.Lock()
 		defer cleanupMu.Unlock()
 		for k := range keys {
-			if _, err := db.DeleteItem(cctx, &dynamodb.DeleteItemInput{TableName: aws.String(st.TableName),
-				Key: map[string]ddbtypes.AttributeValue{dynamostore.PartitionKey: &ddbtypes.AttributeValueMemberS{Value: k}}}); err != nil {
-				t.Errorf("cleanup: delete %s: %v", k, err)
-			}
+			deleteKey(cctx, t, db, st.TableName, k)
 		}
 		t.Logf("cleanup: deleted the %d DynamoDB key(s) run %s may have written", len(keys), rid)
 	})
 
 	// Values that must appear in no log and no answer but their own.
-	var secretsMu sync.Mutex
-	secrets := map[string]string{canary: "the canary tool argument"}
+	secrets := newSecretSet()
+	secrets.keep("the canary tool argument", canary)
 	for v, who := range jwts {
-		secrets[v] = "JWT of " + who
-	}
-	keep := func(what, v string) {
-		if v != "" {
-			secretsMu.Lock()
-			secrets[v] = what
-			secretsMu.Unlock()
-		}
+		secrets.keep("JWT of "+who, v)
 	}
 
-	must := func(ok bool) {
-		if !ok {
-			t.FailNow()
-		}
-	}
-	timed := func(name string, f func(t *testing.T)) bool {
-		start := time.Now()
-		ok := t.Run(name, f)
-		t.Logf("%-60s %6.1fs", name, time.Since(start).Seconds())
-		return ok
-	}
+	must, timed := steps(t)
 	call := func(t *testing.T, method, path, jwt string, body any) (answer, map[string]any) {
 		t.Helper()
 		a, out, err := gw.bearer(ctx, method, path, jwt, body)
@@ -472,27 +404,14 @@ func TestDeployedToolsFunction(t *testing.T) {
 		}
 		sessionID, authURL := str(authz, "authSessionId"), str(authz, "authorizationUrl")
 		own("session#" + sessionID)
-		au, err := url.Parse(authURL)
-		if err != nil || !strings.HasPrefix(sessionID, "as-") {
-			t.Fatalf("authorization %q: %v", sessionID, err)
+		if !strings.HasPrefix(sessionID, "as-") {
+			t.Fatalf("authorization session id %q, want as-…", sessionID)
 		}
-		q := au.Query()
-		if au.Host != fmt.Sprintf("127.0.0.1:%d", providerPort) || q.Get("redirect_uri") != callbackUser || q.Get("client_id") != demoClientID ||
-			q.Get("code_challenge_method") != "S256" || q.Get("state") == "" {
-			t.Fatalf("authorization URL %s://%s%s: redirect_uri %q (want %q), client_id %q, PKCE %q",
-				au.Scheme, au.Host, au.Path, q.Get("redirect_uri"), callbackUser, q.Get("client_id"), q.Get("code_challenge_method"))
-		}
+		checkAuthorizationURL(t, authURL, callbackUser)
 
 		// The user consents; the deployed callback function completes the
 		// session and stores the grant.
-		res, err := browser.Authorize(ctx, authURL, login)
-		rec.add("callback page "+redactURL(res.FinalURL), []byte(res.Title+"\n"+res.BodyText))
-		if u, perr := url.Parse(res.FinalURL); perr == nil {
-			keep("authorization code (callback URL)", u.Query().Get("code"))
-		}
-		if err != nil {
-			t.Fatalf("browser: %v (at %s, status %d, load error %q)", err, redactURL(res.FinalURL), res.Status, res.LoadError)
-		}
+		res := consent(ctx, t, browser, rec, secrets, authURL, login)
 		if !strings.HasPrefix(res.FinalURL, callbackUser+"?") || res.Status != 200 || !strings.Contains(res.BodyText, "Connected") {
 			t.Fatalf("callback page: %s status %d title %q: %.400s", redactURL(res.FinalURL), res.Status, res.Title, res.BodyText)
 		}
@@ -515,18 +434,7 @@ func TestDeployedToolsFunction(t *testing.T) {
 		if v.Algorithm != domain.AlgorithmAES256GCM || v.Ciphertext == "" || v.WrappedKey == "" || v.KeyID != st.KeyArn {
 			t.Fatalf("grant %s access token is not KMS-envelope sealed under %s: algorithm %q key %q", grantID, st.KeyArn, v.Algorithm, v.KeyID)
 		}
-		tok, err := be.GrantSealer.Open(ctx, v, domain.GrantBinding(g, domain.FieldAccessToken))
-		if err != nil {
-			t.Fatalf("open the access token of %s with KMS: %v", grantID, err)
-		}
-		keep("access token (stored grant)", string(tok))
-		if g.Token.RefreshToken != nil {
-			rt, err := be.GrantSealer.Open(ctx, *g.Token.RefreshToken, domain.GrantBinding(g, domain.FieldRefreshToken))
-			if err != nil {
-				t.Fatalf("open the refresh token of %s with KMS: %v", grantID, err)
-			}
-			keep("refresh token (stored grant)", string(rt))
-		}
+		keepGrantTokens(ctx, t, be, secrets, g)
 
 		a, out = invoke(t, agent, newCallID("ok"))
 		if a.Code != http.StatusOK || str(out, "result", "status") != "ok" || str(out, "result", "output", "sub") != login ||
@@ -695,20 +603,12 @@ func TestDeployedToolsFunction(t *testing.T) {
 	}))
 
 	must(timed("no JWT, token or tool argument in the tools function's logs or answers", func(t *testing.T) {
-		secretsMu.Lock()
-		defer secretsMu.Unlock()
-		if len(secrets) < len(jwts)+2 {
-			t.Fatalf("only %d secret values collected (no stored access token?); the scan would prove little", len(secrets))
+		collected, _ := secrets.count()
+		if collected < len(jwts)+2 {
+			t.Fatalf("only %d secret values collected (no stored access token?); the scan would prove little", collected)
 		}
 		leaks := 0
-		leak := func(where, data string) {
-			for v, what := range secrets {
-				if len(v) >= 16 && strings.Contains(data, v) {
-					leaks++
-					t.Errorf("a secret (%s, %.6s…) appears in %s", what, v, where)
-				}
-			}
-		}
+		leak := func(where, data string) { leaks += secrets.scan(t, where, data) }
 		group := "/aws/lambda/" + fn.Name
 		// CloudWatch Logs may lag the last invocation a little.
 		var text string
@@ -718,12 +618,7 @@ func TestDeployedToolsFunction(t *testing.T) {
 			if events, err = st.logEvents(ctx, group); err != nil {
 				t.Fatal(err)
 			}
-			var all strings.Builder
-			for _, e := range events {
-				all.WriteString(e.Message)
-				all.WriteString("\n")
-			}
-			text = all.String()
+			text = logText(events)
 			if strings.Contains(text, callIDs[len(callIDs)-1]) || time.Now().After(deadline) {
 				break
 			}
@@ -753,7 +648,7 @@ func TestDeployedToolsFunction(t *testing.T) {
 		}
 		leak("provider output", strings.Join(p.Logs(), "\n"))
 		t.Logf("%s: %d events; %d answers, MiniStack's log and the provider's output scanned for %d secret values; %d leaks",
-			group, len(events), n, len(secrets), leaks)
+			group, len(events), n, collected, leaks)
 	}))
 
 	t.Logf("run %s: total %v", rid, time.Since(started).Round(100*time.Millisecond))
