@@ -227,7 +227,7 @@ func TestDeployedStackEndToEnd(t *testing.T) {
 		callbackURL = res.FinalURL
 		if !strings.HasPrefix(res.FinalURL, callbackGlobal+"?") || res.Status != 200 || !strings.Contains(res.BodyText, "Connected") ||
 			!strings.HasPrefix(res.Title, "Connected") {
-			t.Fatalf("callback page: %s status %d title %q: %.400s", redactURL(res.FinalURL), res.Status, res.Title, res.BodyText)
+			t.Fatalf("callback page: %s status %d title %q: %.400s", e2ekit.RedactURL(res.FinalURL), res.Status, res.Title, res.BodyText)
 		}
 		if s := sessionStatus(t, globalSession); s["status"] != "completed" {
 			t.Fatalf("session after the callback: %v", s)
@@ -320,7 +320,7 @@ func TestDeployedStackEndToEnd(t *testing.T) {
 		out := authRequired(t, carol, callbackUser)
 		res := consent(ctx, t, browser, pages, secrets, out.AuthorizationURL, "bob-"+rid)
 		if !strings.HasPrefix(res.FinalURL, callbackUser+"?") || res.Status != 400 || !strings.Contains(res.BodyText, "subject_mismatch") {
-			t.Fatalf("mismatch page: %s status %d title %q: %.400s", redactURL(res.FinalURL), res.Status, res.Title, res.BodyText)
+			t.Fatalf("mismatch page: %s status %d title %q: %.400s", e2ekit.RedactURL(res.FinalURL), res.Status, res.Title, res.BodyText)
 		}
 		if s := sessionStatus(t, out.AuthSessionID); s["status"] != "failed" || s["statusReason"] != "subject_mismatch" {
 			t.Fatalf("session after the mismatch: %v", s)
@@ -599,17 +599,6 @@ func runID() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return "e2eaws-" + hex.EncodeToString(b[:])
-}
-
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparseable url>"
-	}
-	if u.RawQuery != "" {
-		u.RawQuery = "…"
-	}
-	return u.String()
 }
 
 // receiveGroup reads the queue until it has want messages of group (or

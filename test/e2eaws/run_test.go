@@ -153,12 +153,12 @@ func (s *secretSet) scan(t *testing.T, where, data string) int {
 func consent(ctx context.Context, t *testing.T, b *e2ekit.Browser, pages *recorder, secrets *secretSet, authURL, login string) e2ekit.Result {
 	t.Helper()
 	res, err := b.Authorize(ctx, authURL, login)
-	pages.add("callback page "+redactURL(res.FinalURL), []byte(res.Title+"\n"+res.BodyText))
+	pages.add("callback page "+e2ekit.RedactURL(res.FinalURL), []byte(res.Title+"\n"+res.BodyText))
 	if u, perr := url.Parse(res.FinalURL); perr == nil {
 		secrets.keep("authorization code (callback URL)", u.Query().Get("code"))
 	}
 	if err != nil {
-		t.Fatalf("browser: %v (at %s, status %d, load error %q)", err, redactURL(res.FinalURL), res.Status, res.LoadError)
+		t.Fatalf("browser: %v (at %s, status %d, load error %q)", err, e2ekit.RedactURL(res.FinalURL), res.Status, res.LoadError)
 	}
 	return res
 }

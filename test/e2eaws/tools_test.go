@@ -413,7 +413,7 @@ func TestDeployedToolsFunction(t *testing.T) {
 		// session and stores the grant.
 		res := consent(ctx, t, browser, rec, secrets, authURL, login)
 		if !strings.HasPrefix(res.FinalURL, callbackUser+"?") || res.Status != 200 || !strings.Contains(res.BodyText, "Connected") {
-			t.Fatalf("callback page: %s status %d title %q: %.400s", redactURL(res.FinalURL), res.Status, res.Title, res.BodyText)
+			t.Fatalf("callback page: %s status %d title %q: %.400s", e2ekit.RedactURL(res.FinalURL), res.Status, res.Title, res.BodyText)
 		}
 		sa, err := gw.do(ctx, http.MethodGet, "/v1/oauth/sessions/"+sessionID, nil, true)
 		if err != nil {

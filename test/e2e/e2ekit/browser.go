@@ -302,7 +302,7 @@ func (s *Session) Open(ctx context.Context, target string) (Result, error) {
 	navErr := s.navigate(runCtx, chromedp.Navigate(target))
 	res := s.result(runCtx)
 	if navErr != nil && res.LoadError == "" {
-		return res, fmt.Errorf("e2ekit: open %s: %w", redactURL(target), navErr)
+		return res, fmt.Errorf("e2ekit: open %s: %w", RedactURL(target), navErr)
 	}
 	return res, nil
 }
@@ -367,11 +367,11 @@ func (s *Session) drive(ctx context.Context, what, start, login string, done fun
 			}
 		}
 		if navErr != nil && !strings.Contains(navErr.Error(), "net::ERR_ABORTED") {
-			return res, fmt.Errorf("e2ekit: %s: loading %s: %w", what, redactURL(res.FinalURL), navErr)
+			return res, fmt.Errorf("e2ekit: %s: loading %s: %w", what, RedactURL(res.FinalURL), navErr)
 		}
 		navErr = nil
 		if err := runCtx.Err(); err != nil {
-			return res, fmt.Errorf("e2ekit: %s: %w (at %s, status %d, title %q)", what, err, redactURL(res.FinalURL), res.Status, res.Title)
+			return res, fmt.Errorf("e2ekit: %s: %w (at %s, status %d, title %q)", what, err, RedactURL(res.FinalURL), res.Status, res.Title)
 		}
 
 		var action []chromedp.Action
@@ -422,7 +422,7 @@ func (s *Session) drive(ctx context.Context, what, start, login string, done fun
 				res = s.result(runCtx)
 			}
 			return res, fmt.Errorf("e2ekit: %s: stuck at %s (status %d, title %q): %s",
-				what, redactURL(res.FinalURL), res.Status, res.Title, truncate(res.BodyText, 600))
+				what, RedactURL(res.FinalURL), res.Status, res.Title, truncate(res.BodyText, 600))
 		}
 		select {
 		case <-runCtx.Done():
@@ -562,8 +562,9 @@ func sameOrigin(raw, origin string) bool {
 	return strings.EqualFold(u.Scheme+"://"+u.Host, origin)
 }
 
-// redactURL drops the query (codes, states) from URLs put in errors.
-func redactURL(raw string) string {
+// RedactURL drops the query (codes, states) from URLs put in errors and
+// test output.
+func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "<unparseable url>"
