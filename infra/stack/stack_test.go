@@ -31,7 +31,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	for _, fn := range []string{stack.GetToken, stack.Callback, stack.Tools} {
-		if err := os.MkdirAll(filepath.Join(dir, fn, "bundle"), 0o755); err == nil {
+		err := os.MkdirAll(filepath.Join(dir, fn, "bundle"), 0o755)
+		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, fn, "bootstrap"), []byte("#!/bin/sh\necho "+fn+"\n"), 0o755)
 		}
 		if err != nil {
@@ -816,9 +817,7 @@ func assertNoCycle(t *testing.T, f *fixture) {
 	}
 	for lid, r := range f.resources {
 		walk(lid, r["Properties"])
-		for _, d := range strs(r["DependsOn"]) {
-			deps[lid] = append(deps[lid], d)
-		}
+		deps[lid] = append(deps[lid], strs(r["DependsOn"])...)
 	}
 	const (
 		unseen = iota
