@@ -102,7 +102,7 @@ test-localstack: ## the adapter suites against LocalStack (needs Docker and LOCA
 
 .PHONY: bench-aws
 bench-aws: emulator-up ## AWS calls per operation (SDK middleware counts) on the emulator
-	@$(AWS_LOCAL_ENV) AGENTAUTH_REQUIRE_EMULATOR=1 $(GO) test -tags integration -count=1 -v -run TestAWSBackendsFlowAndCallCounts ./shared/lambdaentry | grep -E 'AWS calls|^(ok|FAIL|---)'
+	@$(AWS_LOCAL_ENV) AGENTAUTH_REQUIRE_EMULATOR=1 $(GO) test -tags integration -count=1 -v -run TestAWSBackendsFlowAndCallCounts ./shared/edge/lambdaentry | grep -E 'AWS calls|^(ok|FAIL|---)'
 
 .PHONY: build-lambdas
 build-lambdas: ## static Lambda binaries + bundle in build/lambda/<fn>/ (LAMBDA_ARCH=arm64|amd64, default: this host)
@@ -152,13 +152,13 @@ fuzz: ## run each fuzzer for FUZZTIME (default 30s)
 	$(GO) test -run '^$$' -fuzz FuzzStateParse -fuzztime $${FUZZTIME:-30s} ./shared/oauth
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $${FUZZTIME:-30s} ./shared/bundle
 	$(GO) test -run '^$$' -fuzz FuzzTemplate -fuzztime $${FUZZTIME:-30s} ./shared/bundle
-	$(GO) test -run '^$$' -fuzz FuzzCallbackQuery -fuzztime $${FUZZTIME:-30s} ./shared/httpapi
-	$(GO) test -run '^$$' -fuzz FuzzGlob -fuzztime $${FUZZTIME:-30s} ./shared/discovery
-	$(GO) test -run '^$$' -fuzz FuzzClaimPath -fuzztime $${FUZZTIME:-30s} ./shared/discovery
-	$(GO) test -run '^$$' -fuzz FuzzArgsHash -fuzztime $${FUZZTIME:-30s} ./shared/toolhooks
-	$(GO) test -run '^$$' -fuzz FuzzVerify -fuzztime $${FUZZTIME:-30s} ./shared/jwtauth
-	$(GO) test -run '^$$' -fuzz FuzzBuildRequest -fuzztime $${FUZZTIME:-30s} ./shared/httptool
-	$(GO) test -run '^$$' -fuzz FuzzFileSafe -fuzztime $${FUZZTIME:-30s} ./shared/filestore
+	$(GO) test -run '^$$' -fuzz FuzzCallbackQuery -fuzztime $${FUZZTIME:-30s} ./shared/edge/httpapi
+	$(GO) test -run '^$$' -fuzz FuzzGlob -fuzztime $${FUZZTIME:-30s} ./shared/tools/discovery
+	$(GO) test -run '^$$' -fuzz FuzzClaimPath -fuzztime $${FUZZTIME:-30s} ./shared/tools/discovery
+	$(GO) test -run '^$$' -fuzz FuzzArgsHash -fuzztime $${FUZZTIME:-30s} ./shared/tools/toolhooks
+	$(GO) test -run '^$$' -fuzz FuzzVerify -fuzztime $${FUZZTIME:-30s} ./shared/edge/jwtauth
+	$(GO) test -run '^$$' -fuzz FuzzBuildRequest -fuzztime $${FUZZTIME:-30s} ./shared/tools/httptool
+	$(GO) test -run '^$$' -fuzz FuzzFileSafe -fuzztime $${FUZZTIME:-30s} ./shared/local/filestore
 
 .PHONY: bench
 bench: build ## benchmarks: the warm ready path in-process and over loopback
@@ -175,7 +175,7 @@ clean: ## remove build output (keeps .agentauth)
 MINISTACK_PORT ?= 4566
 HOST_ARCH     := $(shell $(GO) env GOARCH)
 # The local stack has the tools function, for jwttest's issuer
-# (shared/jwtauth/jwttest): test/e2eaws serves its JWKS on
+# (shared/testkit/jwttest): test/e2eaws serves its JWKS on
 # 127.0.0.1:E2E_JWKS_PORT while it runs (the function fetches it only when
 # a request comes, so nothing needs to listen at deploy time). Seam routes
 # on; 3 calls an hour per (principal, tool), which the rate-limit test

@@ -11,10 +11,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/agentauth/agentauth/shared/aesseal"
-	"github.com/agentauth/agentauth/shared/awsbackends"
-	"github.com/agentauth/agentauth/shared/logging"
+	"github.com/agentauth/agentauth/shared/aws/awsbackends"
+	"github.com/agentauth/agentauth/shared/local/aesseal"
 	"github.com/agentauth/agentauth/shared/oauth"
+	"github.com/agentauth/agentauth/shared/observe/logging"
 )
 
 func envSet(k string) bool { return os.Getenv(k) != "" }

@@ -17,10 +17,10 @@ import (
 
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/domain"
-	"github.com/agentauth/agentauth/shared/embedded"
-	"github.com/agentauth/agentauth/shared/httpapi"
-	"github.com/agentauth/agentauth/shared/logging"
+	"github.com/agentauth/agentauth/shared/edge/httpapi"
+	"github.com/agentauth/agentauth/shared/local/embedded"
 	"github.com/agentauth/agentauth/shared/oauth"
+	"github.com/agentauth/agentauth/shared/observe/logging"
 )
 
 // benchBundle is a one-app bundle; its provider is never called because

@@ -14,16 +14,16 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/agentauth/agentauth/shared/atomicfile"
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/domain"
-	"github.com/agentauth/agentauth/shared/embedded"
+	"github.com/agentauth/agentauth/shared/local/atomicfile"
+	"github.com/agentauth/agentauth/shared/local/embedded"
 )
 
 // envKeyName is the seed's environment variable for the master key.
 const envKeyName = embedded.EnvKey
 
-// openHome opens the home's embedded backends (see shared/embedded).
+// openHome opens the home's embedded backends (see shared/local/embedded).
 func openHome(ctx context.Context, home string, create bool) (*embedded.Backends, error) {
 	return embedded.Open(ctx, home, os.Getenv(envKeyName), create)
 }

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentauth/agentauth/shared/aesseal"
 	"github.com/agentauth/agentauth/shared/domain"
-	"github.com/agentauth/agentauth/shared/filestore"
+	"github.com/agentauth/agentauth/shared/local/aesseal"
+	"github.com/agentauth/agentauth/shared/local/filestore"
 	"github.com/agentauth/agentauth/shared/oauth"
 )
 

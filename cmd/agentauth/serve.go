@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/agentauth/agentauth/shared/bundle"
-	"github.com/agentauth/agentauth/shared/embedded"
-	"github.com/agentauth/agentauth/shared/httpapi"
-	"github.com/agentauth/agentauth/shared/logging"
+	"github.com/agentauth/agentauth/shared/edge/httpapi"
+	"github.com/agentauth/agentauth/shared/edge/toolsapi"
+	"github.com/agentauth/agentauth/shared/local/embedded"
 	"github.com/agentauth/agentauth/shared/oauth"
-	"github.com/agentauth/agentauth/shared/toolsapi"
+	"github.com/agentauth/agentauth/shared/observe/logging"
 )
 
 // cleanupEvery is how often the server sweeps sessions.

@@ -43,7 +43,7 @@ import (
 const SweepMinutes = 5
 
 // Environment variables the stack sets on every function. The function side
-// (shared/lambdaentry and the AWS adapters) reads the same names.
+// (shared/edge/lambdaentry and the AWS adapters) reads the same names.
 const (
 	EnvTable          = "AGENTAUTH_TABLE"            // DynamoDB table name
 	EnvKMSKeyID       = "AGENTAUTH_KMS_KEY_ID"       // KMS key ARN (GenerateDataKey target)
@@ -59,7 +59,7 @@ const (
 )
 
 // Environment variables the stack sets on the tools function only, on top
-// of the ones above. The function side (shared/jwtauth, shared/lambdaentry)
+// of the ones above. The function side (shared/edge/jwtauth, shared/edge/lambdaentry)
 // reads the same names.
 const (
 	EnvJWKSURL       = "AGENTAUTH_JWKS_URL"        // where the callers' JWT issuer publishes its keys
@@ -251,7 +251,7 @@ func (t *ToolsProps) withDefaults() error {
 	return nil
 }
 
-// checkJWKSURL applies the function's own rule (shared/jwtauth) at synth,
+// checkJWKSURL applies the function's own rule (shared/edge/jwtauth) at synth,
 // so a URL the function would refuse fails the deploy, not every cold start.
 func checkJWKSURL(raw string) error {
 	u, err := url.Parse(raw)
@@ -521,7 +521,7 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 	// The session sweep: expire pending sessions, re-send auth.granted
 	// events whose first send failed (so none is lost), delete finished
 	// sessions. gettoken runs it on a schedule (its role already has the
-	// table and the queue); see shared/lambdaentry.
+	// table and the queue); see shared/edge/lambdaentry.
 	awsevents.NewRule(st, jsii.String("SessionSweep"), &awsevents.RuleProps{
 		RuleName:    name("session-sweep"),
 		Description: jsii.String("agentauth session sweep (cleanup, late auth.granted delivery)"),

@@ -5,7 +5,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/agentauth/agentauth/shared/discovery"
+	"github.com/agentauth/agentauth/shared/tools/discovery"
 )
 
 func decodeToolGroup(r *res, d *document) {

@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/agentauth/agentauth/shared/discovery"
+	"github.com/agentauth/agentauth/shared/tools/discovery"
 )
 
 // Template builds a subject string from claims: literal text with

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentauth/agentauth/shared/discovery"
+	"github.com/agentauth/agentauth/shared/tools/discovery"
 )
 
 func TestParseTemplate(t *testing.T) {

@@ -15,8 +15,8 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
-	"github.com/agentauth/agentauth/shared/discovery"
 	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/tools/discovery"
 )
 
 // httpMethods are the values of Tool.spec.method.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/agentauth/agentauth/shared/discovery"
 	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/tools/discovery"
 )
 
 const toolsYAML = `apiVersion: agents.example.io/v1alpha1

@@ -5,8 +5,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/agentauth/agentauth/shared/discovery"
 	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/tools/discovery"
 )
 
 // Transports of Tool.spec.transport.

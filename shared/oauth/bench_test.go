@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentauth/agentauth/shared/aesseal"
 	"github.com/agentauth/agentauth/shared/domain"
-	"github.com/agentauth/agentauth/shared/filestore"
+	"github.com/agentauth/agentauth/shared/local/aesseal"
+	"github.com/agentauth/agentauth/shared/local/filestore"
 )
 
 // BenchmarkGetAccessTokenReady measures the warm ready path on the

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentauth/agentauth/shared/aesseal"
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/domain"
-	"github.com/agentauth/agentauth/shared/filestore"
-	"github.com/agentauth/agentauth/shared/logging"
+	"github.com/agentauth/agentauth/shared/local/aesseal"
+	"github.com/agentauth/agentauth/shared/local/filestore"
+	"github.com/agentauth/agentauth/shared/observe/logging"
 )
 
 type clock struct {

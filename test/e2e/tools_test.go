@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentauth/agentauth/shared/jwtauth/jwttest"
+	"github.com/agentauth/agentauth/shared/testkit/jwttest"
 	"github.com/agentauth/agentauth/test/e2e/e2ekit"
 )
 

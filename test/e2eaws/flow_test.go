@@ -26,10 +26,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/agentauth/agentauth/shared/aws/dynamostore"
+	"github.com/agentauth/agentauth/shared/aws/sqsqueue"
 	"github.com/agentauth/agentauth/shared/domain"
-	"github.com/agentauth/agentauth/shared/dynamostore"
 	"github.com/agentauth/agentauth/shared/oauth"
-	"github.com/agentauth/agentauth/shared/sqsqueue"
 	"github.com/agentauth/agentauth/test/e2e/e2ekit"
 )
 

@@ -16,9 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/agentauth/agentauth/shared/awsbackends"
+	"github.com/agentauth/agentauth/shared/aws/awsbackends"
+	"github.com/agentauth/agentauth/shared/aws/dynamostore"
 	"github.com/agentauth/agentauth/shared/domain"
-	"github.com/agentauth/agentauth/shared/dynamostore"
 	"github.com/agentauth/agentauth/test/e2e/e2ekit"
 )
 

@@ -24,11 +24,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/agentauth/agentauth/shared/aws/dynamostore"
 	"github.com/agentauth/agentauth/shared/domain"
-	"github.com/agentauth/agentauth/shared/dynamostore"
-	"github.com/agentauth/agentauth/shared/jwtauth/jwttest"
 	"github.com/agentauth/agentauth/shared/oauth"
-	"github.com/agentauth/agentauth/shared/ratelimit"
+	"github.com/agentauth/agentauth/shared/testkit/jwttest"
+	"github.com/agentauth/agentauth/shared/tools/ratelimit"
 	"github.com/agentauth/agentauth/test/e2e/e2ekit"
 )
 
@@ -188,7 +188,7 @@ func names(out map[string]any) []string {
 }
 
 // rateLimitKey is the DynamoDB key of a (principal, tool) rate-limit bucket
-// (shared/ratelimit: "ratelimit#" + hex SHA-256 of principal, 0, tool).
+// (shared/tools/ratelimit: "ratelimit#" + hex SHA-256 of principal, 0, tool).
 func rateLimitKey(principal, tool string) string {
 	h := sha256.New()
 	h.Write([]byte(principal))

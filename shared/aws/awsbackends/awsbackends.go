@@ -1,0 +1,165 @@
+// Package awsbackends opens agentauth's AWS backends from the environment:
+// the DynamoDB store, the KMS envelope sealer for grants, the session
+// keyring from Secrets Manager, the SQS FIFO event queue and the Secrets
+// Manager resolver for the bundle. The Lambda functions and the admin CLI
+// (`agentauth keys rewrap`) share it.
+//
+// Errors name the environment variable or secret, never a value.
+package awsbackends
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/agentauth/agentauth/shared/aws/awsconfig"
+	"github.com/agentauth/agentauth/shared/aws/awscount"
+	"github.com/agentauth/agentauth/shared/aws/awssecrets"
+	"github.com/agentauth/agentauth/shared/aws/dynamostore"
+	"github.com/agentauth/agentauth/shared/aws/kmsseal"
+	"github.com/agentauth/agentauth/shared/aws/sqsqueue"
+	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/local/aesseal"
+	"github.com/agentauth/agentauth/shared/tools/ratelimit"
+	"github.com/agentauth/agentauth/shared/tools/toolhooks"
+)
+
+// Environment variables (all but the prefix required).
+const (
+	EnvTable             = "AGENTAUTH_TABLE"
+	EnvKMSKey            = "AGENTAUTH_KMS_KEY_ID"
+	EnvQueueURL          = "AGENTAUTH_QUEUE_URL"
+	EnvSessionKeysSecret = "AGENTAUTH_SESSION_KEYS_SECRET" // comma-separated random strings (≥ 32 chars), first current
+	EnvSecretPrefix      = "AGENTAUTH_SECRET_PREFIX"       // bundle Secret/<name> → secret <prefix><name> (default "agentauth/")
+)
+
+// Backends are the opened AWS backends.
+type Backends struct {
+	Config        aws.Config
+	Store         *dynamostore.Store
+	GrantSealer   *kmsseal.Sealer
+	SessionSealer *aesseal.Keyring
+	Queue         *sqsqueue.Queue
+	Secrets       *awssecrets.Resolver
+	KMS           *kms.Client
+	DynamoDB      *dynamodb.Client
+	Table         string
+}
+
+// ToolLimiter is the tools' rate limiter on the table: one conditional
+// UpdateItem per allowed call, across every Lambda.
+func (b *Backends) ToolLimiter(limits ratelimit.Limits) (toolhooks.Limiter, error) {
+	return ratelimit.NewDynamo(b.DynamoDB, b.Table, limits, nil)
+}
+
+// StateKeys are the state-signing keys (derived from the session keys).
+func (b *Backends) StateKeys() [][]byte { return b.SessionSealer.DerivedKeys("state") }
+
+// Open opens the backends named by getenv (os.Getenv in production);
+// counter, when set, counts every AWS call.
+func Open(ctx context.Context, getenv func(string) string, counter *awscount.Counter) (*Backends, error) {
+	var missing []string
+	for _, k := range []string{EnvTable, EnvKMSKey, EnvQueueURL, EnvSessionKeysSecret} {
+		if getenv(k) == "" {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("AWS backends need %s", strings.Join(missing, ", "))
+	}
+	cfg, err := awsconfig.Load(ctx, counter)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backends{Config: cfg, KMS: kms.NewFromConfig(cfg), DynamoDB: dynamodb.NewFromConfig(cfg), Table: getenv(EnvTable)}
+	if b.Store, err = dynamostore.New(b.DynamoDB, b.Table); err != nil {
+		return nil, err
+	}
+	if b.GrantSealer, err = kmsseal.New(b.KMS, getenv(EnvKMSKey), kmsseal.Options{}); err != nil {
+		return nil, err
+	}
+	if b.Queue, err = sqsqueue.New(sqs.NewFromConfig(cfg), getenv(EnvQueueURL), sqsqueue.Options{}); err != nil {
+		return nil, err
+	}
+	prefix := getenv(EnvSecretPrefix)
+	if prefix == "" {
+		prefix = "agentauth/"
+	}
+	b.Secrets = awssecrets.New(secretsmanager.NewFromConfig(cfg), prefix)
+	raw, err := b.Secrets.String(getenv(EnvSessionKeysSecret))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvSessionKeysSecret, err)
+	}
+	keys, err := SessionKeys(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvSessionKeysSecret, err)
+	}
+	if b.SessionSealer, err = aesseal.New(keys[0], keys[1:]...); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// SessionKeys turns the session-keys secret — comma-separated random
+// strings of at least 32 characters, the first current — into AES keys
+// (SHA-256 of each), so Secrets Manager's generated passwords work as is
+// and a rotation prepends a new string.
+func SessionKeys(s domain.Secret) ([][]byte, error) {
+	var keys [][]byte
+	for i, part := range strings.Split(s.Reveal(), ",") {
+		part = strings.TrimSpace(part)
+		if len(part) < 32 {
+			return nil, fmt.Errorf("key %d is shorter than 32 characters", i+1)
+		}
+		sum := sha256.Sum256([]byte(part))
+		keys = append(keys, sum[:])
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("no keys")
+	}
+	return keys, nil
+}
+
+// Routed seals grants with Grants and sessions with Sessions, as the
+// OAuth core does; maintenance (rewrap) uses it over a whole table.
+type Routed struct{ Grants, Sessions domain.Sealer }
+
+func (r Routed) pick(b domain.Binding) domain.Sealer {
+	if b.Record == "session" {
+		return r.Sessions
+	}
+	return r.Grants
+}
+
+// Seal seals with the sealer for b's record kind.
+func (r Routed) Seal(ctx context.Context, p []byte, b domain.Binding) (domain.EncryptedValue, error) {
+	return r.pick(b).Seal(ctx, p, b)
+}
+
+// Open opens with the sealer for b's record kind.
+func (r Routed) Open(ctx context.Context, v domain.EncryptedValue, b domain.Binding) ([]byte, error) {
+	return r.pick(b).Open(ctx, v, b)
+}
+
+var _ domain.Sealer = Routed{}
+
+// Rewrap moves every grant to the KMS key toKey: each sealed value is
+// opened (with whichever key sealed it) and sealed again under toKey, under
+// the record's version condition, so a concurrent refresh is never lost.
+// Sessions keep their session-key sealing. It returns how many values were
+// resealed.
+func (b *Backends) Rewrap(ctx context.Context, toKey string) (int, error) {
+	target, err := kmsseal.New(b.KMS, toKey, kmsseal.Options{})
+	if err != nil {
+		return 0, err
+	}
+	return b.Store.Reseal(ctx, Routed{Grants: target, Sessions: b.SessionSealer})
+}

@@ -1,0 +1,345 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentauth/agentauth/shared/bundle"
+	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/local/aesseal"
+	"github.com/agentauth/agentauth/shared/local/filestore"
+	"github.com/agentauth/agentauth/shared/oauth"
+	"github.com/agentauth/agentauth/shared/observe/logging"
+)
+
+const runtimeToken = "test-runtime-token"
+
+const testBundle = `apiVersion: agents.example.io/v1alpha1
+kind: OAuthApp
+metadata: {name: team}
+spec:
+  provider: demo
+  flow: authorizationCode
+  subjectMode: global
+  client:
+    clientId: {value: client-1}
+    clientSecret: {value: secret-1}
+  endpoints:
+    authorizationUrl: http://127.0.0.1:1/authorize
+    tokenUrl: http://127.0.0.1:1/token
+  scopes: [read, write]
+  redirect: {callbackPath: /oauth/callback/team}
+`
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+type fixture struct {
+	handler http.Handler
+	store   *filestore.Store
+	keyring *aesseal.Keyring
+	logs    *syncBuf
+	app     *bundle.OAuthApp
+}
+
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	home := t.TempDir()
+	st, err := filestore.New(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr, _, err := aesseal.Ensure(home, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bundle.Parse([]bundle.File{{Name: "b.yaml", Data: []byte(testBundle)}}, bundle.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuf{}
+	log := logging.New(logs, slog.LevelInfo)
+	mgr, err := oauth.New(oauth.Config{Bundle: b, Store: st, Sealer: kr, Queue: nopQueue{}, StateKeys: kr.DerivedKeys("state"), BaseURL: "http://127.0.0.1:8080", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(mgr, b, BearerToken{Token: domain.NewSecret(runtimeToken)}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{handler: srv.Handler(), store: st, keyring: kr, logs: logs, app: b.OAuthApps["team"]}
+}
+
+type nopQueue struct{}
+
+func (nopQueue) Enqueue(context.Context, domain.Event) error { return nil }
+
+func (f *fixture) seed(t testing.TB, subject, token string) {
+	t.Helper()
+	id := oauth.GrantID(f.app.Ref(), subject)
+	at, err := f.keyring.Seal(context.Background(), []byte(token), domain.Binding{Record: "grant", RecordID: id, Field: "accessToken"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := time.Now().Add(time.Hour).UTC()
+	if _, err := f.store.PutGrant(context.Background(), domain.Grant{ID: id, Provider: "demo", OAuthAppRef: f.app.Ref(), Subject: subject,
+		Flow: domain.FlowAuthorizationCode, ScopesGranted: []string{"read", "write"},
+		Token: domain.GrantToken{TokenType: "Bearer", AccessToken: at, ExpiresAt: &exp, IssuedAt: time.Now().UTC()}}, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) do(method, target, body string, hdr map[string]string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, target, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+runtimeToken)
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	rec := httptest.NewRecorder()
+	f.handler.ServeHTTP(rec, req)
+	return rec
+}
+
+func decode(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil {
+		t.Fatalf("body %q: %v", rec.Body.String(), err)
+	}
+	return m
+}
+
+func TestCallerAuth(t *testing.T) {
+	f := newFixture(t)
+	for name, hdr := range map[string]string{"none": "", "wrong": "Bearer nope", "basic": "Basic " + runtimeToken, "empty bearer": "Bearer "} {
+		t.Run(name, func(t *testing.T) {
+			rec := f.do("POST", "/v1/oauth/token", `{"oauthAppRef":"OAuthApp/team"}`, map[string]string{"Authorization": hdr})
+			if rec.Code != 401 || rec.Header().Get("WWW-Authenticate") == "" || decode(t, rec)["error"].(map[string]any)["code"] != "unauthenticated" {
+				t.Fatalf("%d %s", rec.Code, rec.Body)
+			}
+		})
+	}
+	for _, p := range []string{"/v1/oauth/sessions/as-00000000000000000000000000000000", "/v1/oauth/pending?instanceKey=a&agentName=b"} {
+		if rec := f.do("GET", p, "", map[string]string{"Authorization": ""}); rec.Code != 401 {
+			t.Fatalf("%s without credential: %d", p, rec.Code)
+		}
+	}
+	if rec := f.do("GET", "/healthz", "", map[string]string{"Authorization": ""}); rec.Code != 200 {
+		t.Fatalf("healthz: %d", rec.Code)
+	}
+}
+
+func TestTokenMalformedRequests(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		name, body string
+		hdr        map[string]string
+		status     int
+		mentions   string
+	}{
+		{"not JSON", `{"oauthAppRef":`, nil, 400, "invalid JSON"},
+		{"empty", ``, nil, 400, "empty body"},
+		{"unknown field", `{"oauthAppRef":"OAuthApp/team","scope":["x"]}`, nil, 400, `"scope"`},
+		{"no ref", `{"scopes":["read"]}`, nil, 400, "oauthAppRef"},
+		{"scopes not a list", `{"oauthAppRef":"OAuthApp/team","scopes":"read"}`, nil, 400, `"scopes"`},
+		{"minTtl not a number", `{"oauthAppRef":"OAuthApp/team","minTtlSeconds":"5"}`, nil, 400, "minTtlSeconds"},
+		{"resume incomplete", `{"oauthAppRef":"OAuthApp/team","turn":{"resume":{"agentName":"a"}}}`, nil, 400, "swarmRef, instanceKey"},
+		{"trailing data", `{"oauthAppRef":"OAuthApp/team"} {}`, nil, 400, "after the JSON"},
+		{"wrong content type", `{}`, map[string]string{"Content-Type": "text/plain"}, 415, "application/json"},
+		{"too large", `{"oauthAppRef":"` + strings.Repeat("a", 70<<10) + `"}`, nil, 413, "larger than"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := f.do("POST", "/v1/oauth/token", tc.body, tc.hdr)
+			if rec.Code != tc.status {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
+			}
+			e := decode(t, rec)["error"].(map[string]any)
+			if e["code"] != "invalidRequest" || !strings.Contains(e["message"].(string), tc.mentions) {
+				t.Fatalf("error %v, want a message mentioning %q", e, tc.mentions)
+			}
+		})
+	}
+}
+
+func TestTokenErrorResults(t *testing.T) {
+	f := newFixture(t)
+	turn := `"turn":{"auth":{"subjects":{"global":"demo:team:T1"}}}`
+	for _, tc := range []struct{ name, body, code string }{
+		{"ref without kind", `{"oauthAppRef":"team",` + turn + `}`, oauth.CodeOAuthAppNotFound},
+		{"ref of another kind", `{"oauthAppRef":{"kind":"Tool","name":"team"},` + turn + `}`, oauth.CodeOAuthAppNotFound},
+		{"ref object missing name", `{"oauthAppRef":{"kind":"OAuthApp"},` + turn + `}`, oauth.CodeOAuthAppNotFound},
+		{"ref a number", `{"oauthAppRef":7,` + turn + `}`, oauth.CodeOAuthAppNotFound},
+		{"unknown app", `{"oauthAppRef":"OAuthApp/other",` + turn + `}`, oauth.CodeOAuthAppNotFound},
+		{"scopes beyond the app", `{"oauthAppRef":"OAuthApp/team","scopes":["admin"],` + turn + `}`, oauth.CodeScopeNotAllowed},
+		{"no subject", `{"oauthAppRef":"OAuthApp/team"}`, oauth.CodeSubjectUnavailable},
+		{"negative minTtl", `{"oauthAppRef":"OAuthApp/team","minTtlSeconds":-5,` + turn + `}`, oauth.CodeConfigurationError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := f.do("POST", "/v1/oauth/token", tc.body, nil)
+			m := decode(t, rec)
+			if rec.Code != 200 || m["status"] != "error" || m["error"].(map[string]any)["code"] != tc.code {
+				t.Fatalf("%d %v, want error %s", rec.Code, m, tc.code)
+			}
+		})
+	}
+}
+
+func TestTokenReadyAndAuthorizationRequired(t *testing.T) {
+	f := newFixture(t)
+	f.seed(t, "demo:team:T1", "the-access-token")
+	rec := f.do("POST", "/v1/oauth/token", `{"oauthAppRef":{"kind":"OAuthApp","name":"team"},"turn":{"auth":{"subjects":{"global":"demo:team:T1"}}}}`, nil)
+	m := decode(t, rec)
+	if m["status"] != "ready" || m["accessToken"] != "the-access-token" || m["tokenType"] != "Bearer" || m["expiresAt"] == nil {
+		t.Fatalf("ready: %v", m)
+	}
+	if rec.Header().Get("Cache-Control") != "no-store" {
+		t.Fatal("token response may be cached")
+	}
+	if strings.Contains(f.logs.String(), "the-access-token") {
+		t.Fatal("token in logs")
+	}
+	rec = f.do("POST", "/v1/oauth/token", `{"oauthAppRef":"OAuthApp/team","scopes":["read"],"turn":{"auth":{"subjects":{"global":"demo:team:T2"}},"origin":{"channel":"C1"},"resume":{"swarmRef":"Swarm/default","instanceKey":"i1","agentName":"planner"}}}`, nil)
+	m = decode(t, rec)
+	if m["status"] != "authorization_required" || m["authSessionId"] == "" || m["authorizationUrl"] == "" || m["expiresAt"] == nil || m["message"] == "" {
+		t.Fatalf("authorization_required: %v", m)
+	}
+	if _, has := m["accessToken"]; has {
+		t.Fatal("authorization_required carries accessToken")
+	}
+	id := m["authSessionId"].(string)
+	rec = f.do("GET", "/v1/oauth/sessions/"+id, "", nil)
+	if s := decode(t, rec); rec.Code != 200 || s["status"] != "pending" || s["expiresAt"] == nil {
+		t.Fatalf("session: %d %v", rec.Code, s)
+	}
+	rec = f.do("GET", "/v1/oauth/pending?instanceKey=i1&agentName=planner", "", nil)
+	if p := decode(t, rec); p["type"] != "auth.pending" || len(p["items"].([]any)) != 1 {
+		t.Fatalf("pending: %v", p)
+	}
+}
+
+func TestSessionRoute(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		path   string
+		status int
+	}{
+		{"/v1/oauth/sessions/as-00000000000000000000000000000000", 404},
+		{"/v1/oauth/sessions/..%2f..%2fetc", 404},
+		{"/v1/oauth/sessions/as-00000000000000000000000000000000?wait=abc", 400},
+		{"/v1/oauth/sessions/as-00000000000000000000000000000000?wait=-1", 400},
+	} {
+		if rec := f.do("GET", tc.path, "", nil); rec.Code != tc.status {
+			t.Errorf("%s: %d, want %d (%s)", tc.path, rec.Code, tc.status, rec.Body)
+		}
+	}
+}
+
+func TestRevokeRoute(t *testing.T) {
+	f := newFixture(t)
+	f.seed(t, "demo:team:T1", "tok")
+	for _, tc := range []struct {
+		body   string
+		status int
+		code   string
+	}{
+		{`{"oauthAppRef":"OAuthApp/team"}`, 400, "invalidRequest"},
+		{`{"oauthAppRef":"OAuthApp/nope","subject":"x"}`, 404, oauth.CodeOAuthAppNotFound},
+		{`{"oauthAppRef":"OAuthApp/team","subject":"nobody"}`, 404, "grantNotFound"},
+	} {
+		rec := f.do("POST", "/v1/oauth/revoke", tc.body, nil)
+		if rec.Code != tc.status || decode(t, rec)["error"].(map[string]any)["code"] != tc.code {
+			t.Errorf("%s: %d %s", tc.body, rec.Code, rec.Body)
+		}
+	}
+	rec := f.do("POST", "/v1/oauth/revoke", `{"oauthAppRef":"OAuthApp/team","subject":"demo:team:T1"}`, nil)
+	if m := decode(t, rec); rec.Code != 200 || m["revoked"] != true || m["providerRevocation"] != oauth.ProviderNotConfigured {
+		t.Fatalf("revoke: %d %v", rec.Code, m)
+	}
+	rec = f.do("POST", "/v1/oauth/token", `{"oauthAppRef":"OAuthApp/team","turn":{"auth":{"subjects":{"global":"demo:team:T1"}}}}`, nil)
+	if decode(t, rec)["status"] != "authorization_required" {
+		t.Fatal("revoked grant still served")
+	}
+}
+
+func TestCallbackPage(t *testing.T) {
+	f := newFixture(t)
+	rec := f.do("GET", "/oauth/callback/team?code=secret-code-123&state=forged.state", "", map[string]string{"Authorization": ""})
+	if rec.Code != 400 {
+		t.Fatalf("status %d", rec.Code)
+	}
+	body := rec.Body.String()
+	if !strings.Contains(body, `data-reason="invalid_state"`) || strings.Contains(body, "secret-code-123") || strings.Contains(body, "forged.state") {
+		t.Fatalf("page: %s", body)
+	}
+	h := rec.Header()
+	if !strings.Contains(h.Get("Content-Security-Policy"), "default-src 'none'") || h.Get("Cache-Control") != "no-store" || h.Get("Referrer-Policy") != "no-referrer" || h.Get("X-Frame-Options") != "DENY" {
+		t.Fatalf("headers %v", h)
+	}
+	if strings.Contains(f.logs.String(), "secret-code-123") {
+		t.Fatal("code in logs")
+	}
+	rec = f.do("GET", "/oauth/callback/team", "", nil)
+	if !strings.Contains(rec.Body.String(), "missing_state") {
+		t.Fatalf("no state: %s", rec.Body)
+	}
+}
+
+func TestRequestAndTraceIDs(t *testing.T) {
+	f := newFixture(t)
+	rec := f.do("GET", "/healthz", "", map[string]string{"X-Request-Id": "req-42", "Traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})
+	if rec.Header().Get("X-Request-Id") != "req-42" {
+		t.Fatal("request id not echoed")
+	}
+	var line map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(f.logs.String()), "\n") {
+		_ = json.Unmarshal([]byte(l), &line)
+	}
+	if line["requestId"] != "req-42" || line["traceId"] != "4bf92f3577b34da6a3ce929d0e0e4736" || line["route"] != "/healthz" || line["status"] != float64(200) {
+		t.Fatalf("access log %v", line)
+	}
+	rec = f.do("GET", "/healthz", "", map[string]string{"X-Request-Id": "bad id with spaces"})
+	if got := rec.Header().Get("X-Request-Id"); got == "" || strings.Contains(got, " ") {
+		t.Fatalf("unsafe request id kept: %q", got)
+	}
+	if rec := f.do("GET", "/nope", "", nil); rec.Code != 404 {
+		t.Fatalf("unknown route %d", rec.Code)
+	}
+}
+
+func FuzzCallbackQuery(f *testing.F) {
+	fx := newFixture(f)
+	f.Add("code=abc&state=def")
+	f.Add("state=eyJzaWQiOiJhcy0xIn0.AAAA&error=access_denied")
+	f.Add("state=%ZZ&code=%00")
+	f.Add("error=" + strings.Repeat("x", 5000))
+	f.Fuzz(func(t *testing.T, rawQuery string) {
+		req := httptest.NewRequest("GET", "/oauth/callback/team", nil)
+		req.URL.RawQuery = rawQuery
+		rec := httptest.NewRecorder()
+		fx.handler.ServeHTTP(rec, req)
+		if rec.Code != 400 {
+			t.Fatalf("status %d for %q", rec.Code, rawQuery)
+		}
+		if code := req.URL.Query().Get("code"); len(code) > 8 && strings.Contains(rec.Body.String(), code) {
+			t.Fatalf("page echoes the code")
+		}
+	})
+}

@@ -1,0 +1,216 @@
+//go:build integration
+
+package lambdaentry
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"github.com/agentauth/agentauth/shared/aws/awscount"
+	"github.com/agentauth/agentauth/shared/aws/dynamostore"
+	"github.com/agentauth/agentauth/shared/aws/sqsqueue"
+	"github.com/agentauth/agentauth/shared/testkit/emulatortest"
+)
+
+// tinyProvider issues one token pair per code and remembers the values.
+type tinyProvider struct {
+	mu     sync.Mutex
+	issued []string
+}
+
+func (p *tinyProvider) handler(w http.ResponseWriter, r *http.Request) {
+	_ = r.ParseForm()
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	at, rt := "at-"+hex.EncodeToString(b), "rt-"+hex.EncodeToString(b)
+	p.mu.Lock()
+	p.issued = append(p.issued, at, rt)
+	p.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"access_token": at, "refresh_token": rt, "token_type": "Bearer", "expires_in": 3600, "scope": "read"})
+}
+
+func v2Event(method, rawURL, body string) events.APIGatewayV2HTTPRequest {
+	u, _ := url.Parse(rawURL)
+	return events.APIGatewayV2HTTPRequest{
+		Version: "2.0", RawPath: u.Path, RawQueryString: u.RawQuery,
+		Headers: map[string]string{"content-type": "application/json"},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: u.Path, Protocol: "HTTP/1.1", SourceIP: "127.0.0.1"},
+		},
+		Body: body,
+	}
+}
+
+// TestAWSBackendsFlowAndCallCounts runs the token → consent → callback →
+// ready flow through the two functions' handlers on the emulator's DynamoDB,
+// KMS, Secrets Manager and SQS, and counts the AWS calls of each operation
+// (printed for `make bench-aws`).
+func TestAWSBackendsFlowAndCallCounts(t *testing.T) {
+	ctx := context.Background()
+	cfg := emulatortest.Config(t)
+	suffix := fmt.Sprintf("%d", time.Now().UnixNano())
+	ddb, kmsc, sqsc, sm := dynamodb.NewFromConfig(cfg), kms.NewFromConfig(cfg), sqs.NewFromConfig(cfg), secretsmanager.NewFromConfig(cfg)
+
+	table := "agentauth-it-" + suffix
+	if _, err := ddb.CreateTable(ctx, dynamostore.TableSchema(table)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
+	key, err := kmsc.CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String("agentauth it")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := sqsc.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("agentauth-it-" + suffix + ".fifo"),
+		Attributes: map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "false"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = sqsc.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
+	secretName := "agentauth-it-" + suffix + "/session-keys"
+	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(secretName), SecretString: aws.String("session-key-0123456789abcdefghijklmnopqrstuvwxyz")}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = sm.DeleteSecret(context.Background(), &secretsmanager.DeleteSecretInput{SecretId: aws.String(secretName), ForceDeleteWithoutRecovery: aws.Bool(true)})
+	})
+
+	prov := &tinyProvider{}
+	ps := httptest.NewServer(http.HandlerFunc(prov.handler))
+	defer ps.Close()
+	bdir := t.TempDir()
+	app := `apiVersion: agents.example.io/v1alpha1
+kind: OAuthApp
+metadata: {name: team}
+spec:
+  provider: demo
+  flow: authorizationCode
+  subjectMode: global
+  client: {clientId: {value: c1}, clientSecret: {valueFrom: {secretRef: {ref: Secret/demo, key: clientSecret}}}}
+  endpoints: {authorizationUrl: "` + ps.URL + `/authorize", tokenUrl: "` + ps.URL + `/token"}
+  scopes: [read]
+  redirect: {callbackPath: /oauth/callback/team}
+`
+	if err := os.WriteFile(filepath.Join(bdir, "app.yaml"), []byte(app), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prefix := "agentauth-it-" + suffix + "/"
+	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(prefix + "demo"), SecretString: aws.String(`{"clientSecret":"s1"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = sm.DeleteSecret(context.Background(), &secretsmanager.DeleteSecretInput{SecretId: aws.String(prefix + "demo"), ForceDeleteWithoutRecovery: aws.Bool(true)})
+	})
+	for k, v := range map[string]string{
+		EnvTable: table, EnvKMSKey: *key.KeyMetadata.Arn, EnvQueueURL: *q.QueueUrl, EnvSessionKeysSecret: secretName,
+		EnvSecretPrefix: prefix, EnvBundle: bdir, EnvPublicURL: "https://auth.example", EnvMaxWait: "25",
+	} {
+		t.Setenv(k, v)
+	}
+	log := slog.New(slog.DiscardHandler)
+	runtimeCount, callbackCount := awscount.New(), awscount.New()
+	runtime, err := Build(ctx, RuntimeRoutes, log, Options{Counter: runtimeCount})
+	if err != nil {
+		t.Fatal(err)
+	}
+	callback, err := Build(ctx, CallbackRoutes, log, Options{Counter: callbackCount})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := func() map[string]any {
+		t.Helper()
+		resp, err := httpadapter.NewV2(runtime).ProxyWithContext(ctx, v2Event("POST", "/v1/oauth/token",
+			`{"oauthAppRef":"OAuthApp/team","turn":{"auth":{"subjects":{"global":"demo:team:T1"}},"resume":{"swarmRef":"Swarm/default","instanceKey":"i-1","agentName":"planner"}}}`))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("token: %v %d %s", err, resp.StatusCode, resp.Body)
+		}
+		var out map[string]any
+		_ = json.Unmarshal([]byte(resp.Body), &out)
+		return out
+	}
+	counts := func(c *awscount.Counter) string { s := c.String(); c.Reset(); return s }
+
+	runtimeCount.Reset()
+	out := token()
+	if out["status"] != "authorization_required" {
+		t.Fatalf("first: %v", out)
+	}
+	t.Logf("AWS calls: token, new session            : %s", counts(runtimeCount))
+	au, _ := url.Parse(out["authorizationUrl"].(string))
+
+	callbackCount.Reset()
+	resp, err := httpadapter.NewV2(callback).ProxyWithContext(ctx, v2Event("GET", "/oauth/callback/team?code=c&state="+url.QueryEscape(au.Query().Get("state")), ""))
+	if err != nil || resp.StatusCode != 200 || !strings.Contains(resp.Body, "Connected") {
+		t.Fatalf("callback: %v %d %s", err, resp.StatusCode, resp.Body)
+	}
+	cb := callbackCount.Snapshot()
+	t.Logf("AWS calls: callback                      : %s", counts(callbackCount))
+	want := map[string]int{"dynamodb.GetItem": 1, "dynamodb.TransactWriteItems": 1, "kms.GenerateDataKey": 1, "sqs.SendMessage": 1}
+	for k, n := range want {
+		if cb[k] != n {
+			t.Errorf("callback %s = %d, want %d (all: %v)", k, cb[k], n, cb)
+		}
+	}
+	if len(cb) != len(want) {
+		t.Errorf("callback made other AWS calls: %v", cb)
+	}
+
+	out = token()
+	rt := runtimeCount.Snapshot()
+	t.Logf("AWS calls: token, ready (cold data key)  : %s", counts(runtimeCount))
+	if out["status"] != "ready" || rt["dynamodb.GetItem"] != 1 || rt["kms.Decrypt"] != 1 || len(rt) != 2 {
+		t.Fatalf("cold ready: %v, calls %v", out["status"], rt)
+	}
+	out = token()
+	rt = runtimeCount.Snapshot()
+	t.Logf("AWS calls: token, ready (warm)           : %s", counts(runtimeCount))
+	if out["status"] != "ready" || rt["dynamodb.GetItem"] != 1 || len(rt) != 1 {
+		t.Fatalf("warm ready: %v, calls %v", out["status"], rt)
+	}
+
+	queue, err := sqsqueue.New(sqsc, *q.QueueUrl, sqsqueue.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := queue.Receive(ctx, 10, 2*time.Second)
+	if err != nil || len(ds) != 1 || ds[0].Event.AgentName != "planner" || ds[0].Event.InstanceKey != "i-1" {
+		t.Fatalf("auth.granted from SQS: %+v %v", ds, err)
+	}
+
+	// Only sealed values in the table.
+	items, err := ddb.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(items.Items)
+	prov.mu.Lock()
+	defer prov.mu.Unlock()
+	for _, s := range prov.issued {
+		if strings.Contains(string(raw), s) {
+			t.Fatalf("a token is stored in plaintext")
+		}
+	}
+}

@@ -1,0 +1,79 @@
+package lambdaentry
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/agentauth/agentauth/shared/testkit/jwttest"
+)
+
+func toolsEvent(method, path, token, body string) json.RawMessage {
+	ev := events.APIGatewayV2HTTPRequest{
+		Version: "2.0", RouteKey: method + " " + path, RawPath: path,
+		Headers: map[string]string{"authorization": "Bearer " + token, "content-type": "application/json"},
+		Body:    body,
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			RequestID: "tools-req-1",
+			HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path, Protocol: "HTTP/1.1", SourceIP: "127.0.0.1"},
+		},
+	}
+	raw, _ := json.Marshal(ev)
+	return raw
+}
+
+func TestToolsFunctionAnswersAPIGatewayEvents(t *testing.T) {
+	iss := jwttest.Start(t)
+	t.Setenv(EnvBundle, "testdata/bundle")
+	t.Setenv(EnvHome, t.TempDir())
+	t.Setenv(EnvPublicURL, "https://auth.example")
+	t.Setenv("TEAM_CLIENT_SECRET", "s3cret")
+	t.Setenv("GOONDAN_OAUTH_KEY", "")
+	t.Setenv("AGENTAUTH_JWKS_URL", "")
+	if _, err := build(context.Background(), ToolsRoutes, slog.New(slog.DiscardHandler), Options{}); err == nil || !strings.Contains(err.Error(), "AGENTAUTH_JWKS_URL is required") {
+		t.Fatalf("without a JWKS URL: %v", err)
+	}
+	for k, v := range iss.Env() {
+		t.Setenv(k, v)
+	}
+	t.Setenv("AGENTAUTH_METRICS", "log")
+	var logs bytes.Buffer
+	f, err := build(context.Background(), ToolsRoutes, slog.New(slog.NewJSONHandler(&logs, nil)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := iss.Mint(t, map[string]any{"sub": "alice", "scope": "agentauth:admin", "tenant_id": "acme", "skills": "refunds"})
+	out, err := f.Invoke(context.Background(), toolsEvent("POST", "/v1/admin/tenants/acme/skills", tok, `{"name":"refunds","description":"refunds","content":"how to refund"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp := out.(events.APIGatewayV2HTTPResponse); resp.StatusCode != 201 {
+		t.Fatalf("upload: %d %s", resp.StatusCode, resp.Body)
+	}
+	out, err = f.Invoke(context.Background(), toolsEvent("GET", "/v1/agents/skills", tok, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp := out.(events.APIGatewayV2HTTPResponse); resp.StatusCode != 200 || !strings.Contains(resp.Body, `"name":"refunds"`) {
+		t.Fatalf("skills: %d %s", resp.StatusCode, resp.Body)
+	}
+	out, _ = f.Invoke(context.Background(), toolsEvent("GET", "/v1/agents/tools", "not-a-jwt", ""))
+	if resp := out.(events.APIGatewayV2HTTPResponse); resp.StatusCode != 401 || !strings.Contains(resp.Body, `"reason"`) {
+		t.Fatalf("bad token: %d %s", resp.StatusCode, resp.Body)
+	}
+	out, _ = f.Invoke(context.Background(), toolsEvent("GET", "/v1/agents/tools", tok, ""))
+	if resp := out.(events.APIGatewayV2HTTPResponse); resp.StatusCode != 200 || resp.Body != "{\"data\":[]}\n" {
+		t.Fatalf("tools: %d %q", resp.StatusCode, resp.Body)
+	}
+	if !strings.Contains(logs.String(), `"agent_access_resolutions":1`) {
+		t.Fatalf("no metrics line in the log:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), tok) {
+		t.Fatal("the JWT is in the log")
+	}
+}

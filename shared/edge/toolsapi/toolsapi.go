@@ -1,0 +1,405 @@
+// Package toolsapi serves the tool plane's HTTP routes — tool discovery,
+// skill search, tool invocation through the hooks, and (behind a flag) the
+// RFC 0064 conformance seam and capability document — as net/http handlers
+// for the local server and the tools function.
+//
+// Every route but the capability document needs a verified JWT; who the
+// caller is, its scopes, tenant and skill allow list come only from the
+// verified claims, never from query parameters. It must never write a raw
+// tool argument, a token or a stack trace to a response or a log.
+package toolsapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentauth/agentauth/shared/bundle"
+	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/edge/jwtauth"
+	"github.com/agentauth/agentauth/shared/observe/metrics"
+	"github.com/agentauth/agentauth/shared/tools/discovery"
+	"github.com/agentauth/agentauth/shared/tools/httptool"
+	"github.com/agentauth/agentauth/shared/tools/skills"
+	"github.com/agentauth/agentauth/shared/tools/toolcatalog"
+	"github.com/agentauth/agentauth/shared/tools/toolhooks"
+	"github.com/agentauth/agentauth/shared/tools/toolplane"
+)
+
+// Verifier checks a bearer JWT (jwtauth.Verifier in production).
+type Verifier interface {
+	Verify(ctx context.Context, raw string) (jwtauth.Claims, error)
+}
+
+// DefaultSubjectsClaim is the claim that carries the turn's OAuth subjects
+// ({"global": "...", "user": "..."}) for the tokens of http tools.
+const DefaultSubjectsClaim = "agentauth_subjects"
+
+// Config wires the API.
+type Config struct {
+	Verifier Verifier
+	Plane    *toolplane.Plane
+	// Runner runs tools of transport http; nil: they end in an error.
+	Runner *httptool.Runner
+	// Native are implementations of native tools by tool id (a native
+	// tool without one ends in E_TOOL_TRANSPORT_UNSUPPORTED).
+	Native map[string]toolhooks.Invoker
+	Hooks  *toolhooks.Hooks
+	// TenantClaim, SkillsClaim and SubjectsClaim are claim paths (default
+	// tenant_id, skills, agentauth_subjects).
+	TenantClaim, SkillsClaim, SubjectsClaim string
+	// Seam enables the RFC 0064 conformance seam and capability document.
+	Seam    bool
+	Metrics metrics.Recorder
+	Log     *slog.Logger
+}
+
+// API is the tool plane's router.
+type API struct{ cfg Config }
+
+// New checks cfg.
+func New(cfg Config) (*API, error) {
+	if cfg.Verifier == nil || cfg.Plane == nil || cfg.Hooks == nil {
+		return nil, errors.New("toolsapi: verifier, plane and hooks are required")
+	}
+	if cfg.TenantClaim == "" {
+		cfg.TenantClaim = "tenant_id"
+	}
+	if cfg.SkillsClaim == "" {
+		cfg.SkillsClaim = "skills"
+	}
+	if cfg.SubjectsClaim == "" {
+		cfg.SubjectsClaim = DefaultSubjectsClaim
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.Nop{}
+	}
+	return &API{cfg: cfg}, nil
+}
+
+// Register adds the routes to mux.
+func (a *API) Register(mux *http.ServeMux) {
+	mux.Handle("GET /v1/agents/tools", a.authed(a.tools))
+	mux.Handle("GET /v1/agents/skills", a.authed(a.skills))
+	mux.Handle("POST /v1/tools/invoke", a.authed(a.invoke))
+	for path, kind := range map[string]string{"skills": domain.TenantKindSkill, "tools": domain.TenantKindTool} {
+		mux.Handle("POST /v1/admin/tenants/{tenant}/"+path, a.authed(a.admin(kind, a.upload)))
+		mux.Handle("GET /v1/admin/tenants/{tenant}/"+path, a.authed(a.admin(kind, a.listUploads)))
+		mux.Handle("DELETE /v1/admin/tenants/{tenant}/"+path+"/{name}", a.authed(a.admin(kind, a.deleteUpload)))
+	}
+	if a.cfg.Seam {
+		mux.Handle("POST /v1/host/sample/toolhooks/invoke", a.authed(a.seam))
+		mux.HandleFunc("GET /.well-known/openwop", a.capabilities)
+	}
+}
+
+// Handler is a mux with the routes and a JSON 404/405 for anything else.
+func (a *API) Handler() http.Handler {
+	mux := http.NewServeMux()
+	a.Register(mux)
+	return mux
+}
+
+type errBody struct {
+	Error struct {
+		Code    string         `json:"code"`
+		Message string         `json:"message,omitempty"`
+		Details map[string]any `json:"details,omitempty"`
+	} `json:"error"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, status int, code, msg string, details map[string]any) {
+	var b errBody
+	b.Error.Code, b.Error.Message, b.Error.Details = code, msg, details
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="agentauth"`)
+	}
+	writeJSON(w, status, b)
+}
+
+// authed verifies the bearer JWT; the reason code of a refusal is in the
+// 401 body, never the token.
+func (a *API) authed(h func(http.ResponseWriter, *http.Request, jwtauth.Claims)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, err := jwtauth.BearerToken(r)
+		if err == nil {
+			var c jwtauth.Claims
+			if c, err = a.cfg.Verifier.Verify(r.Context(), raw); err == nil {
+				if c.Subject() == "" {
+					writeErr(w, 401, "unauthenticated", "the token names no subject", map[string]any{"reason": "malformed"})
+					return
+				}
+				h(w, r, c)
+				return
+			}
+		}
+		writeErr(w, 401, "unauthenticated", "a valid bearer JWT is required", map[string]any{"reason": jwtauth.Reason(err)})
+	})
+}
+
+// adminFlags reads include_disabled and skip_cache, which only admins may set.
+func adminFlags(r *http.Request, c jwtauth.Claims) (toolcatalog.Options, bool) {
+	q := r.URL.Query()
+	opts := toolcatalog.Options{IncludeDisabled: q.Get("include_disabled") == "true", SkipCache: q.Get("skip_cache") == "true"}
+	if (opts.IncludeDisabled || opts.SkipCache) && !c.IsAdmin() {
+		return opts, false
+	}
+	return opts, true
+}
+
+func (a *API) tools(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
+	opts, ok := adminFlags(r, c)
+	if !ok {
+		writeErr(w, 403, "forbidden", "include_disabled and skip_cache need the agentauth:admin scope", nil)
+		return
+	}
+	_, res := a.resolve(r.Context(), c, opts, "tools")
+	manifest := res.Manifest
+	if manifest == nil {
+		manifest = []discovery.ToolManifestEntry{}
+	}
+	writeJSON(w, 200, map[string]any{"data": manifest})
+}
+
+// resolve is the caller's manifest at the plane's current snapshot, with
+// the metrics of the resolution.
+func (a *API) resolve(ctx context.Context, c jwtauth.Claims, opts toolcatalog.Options, route string) (*toolplane.Snapshot, toolcatalog.Resolution) {
+	snap := a.cfg.Plane.Snapshot(ctx) // picks up other processes' uploads
+	start := time.Now()
+	res := a.cfg.Plane.Catalog().Resolve(c, opts)
+	a.cfg.Metrics.Resolution(ctx, metrics.Resolution{Denied: len(res.Access.GroupIDs) == 0, Tools: len(res.Manifest),
+		Duration: time.Since(start), Cached: res.Cached, Route: route})
+	return snap, res
+}
+
+func (a *API) skills(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
+	q := r.URL.Query()
+	topK := 0
+	if v := q.Get("top_k"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > skills.MaxTopK {
+			writeErr(w, 400, "invalidRequest", fmt.Sprintf("top_k must be a whole number between 1 and %d", skills.MaxTopK), nil)
+			return
+		}
+		topK = n
+	}
+	tenant, _ := c.StringAt(a.cfg.TenantClaim)
+	allowed, _ := c.ListAt(a.cfg.SkillsClaim)
+	res := a.cfg.Plane.Snapshot(r.Context()).Skills.Search(skills.Query{Text: q.Get("q"), TopK: topK, TenantID: tenant, AllowedSkillNames: allowed})
+	if res == nil {
+		res = []skills.Result{}
+	}
+	writeJSON(w, 200, map[string]any{"data": res})
+}
+
+type invokeRequest struct {
+	ToolName string          `json:"toolName"`
+	Args     json.RawMessage `json:"args"`
+	CallID   string          `json:"callId"`
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 256<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeErr(w, 400, "invalidRequest", "request body: want a JSON object with the documented fields", nil)
+		return false
+	}
+	return true
+}
+
+func (a *API) invoke(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
+	var req invokeRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.ToolName == "" {
+		writeErr(w, 400, "invalidRequest", `"toolName" is required`, nil)
+		return
+	}
+	if req.CallID == "" {
+		req.CallID = newCallID()
+	} else if len(req.CallID) > 128 {
+		writeErr(w, 400, "invalidRequest", `"callId" must be at most 128 characters`, nil)
+		return
+	}
+	ctx := r.Context()
+	// The caller's catalog: the tools its policies let it see.
+	snap, res := a.resolve(ctx, c, toolcatalog.Options{}, "invoke")
+	catalog := make([]string, 0, len(res.Manifest))
+	var matches []catalogTool
+	for _, e := range res.Manifest {
+		catalog = append(catalog, e.Name)
+		if e.Name == req.ToolName {
+			if x, ok := snap.Tools[e.ToolID]; ok {
+				matches = append(matches, catalogTool{ID: e.ToolID, Entry: x})
+			}
+		}
+	}
+	tool, run := a.prepare(c, req.ToolName, matches)
+	out := a.cfg.Hooks.Invoke(ctx, toolhooks.Call{
+		AgentID: agentID(c), ToolName: req.ToolName, CallID: req.CallID, Principal: c.Subject(),
+		Args: req.Args, GrantedScopes: c.Scopes(), Catalog: catalog,
+	}, tool, run)
+	a.answer(w, out, map[string]any{"toolCalled": out.ToolCalled, "toolReturned": out.ToolReturned, "result": out.Result})
+}
+
+// catalogTool is a tool of the caller's catalog with its manifest id.
+type catalogTool struct {
+	ID string
+	toolplane.Entry
+}
+
+// prepare picks the tool the caller named and its implementation. Two
+// tools of one name in a catalog (the bundle allows it) are refused rather
+// than guessed between, under the union of their scopes (fail closed).
+func (a *API) prepare(c jwtauth.Claims, name string, matches []catalogTool) (toolhooks.Tool, toolhooks.Invoker) {
+	switch len(matches) {
+	case 0:
+		return toolhooks.Tool{Name: name}, nil // not in the catalog: the hooks refuse it
+	case 1:
+	default:
+		t := toolhooks.Tool{Name: name, Transport: matches[0].Tool.Transport}
+		ids := make([]string, 0, len(matches))
+		for _, m := range matches {
+			t.RequiredScopes = append(t.RequiredScopes, m.Tool.RequiredScopes...)
+			ids = append(ids, m.ID)
+		}
+		return t, func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			return nil, toolhooks.NewToolError("AmbiguousTool", "E_TOOL_AMBIGUOUS",
+				fmt.Sprintf("%d tools are named %q in this catalog (%s): the deployment must rename one", len(ids), name, strings.Join(ids, ", ")))
+		}
+	}
+	m := matches[0]
+	bt := m.Tool
+	t := toolhooks.Tool{Name: name, RequiredScopes: bt.RequiredScopes, Transport: bt.Transport, ErrorMessageLimit: bt.ErrorMessageLimit, Schema: bt.Schema}
+	switch bt.Transport {
+	case bundle.TransportHTTP:
+		if a.cfg.Runner != nil {
+			return t, a.cfg.Runner.Invoker(bt, a.turnAuth(c), m.Tenant != "")
+		}
+	case bundle.TransportNative:
+		if run, ok := a.cfg.Native[m.ID]; ok {
+			return t, run
+		}
+	}
+	return t, func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		return nil, toolhooks.NewToolError("TransportUnsupported", "E_TOOL_TRANSPORT_UNSUPPORTED",
+			fmt.Sprintf("tool %s (transport %s) is not run by the tools function: the agent runtime runs it", m.ID, bt.Transport))
+	}
+}
+
+// turnAuth is the turn's auth for getAccessToken: the subjects from the
+// verified SubjectsClaim, the actor from sub.
+func (a *API) turnAuth(c jwtauth.Claims) domain.TurnAuth {
+	auth := domain.TurnAuth{Actor: &domain.Actor{Type: "user", ID: c.Subject()}}
+	g, _ := c.StringAt(a.cfg.SubjectsClaim + ".global")
+	u, _ := c.StringAt(a.cfg.SubjectsClaim + ".user")
+	if g != "" || u != "" {
+		auth.Subjects = &domain.Subjects{Global: g, User: u}
+	}
+	return auth
+}
+
+// answer maps an outcome to HTTP: 200, 403 forbidden, 429 rate_limited
+// (Retry-After), 503 when the limit could not be checked.
+func (a *API) answer(w http.ResponseWriter, out toolhooks.Outcome, body map[string]any) {
+	switch out.HTTPStatus {
+	case 403:
+		body["error"] = map[string]any{"code": "forbidden", "details": map[string]any{"scope": "tool", "toolName": out.ToolCalled.ToolName, "requiredScopes": out.RequiredScopes}}
+	case 429:
+		secs := int(out.RetryAfter.Round(time.Second) / time.Second)
+		if secs < 1 {
+			secs = 1
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		body["error"] = map[string]any{"code": "rate_limited", "details": map[string]any{"scope": "tool", "toolName": out.ToolCalled.ToolName}}
+	case 503:
+		body["error"] = map[string]any{"code": "unavailable"}
+	}
+	writeJSON(w, out.HTTPStatus, body)
+}
+
+func agentID(c jwtauth.Claims) string {
+	if v, ok := c.StringAt("agent_id"); ok {
+		return v
+	}
+	return "core.system" // RFC 0064 ruling D11: a synthetic agent id
+}
+
+type seamRequest struct {
+	Principal                  string          `json:"principal"`
+	ToolName                   string          `json:"toolName"`
+	RequiredScopes             []string        `json:"requiredScopes"`
+	GrantedScopes              []string        `json:"grantedScopes"`
+	Args                       json.RawMessage `json:"args"`
+	SimulateRateLimitExhausted bool            `json:"simulateRateLimitExhausted"`
+	SimulateToolError          bool            `json:"simulateToolError"`
+}
+
+// exhausted is the seam's limiter when asked to simulate exhaustion.
+type exhausted struct{}
+
+func (exhausted) Allow(context.Context, string, string) (bool, time.Duration, error) {
+	return false, time.Second, nil
+}
+
+// seam is RFC 0064's conformance seam: it runs a synthetic tool through the
+// real hooks and answers {toolCalled, toolReturned} on 200, 403 and 429.
+func (a *API) seam(w http.ResponseWriter, r *http.Request, _ jwtauth.Claims) {
+	var req seamRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.Principal == "" || req.ToolName == "" {
+		writeErr(w, 400, "invalidRequest", `"principal" and "toolName" are required`, nil)
+		return
+	}
+	hooks := *a.cfg.Hooks
+	if req.SimulateRateLimitExhausted {
+		hooks.Limiter = exhausted{}
+	}
+	run := func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		if req.SimulateToolError {
+			return nil, errors.New("simulated tool error")
+		}
+		return json.RawMessage(`{"ok":true}`), nil
+	}
+	out := hooks.Invoke(r.Context(), toolhooks.Call{AgentID: "core.system", ToolName: req.ToolName, CallID: newCallID(),
+		Principal: req.Principal, Args: req.Args, GrantedScopes: req.GrantedScopes},
+		toolhooks.Tool{Name: req.ToolName, RequiredScopes: req.RequiredScopes, Transport: "native"}, run)
+	a.answer(w, out, map[string]any{"toolCalled": out.ToolCalled, "toolReturned": out.ToolReturned})
+}
+
+func (a *API) capabilities(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, 200, map[string]any{"capabilities": map[string]any{"toolHooks": map[string]bool{
+		"supported": true, "prePostEvents": true, "perToolAuthorization": true, "perToolRateLimit": a.cfg.Hooks.Limiter != nil,
+	}}})
+}
+
+func newCallID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "call-" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,101 @@
+// Package embedded opens agentauth's embedded backends in one home
+// directory — the filesystem OAuthStore, the local AES keyring and the file
+// event queue — and refuses to run with a key that cannot open the stored
+// records. The local server and the Lambda entry points use it.
+//
+// It never creates a key over existing records and never prints a key.
+package embedded
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/agentauth/agentauth/shared/local/aesseal"
+	"github.com/agentauth/agentauth/shared/local/filequeue"
+	"github.com/agentauth/agentauth/shared/local/filestore"
+	"github.com/agentauth/agentauth/shared/tools/ratelimit"
+	"github.com/agentauth/agentauth/shared/tools/toolhooks"
+)
+
+// EnvKey is the seed's environment variable for the master key.
+const EnvKey = "GOONDAN_OAUTH_KEY"
+
+// Backends are the opened embedded backends of a home.
+type Backends struct {
+	Home    string
+	Store   *filestore.Store
+	Keyring *aesseal.Keyring
+	Queue   *filequeue.Queue
+}
+
+// Open opens home. envKey is the value of GOONDAN_OAUTH_KEY ("" for the
+// key file). create allows creating the master key on a fresh home. Every
+// record must be sealed under a loaded key: a wrong or missing key is an
+// error, never a new key over existing grants.
+func Open(ctx context.Context, home, envKey string, create bool) (*Backends, error) {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, fmt.Errorf("home %s: %w", home, err)
+	}
+	st, err := filestore.New(home)
+	if err != nil {
+		return nil, err
+	}
+	has, err := st.HasRecords()
+	if err != nil {
+		return nil, err
+	}
+	var kr *aesseal.Keyring
+	if create {
+		kr, _, err = aesseal.Ensure(home, envKey, has)
+	} else {
+		kr, err = aesseal.Load(home, envKey)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := checkKeys(ctx, st, kr, envKey != ""); err != nil {
+		return nil, err
+	}
+	q, err := filequeue.New(filepath.Join(home, "queue"))
+	if err != nil {
+		return nil, err
+	}
+	return &Backends{Home: home, Store: st, Keyring: kr, Queue: q}, nil
+}
+
+// checkKeys refuses to start when a record is sealed under a key we do
+// not hold.
+func checkKeys(ctx context.Context, st *filestore.Store, kr *aesseal.Keyring, fromEnv bool) error {
+	used, err := st.KeyIDs(ctx)
+	if err != nil {
+		return fmt.Errorf("check record keys: %w", err)
+	}
+	var missing []string
+	n := 0
+	for id, recs := range used {
+		if !kr.Has(id) {
+			missing = append(missing, id)
+			n += len(recs)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	sort.Strings(missing)
+	src := "the key file oauth/keys/master.key"
+	if fromEnv {
+		src = EnvKey
+	}
+	return fmt.Errorf("%d stored record(s) are sealed under key(s) %s, which %s does not hold (loaded: %s): refusing to start with the wrong key; restore the key or add it to %s",
+		n, strings.Join(missing, ", "), src, strings.Join(kr.IDs(), ", "), EnvKey)
+}
+
+// ToolLimiter is the tools' rate limiter for this home: a file per key
+// under <home>/ratelimit, locked across every server sharing the home.
+func (b *Backends) ToolLimiter(limits ratelimit.Limits) (toolhooks.Limiter, error) {
+	return ratelimit.NewFile(filepath.Join(b.Home, "ratelimit"), limits, nil)
+}

@@ -1,0 +1,214 @@
+package filequeue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/testkit/storetest"
+)
+
+func newQueue(t *testing.T, dir string) *Queue {
+	t.Helper()
+	q, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func TestConformance(t *testing.T) {
+	storetest.RunQueue(t, func(t *testing.T) storetest.Queue { return newQueue(t, t.TempDir()) })
+}
+
+func ids(t *testing.T, q *Queue) []string {
+	t.Helper()
+	events, err := q.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(events))
+	for i, e := range events {
+		out[i] = e.ID
+	}
+	return out
+}
+
+func TestDurableAcrossInstances(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "queue")
+	q1 := newQueue(t, dir)
+	for _, id := range []string{"c", "a", "b"} {
+		if err := q1.Enqueue(ctx, storetest.SampleEvent(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q2 := newQueue(t, dir) // a restart
+	if got := strings.Join(ids(t, q2), ","); got != "c,a,b" {
+		t.Fatalf("after restart: %s", got)
+	}
+	if err := q2.Enqueue(ctx, storetest.SampleEvent("0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := q2.Enqueue(ctx, storetest.SampleEvent("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := q2.Delete(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	q3 := newQueue(t, dir)
+	if got := strings.Join(ids(t, q3), ","); got != "a,b,0" {
+		t.Fatalf("after a second restart: %s", got)
+	}
+	events, _ := q3.List(ctx)
+	want := storetest.SampleEvent("a")
+	want.EnqueuedAt = events[0].EnqueuedAt
+	if !reflect.DeepEqual(events[0], want) {
+		t.Fatalf("event changed on disk:\n got %+v\nwant %+v", events[0], want)
+	}
+}
+
+func TestSequenceSurvivesClockStep(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	q := newQueue(t, dir)
+	if err := q.Enqueue(ctx, storetest.SampleEvent("first")); err != nil {
+		t.Fatal(err)
+	}
+	// Pretend the stored event came from a clock an hour ahead.
+	path := q.path("first")
+	var r record
+	data, _ := os.ReadFile(path)
+	json.Unmarshal(data, &r)
+	r.Seq += int64(time.Hour)
+	data, _ = json.Marshal(r)
+	os.WriteFile(path, data, 0o600)
+
+	q2 := newQueue(t, dir)
+	if err := q2.Enqueue(ctx, storetest.SampleEvent("second")); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(ids(t, q2), ","); got != "first,second" {
+		t.Fatalf("order after a clock step: %s", got)
+	}
+}
+
+func TestDedupAcrossInstancesConcurrently(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	queues := []*Queue{newQueue(t, dir), newQueue(t, dir)}
+	var wg sync.WaitGroup
+	errs := make([]error, 20)
+	for i := range 20 {
+		wg.Go(func() {
+			e := storetest.SampleEvent("as-dup")
+			e.Input = fmt.Sprint("racer-", i)
+			errs[i] = queues[i%2].Enqueue(ctx, e)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := ids(t, queues[0]); len(got) != 1 {
+		t.Fatalf("stored %d times", len(got))
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("%d files in the queue dir (temporary files left?)", len(entries))
+	}
+}
+
+func TestDeleteIsAnAckThatKeepsDeduplicating(t *testing.T) {
+	ctx := context.Background()
+	q := newQueue(t, t.TempDir())
+	if err := q.Delete(ctx, "nope"); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("Delete of an unknown id: %v", err)
+	}
+	q.Enqueue(ctx, storetest.SampleEvent("x"))
+	q.Enqueue(ctx, storetest.SampleEvent("y"))
+	if err := q.Delete(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Delete(ctx, "x"); err != nil {
+		t.Fatalf("second ack: %v", err)
+	}
+	if got := strings.Join(ids(t, q), ","); got != "y" {
+		t.Fatalf("after delete: %s", got)
+	}
+	// A redelivery of an acknowledged id does not resume the agent again.
+	if err := q.Enqueue(ctx, storetest.SampleEvent("x")); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(ids(t, q), ","); got != "y" {
+		t.Fatalf("re-enqueue after ack: %s", got)
+	}
+	// Past the window the tombstone is pruned and the id is new again.
+	path := q.path("x")
+	old := time.Now().Add(-DedupWindow - time.Minute)
+	data, _ := json.Marshal(record{Seq: 1, ID: "x", AckedAt: &old})
+	os.WriteFile(path, data, 0o600)
+	ids(t, q)
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatal("old tombstone not pruned")
+	}
+	q.Enqueue(ctx, storetest.SampleEvent("x"))
+	if got := strings.Join(ids(t, q), ","); got != "y,x" {
+		t.Fatalf("after the window: %s", got)
+	}
+}
+
+func TestFileModesAndNames(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "queue")
+	q := newQueue(t, dir)
+	if err := q.Enqueue(ctx, storetest.SampleEvent("../../etc/passwd")); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(dir)
+	if fi.Mode().Perm() != 0o700 {
+		t.Fatalf("dir mode %o", fi.Mode().Perm())
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 || strings.Contains(entries[0].Name(), "passwd") || len(entries[0].Name()) != 64+len(".json") {
+		t.Fatalf("files %v", entries)
+	}
+	fi, _ = os.Stat(filepath.Join(dir, entries[0].Name()))
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("file mode %o", fi.Mode().Perm())
+	}
+	if err := q.Enqueue(ctx, domain.Event{}); err == nil {
+		t.Fatal("accepted an event without id")
+	}
+}
+
+func TestCorruptFileDoesNotStallTheQueue(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	q := newQueue(t, dir)
+	q.Enqueue(ctx, storetest.SampleEvent("good"))
+	q.Enqueue(ctx, storetest.SampleEvent("bad"))
+	os.WriteFile(q.path("bad"), []byte("{not json"), 0o600)
+	os.WriteFile(filepath.Join(dir, fileName("elsewhere")), []byte(`{"seq":1,"id":"moved","event":{"id":"moved"}}`), 0o600)
+	events, err := q.List(ctx)
+	if !errors.Is(err, domain.ErrCorrupt) || len(events) != 1 || events[0].ID != "good" {
+		t.Fatalf("events %d, err %v", len(events), err)
+	}
+	if _, err := New(dir); err != nil {
+		t.Fatalf("New over a corrupt file: %v", err)
+	}
+	if err := q.Delete(ctx, "bad"); err != nil {
+		t.Fatalf("ack of a corrupt event: %v", err)
+	}
+}

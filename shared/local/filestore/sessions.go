@@ -1,0 +1,170 @@
+package filestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/local/atomicfile"
+)
+
+// sessionRecords keeps auth sessions as sessions/<sessionId>.enc.json in dir.
+func sessionRecords(dir string) *records[domain.Session] {
+	return &records[domain.Session]{
+		dir:     dir,
+		kind:    KindSession,
+		name:    "session",
+		valid:   ValidSessionID,
+		copy:    copySession,
+		withID:  func(sess domain.Session, id string) domain.Session { sess.ID = id; return sess },
+		sealed:  (*domain.Session).SealedFields,
+		bind:    domain.SessionBinding,
+		version: func(sess *domain.Session) *int64 { return &sess.Version },
+	}
+}
+
+func (s *Store) sessionPath(id string) string { return s.sessions.path(id) }
+
+// CreateSession writes a new session as given (Version included, normally
+// 0); ErrConflict when the id exists.
+func (s *Store) CreateSession(_ context.Context, sess domain.Session) error {
+	if err := ValidSessionID(sess.ID); err != nil {
+		return fmt.Errorf("filestore: create session: %w", err)
+	}
+	data, written, err := s.sessions.encode(sess.ID, sess)
+	if err != nil {
+		return fmt.Errorf("filestore: create session %s: %w", sess.ID, err)
+	}
+	// link(2) refuses an existing name, so no lock is needed to create once.
+	st, err := createFileExclusive(s.sessionPath(sess.ID), data)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("filestore: create session %s: already exists: %w", sess.ID, domain.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("filestore: create session %s: %w", sess.ID, err)
+	}
+	s.sessions.remember(sess.ID, st, written)
+	return nil
+}
+
+// GetSession returns the session with id.
+func (s *Store) GetSession(_ context.Context, id string) (domain.Session, error) {
+	return s.sessions.get(id)
+}
+
+// UpdateSession writes sess when the stored version equals sess.Version and
+// returns it with the version bumped; ErrNotFound when it does not exist.
+func (s *Store) UpdateSession(ctx context.Context, sess domain.Session) (domain.Session, error) {
+	if err := ValidSessionID(sess.ID); err != nil {
+		return domain.Session{}, fmt.Errorf("filestore: update session: %w", err)
+	}
+	l, err := s.lock(ctx, s.sessions.lockName(sess.ID))
+	if err != nil {
+		return domain.Session{}, fmt.Errorf("filestore: update session %s: %w", sess.ID, err)
+	}
+	defer l.release(false)
+	stored, err := s.sessions.load(sess.ID)
+	if err != nil {
+		return domain.Session{}, fmt.Errorf("filestore: update session %s: %w", sess.ID, err)
+	}
+	if stored.Version != sess.Version {
+		return domain.Session{}, fmt.Errorf("filestore: update session %s: stored version %d, expected %d: %w",
+			sess.ID, stored.Version, sess.Version, domain.ErrConflict)
+	}
+	sess.Version++
+	written, err := s.sessions.write(sess.ID, sess)
+	if err != nil {
+		return domain.Session{}, fmt.Errorf("filestore: update session %s: %w", sess.ID, err)
+	}
+	return written, nil
+}
+
+// CompleteSession moves a pending session to completed and upserts g,
+// holding both records' locks (session first, then grant, always in that
+// order). The grant is written first: a crash between the two writes leaves
+// the session pending, and a retry completes it.
+func (s *Store) CompleteSession(ctx context.Context, sessionID string, at time.Time, g domain.Grant) (domain.Session, domain.Grant, error) {
+	fail := func(err error) (domain.Session, domain.Grant, error) {
+		return domain.Session{}, domain.Grant{}, fmt.Errorf("filestore: complete session %s: %w", sessionID, err)
+	}
+	if err := ValidSessionID(sessionID); err != nil {
+		return fail(err)
+	}
+	if err := ValidGrantID(g.ID); err != nil {
+		return fail(err)
+	}
+	sl, err := s.lock(ctx, s.sessions.lockName(sessionID))
+	if err != nil {
+		return fail(err)
+	}
+	defer sl.release(false)
+	sess, err := s.sessions.load(sessionID)
+	if err != nil {
+		return fail(err)
+	}
+	if sess.Status != domain.SessionPending {
+		return fail(fmt.Errorf("status is %s, not pending: %w", sess.Status, domain.ErrConflict))
+	}
+	gl, err := s.lock(ctx, s.grants.lockName(g.ID))
+	if err != nil {
+		return fail(err)
+	}
+	defer gl.release(false)
+	prev, err := s.grants.load(g.ID)
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		g.Version = 1
+	case err != nil:
+		return fail(fmt.Errorf("grant %s: %w", g.ID, err))
+	default:
+		g.Version = prev.Version + 1
+		g.CreatedAt = prev.CreatedAt // a new consent renews a grant, it does not create one
+	}
+	grant, err := s.grants.write(g.ID, g)
+	if err != nil {
+		return fail(fmt.Errorf("grant %s: %w", g.ID, err))
+	}
+	sess.Status = domain.SessionCompleted
+	sess.CompletedAt = &at
+	sess.Version++
+	written, err := s.sessions.write(sess.ID, sess)
+	if err != nil {
+		return fail(err)
+	}
+	return written, grant, nil
+}
+
+// ListSessions returns every readable session in id order, plus one error
+// per file that could not be read.
+func (s *Store) ListSessions(ctx context.Context) ([]domain.Session, []error, error) {
+	return s.sessions.list(ctx)
+}
+
+// DeleteSession removes the session file; ErrNotFound when absent. An
+// unreadable session can be deleted too (that is how an operator clears it).
+func (s *Store) DeleteSession(ctx context.Context, id string) error {
+	if err := ValidSessionID(id); err != nil {
+		return fmt.Errorf("filestore: delete session: %w", err)
+	}
+	l, err := s.lock(ctx, s.sessions.lockName(id))
+	if err != nil {
+		return fmt.Errorf("filestore: delete session %s: %w", id, err)
+	}
+	err = os.Remove(s.sessionPath(id))
+	s.sessions.drop(id)
+	if errors.Is(err, fs.ErrNotExist) {
+		l.release(true)
+		return fmt.Errorf("filestore: delete session %s: %w", id, domain.ErrNotFound)
+	}
+	if err != nil {
+		l.release(false)
+		return fmt.Errorf("filestore: delete session %s: %w", id, err)
+	}
+	atomicfile.SyncDir(s.sessionsDir)
+	l.release(true)
+	return nil
+}

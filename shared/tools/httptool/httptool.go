@@ -1,0 +1,364 @@
+// Package httptool runs tools of transport http: it builds the upstream
+// request from the tool's method, url and sourcePath and the call's
+// arguments, attaches the bearer token getAccessToken returns for the
+// tool's auth, and turns the upstream answer into the tool's output.
+//
+// A token never leaves the Authorization header: it is scrubbed from
+// anything the upstream sends back before that reaches the model, and it
+// is never logged. Uploaded (tenant) tools run on a client that refuses
+// loopback, private and link-local addresses, so a tenant cannot aim the
+// tools function at the cloud metadata endpoint or the local network.
+package httptool
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentauth/agentauth/shared/bundle"
+	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/oauth"
+	"github.com/agentauth/agentauth/shared/tools/toolhooks"
+)
+
+// Defaults.
+const (
+	DefaultTimeout     = 20 * time.Second
+	DefaultMaxResponse = 1 << 20
+)
+
+// TokenSource is getAccessToken (*oauth.Manager).
+type TokenSource interface {
+	GetAccessToken(ctx context.Context, req oauth.TokenRequest) oauth.Result
+}
+
+// Runner runs http tools. The zero value is not usable: use New.
+type Runner struct {
+	tokens      TokenSource
+	open        *http.Client // bundle tools: the operator chose the URL
+	guarded     *http.Client // tenant tools: public addresses only
+	maxResponse int64
+}
+
+// Options of a Runner.
+type Options struct {
+	// Tokens fetches the tools' OAuth tokens; nil: a tool with auth fails
+	// with a configuration error.
+	Tokens TokenSource
+	// Timeout of one upstream call (DefaultTimeout when 0).
+	Timeout time.Duration
+	// MaxResponse bounds the upstream body read (DefaultMaxResponse).
+	MaxResponse int64
+	// AllowPrivateUpstreams lets tenant tools reach loopback and private
+	// addresses (local development and tests only).
+	AllowPrivateUpstreams bool
+	// Transport, when set, is used by both clients instead of their own
+	// (tests).
+	Transport http.RoundTripper
+}
+
+// New builds a Runner.
+func New(o Options) *Runner {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.MaxResponse <= 0 {
+		o.MaxResponse = DefaultMaxResponse
+	}
+	open := o.Transport
+	guarded := o.Transport
+	if open == nil {
+		open = http.DefaultTransport.(*http.Transport).Clone()
+		guarded = guardedTransport(o.AllowPrivateUpstreams)
+	}
+	return &Runner{
+		tokens:      o.Tokens,
+		open:        &http.Client{Timeout: o.Timeout, Transport: open, CheckRedirect: sameOrigin},
+		guarded:     &http.Client{Timeout: o.Timeout, Transport: guarded, CheckRedirect: sameOrigin},
+		maxResponse: o.MaxResponse,
+	}
+}
+
+// sameOrigin follows at most 5 redirects and never to another origin: the
+// Authorization header must not travel to a host the tool does not name.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if len(via) >= 5 {
+		return errors.New("stopped after 5 redirects")
+	}
+	if req.URL.Scheme != via[0].URL.Scheme || req.URL.Host != via[0].URL.Host {
+		return fmt.Errorf("redirect to another origin (%s) refused", req.URL.Host)
+	}
+	return nil
+}
+
+// Error is an upstream failure as a tool error.
+type Error = toolhooks.ToolError
+
+// Error codes of http tools.
+const (
+	CodeUpstream      = "E_TOOL_UPSTREAM"
+	CodeUpstreamAuth  = "E_TOOL_UPSTREAM_UNAUTHORIZED"
+	CodeUnreachable   = "E_TOOL_UPSTREAM_UNREACHABLE"
+	CodeAuth          = "E_TOOL_AUTH"
+	CodeArgs          = toolhooks.CodeInvalidArgs
+	CodeResponseLimit = "E_TOOL_UPSTREAM_TOO_LARGE"
+)
+
+// Invoker returns the hooks' invoker for t. auth is the turn's auth (its
+// subjects come from the verified token); tenant marks an uploaded tool,
+// which runs on the guarded client.
+func (r *Runner) Invoker(t *bundle.Tool, auth domain.TurnAuth, tenant bool) toolhooks.Invoker {
+	return func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+		return r.run(ctx, t, auth, tenant, args)
+	}
+}
+
+func (r *Runner) run(ctx context.Context, t *bundle.Tool, auth domain.TurnAuth, tenant bool, raw json.RawMessage) (json.RawMessage, error) {
+	req, err := buildRequest(ctx, t, raw)
+	if err != nil {
+		return nil, err
+	}
+	var token string
+	if t.Auth != nil {
+		if r.tokens == nil {
+			return nil, toolhooks.NewToolError("ConfigurationError", CodeAuth, "this server has no OAuth broker configured for tool auth")
+		}
+		res := r.tokens.GetAccessToken(ctx, oauth.TokenRequest{AppRef: t.Auth.OAuthAppRef, Scopes: t.Auth.Scopes, Auth: auth})
+		switch res.Status {
+		case oauth.StatusReady:
+			token = res.AccessToken.Reveal()
+			typ := res.TokenType
+			if typ == "" || strings.EqualFold(typ, "bearer") {
+				typ = "Bearer"
+			}
+			req.Header.Set("Authorization", typ+" "+token)
+		case oauth.StatusAuthorizationRequired:
+			return nil, &toolhooks.AuthorizationRequired{Authorization: pendingJSON(t, res)}
+		default:
+			code, msg := "unknown", "getAccessToken failed"
+			if res.Error != nil {
+				code, msg = res.Error.Code, res.Error.Message
+			}
+			return nil, toolhooks.NewToolError("AuthError", CodeAuth, fmt.Sprintf("%s: %s (%s)", t.Auth.OAuthAppRef, msg, code))
+		}
+	}
+	client := r.open
+	if tenant {
+		client = r.guarded
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		// url.Error names the URL; the query may hold arguments, so say
+		// only the host.
+		return nil, toolhooks.NewToolError("UpstreamUnreachable", CodeUnreachable, fmt.Sprintf("%s %s: %s", req.Method, req.URL.Host, scrub(unwrapURLError(err), token)))
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, r.maxResponse+1))
+	if err != nil {
+		return nil, toolhooks.NewToolError("UpstreamUnreachable", CodeUnreachable, fmt.Sprintf("%s %s: reading the answer: %s", req.Method, req.URL.Host, scrub(err.Error(), token)))
+	}
+	if int64(len(body)) > r.maxResponse {
+		return nil, toolhooks.NewToolError("UpstreamTooLarge", CodeResponseLimit, fmt.Sprintf("the upstream answer is larger than %d bytes", r.maxResponse))
+	}
+	text := scrub(string(body), token)
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		code := CodeUpstream
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+			code = CodeUpstreamAuth
+		}
+		msg := fmt.Sprintf("upstream answered %s", resp.Status)
+		if s := strings.TrimSpace(text); s != "" && utf8.ValidString(s) {
+			msg += ": " + s
+		}
+		return nil, toolhooks.NewToolError("UpstreamError", code, msg)
+	}
+	return output(text), nil
+}
+
+func unwrapURLError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return err.Error()
+}
+
+// output is the upstream's JSON as is, or its text as a JSON string, or
+// null for an empty body.
+func output(text string) json.RawMessage {
+	if strings.TrimSpace(text) == "" {
+		return json.RawMessage("null")
+	}
+	if json.Valid([]byte(text)) {
+		return json.RawMessage(text)
+	}
+	if !utf8.ValidString(text) {
+		text = strings.ToValidUTF8(text, "\uFFFD")
+	}
+	b, _ := json.Marshal(text)
+	return b
+}
+
+// scrub removes the token from upstream text (an echoing or careless
+// upstream must not hand the model the credential).
+func scrub(s, token string) string {
+	if token == "" || len(token) < 8 {
+		return s
+	}
+	return strings.ReplaceAll(s, token, "[REDACTED]")
+}
+
+// pendingJSON is the authorization object of an authorization_required
+// result: what the user must open, no secret.
+func pendingJSON(t *bundle.Tool, res oauth.Result) json.RawMessage {
+	v := map[string]any{
+		"oauthAppRef":      t.Auth.OAuthAppRef.String(),
+		"authSessionId":    res.AuthSessionID,
+		"authorizationUrl": res.AuthorizationURL,
+		"expiresAt":        res.SessionExpiresAt.UTC().Format(time.RFC3339),
+		"message":          res.Message,
+	}
+	if res.DeviceCode != nil {
+		v["deviceCode"] = res.DeviceCode
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // the link stays readable: & not \u0026
+	_ = enc.Encode(v)
+	return bytes.TrimRight(buf.Bytes(), "\n")
+}
+
+// buildRequest maps the arguments: {name} in sourcePath takes the argument
+// of that name (path-escaped); the rest go in the query for GET, HEAD,
+// DELETE and OPTIONS and as a JSON object body otherwise.
+func buildRequest(ctx context.Context, t *bundle.Tool, raw json.RawMessage) (*http.Request, error) {
+	args := map[string]any{}
+	if len(bytes.TrimSpace(raw)) > 0 && string(bytes.TrimSpace(raw)) != "null" {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if err := dec.Decode(&args); err != nil {
+			return nil, toolhooks.NewToolError("InvalidArguments", CodeArgs, "arguments must be a JSON object")
+		}
+	}
+	path, err := expandPath(t.SourcePath, args)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(strings.TrimRight(t.URL, "/") + path)
+	if err != nil {
+		return nil, toolhooks.NewToolError("InvalidArguments", CodeArgs, "the arguments do not make a valid upstream URL")
+	}
+	var body io.Reader
+	switch t.Method {
+	case http.MethodGet, http.MethodHead, http.MethodDelete, http.MethodOptions:
+		q := u.Query()
+		keys := make([]string, 0, len(args))
+		for k := range args {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			for _, s := range queryValues(args[k]) {
+				q.Add(k, s)
+			}
+		}
+		u.RawQuery = q.Encode()
+	default:
+		b, err := json.Marshal(args)
+		if err != nil {
+			return nil, toolhooks.NewToolError("InvalidArguments", CodeArgs, "arguments do not encode as JSON")
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, t.Method, u.String(), body)
+	if err != nil {
+		return nil, toolhooks.NewToolError("InvalidArguments", CodeArgs, "the arguments do not make a valid upstream request")
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "agentauth-tools/1")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req, nil
+}
+
+// expandPath fills {name} segments; a filled argument is removed from args.
+func expandPath(p string, args map[string]any) (string, error) {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(p, '{')
+		if i < 0 {
+			b.WriteString(p)
+			return b.String(), nil
+		}
+		j := strings.IndexByte(p[i:], '}')
+		if j < 0 {
+			b.WriteString(p)
+			return b.String(), nil
+		}
+		name := p[i+1 : i+j]
+		v, ok := args[name]
+		s, scalar := scalarString(v)
+		if !ok || !scalar || s == "" {
+			return "", toolhooks.NewToolError("InvalidArguments", CodeArgs, fmt.Sprintf("path parameter {%s} needs a non-empty string or number argument %q", name, name))
+		}
+		if s == "." || s == ".." {
+			// An upstream would resolve them: the call would leave the
+			// tool's path.
+			return "", toolhooks.NewToolError("InvalidArguments", CodeArgs, fmt.Sprintf("path parameter {%s} must not be %q", name, s))
+		}
+		delete(args, name)
+		b.WriteString(p[:i])
+		b.WriteString(url.PathEscape(s))
+		p = p[i+j+1:]
+	}
+}
+
+func scalarString(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case json.Number:
+		return x.String(), true
+	case bool:
+		if x {
+			return "true", true
+		}
+		return "false", true
+	}
+	return "", false
+}
+
+// queryValues: scalars as themselves, lists as repeated values, objects
+// as JSON, null as nothing.
+func queryValues(v any) []string {
+	if s, ok := scalarString(v); ok {
+		return []string{s}
+	}
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case []any:
+		var out []string
+		for _, e := range x {
+			if s, ok := scalarString(e); ok {
+				out = append(out, s)
+			} else if e != nil {
+				b, _ := json.Marshal(e)
+				out = append(out, string(b))
+			}
+		}
+		return out
+	}
+	b, _ := json.Marshal(v)
+	return []string{string(b)}
+}

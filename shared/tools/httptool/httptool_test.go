@@ -1,0 +1,216 @@
+package httptool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentauth/agentauth/shared/bundle"
+	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/oauth"
+	"github.com/agentauth/agentauth/shared/tools/toolhooks"
+)
+
+const token = "ya29.canary-token-0123456789"
+
+type tokens struct {
+	res  oauth.Result
+	reqs []oauth.TokenRequest
+}
+
+func (f *tokens) GetAccessToken(_ context.Context, req oauth.TokenRequest) oauth.Result {
+	f.reqs = append(f.reqs, req)
+	return f.res
+}
+
+func ready() oauth.Result {
+	return oauth.Result{Status: oauth.StatusReady, AccessToken: domain.NewSecret(token), TokenType: "bearer"}
+}
+
+// upstream records the last request and answers with h.
+func upstream(t *testing.T, h func(w http.ResponseWriter, r *http.Request)) (*httptest.Server, *http.Request, *string) {
+	t.Helper()
+	var last http.Request
+	var body string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		last, body = *r.Clone(context.Background()), string(b)
+		h(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &last, &body
+}
+
+func tool(url, method, path string, auth bool) *bundle.Tool {
+	t := &bundle.Tool{ID: "menu:get", ToolName: "get_menu", Transport: bundle.TransportHTTP, URL: url, Method: method, SourcePath: path}
+	if auth {
+		t.Auth = &bundle.ToolAuth{OAuthAppRef: domain.ObjectRef{Kind: "OAuthApp", Name: "demo"}, Scopes: []string{"menu.read"}}
+	}
+	return t
+}
+
+func TestGetWithPathAndQuery(t *testing.T) {
+	srv, last, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"dishes":["soup"]}`)
+	})
+	tk := &tokens{res: ready()}
+	r := New(Options{Tokens: tk})
+	auth := domain.TurnAuth{Subjects: &domain.Subjects{User: "demo:user:alice"}}
+	out, err := r.Invoker(tool(srv.URL, "GET", "/menu/{day}", true), auth, false)(context.Background(),
+		json.RawMessage(`{"day":"mon day","lang":"en","tags":["a","b"],"n":2,"skip":null}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != `{"dishes":["soup"]}` {
+		t.Fatalf("output = %s", out)
+	}
+	if last.URL.EscapedPath() != "/menu/mon%20day" || last.URL.RawQuery != "lang=en&n=2&tags=a&tags=b" {
+		t.Fatalf("upstream request = %s ? %s", last.URL.EscapedPath(), last.URL.RawQuery)
+	}
+	if got := last.Header.Get("Authorization"); got != "Bearer "+token {
+		t.Fatalf("Authorization = %q", got)
+	}
+	if len(tk.reqs) != 1 || tk.reqs[0].AppRef.Name != "demo" || tk.reqs[0].Auth.Subjects.User != "demo:user:alice" || tk.reqs[0].Scopes[0] != "menu.read" {
+		t.Fatalf("token requests = %+v", tk.reqs)
+	}
+}
+
+func TestPostBodyAndTextOutput(t *testing.T) {
+	srv, last, body := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, "created")
+	})
+	out, err := New(Options{}).Invoker(tool(srv.URL, "POST", "/orders", false), domain.TurnAuth{}, false)(context.Background(), json.RawMessage(`{"dish":"soup","qty":2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != `"created"` || *body != `{"dish":"soup","qty":2}` || last.Header.Get("Content-Type") != "application/json" || last.Header.Get("Authorization") != "" {
+		t.Fatalf("output %s, body %s, headers %v", out, *body, last.Header)
+	}
+}
+
+func TestAuthorizationRequiredIsAResult(t *testing.T) {
+	srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) { t.Error("upstream called without a token") })
+	exp := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
+	tk := &tokens{res: oauth.Result{Status: oauth.StatusAuthorizationRequired, AuthSessionID: "as-1", AuthorizationURL: "https://idp/authorize?x", SessionExpiresAt: exp, Message: "connect demo"}}
+	_, err := New(Options{Tokens: tk}).Invoker(tool(srv.URL, "GET", "/", true), domain.TurnAuth{}, false)(context.Background(), nil)
+	var ar *toolhooks.AuthorizationRequired
+	if !errors.As(err, &ar) {
+		t.Fatalf("err = %v, want AuthorizationRequired", err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(ar.Authorization, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["authSessionId"] != "as-1" || got["authorizationUrl"] != "https://idp/authorize?x" || got["expiresAt"] != "2026-11-22T03:00:00Z" || got["oauthAppRef"] != "OAuthApp/demo" {
+		t.Fatalf("authorization = %v", got)
+	}
+}
+
+func TestUpstreamFailures(t *testing.T) {
+	big := strings.Repeat("x", 2048)
+	for _, tc := range []struct {
+		name     string
+		status   int
+		body     string
+		code     string
+		contains string
+	}{
+		{"server error", 500, "boom", CodeUpstream, "upstream answered 500 Internal Server Error: boom"},
+		{"unauthorized", 401, "bad token", CodeUpstreamAuth, "401"},
+		{"token echoed in an error", 400, "you sent " + token, CodeUpstream, "you sent [REDACTED]"},
+		{"too large", 200, big, CodeResponseLimit, "larger than 1024 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tc.status)
+				io.WriteString(w, tc.body)
+			})
+			_, err := New(Options{Tokens: &tokens{res: ready()}, MaxResponse: 1024}).Invoker(tool(srv.URL, "GET", "/", true), domain.TurnAuth{}, false)(context.Background(), nil)
+			var e *Error
+			if !errors.As(err, &e) || e.Code != tc.code || !strings.Contains(e.Message, tc.contains) || strings.Contains(e.Message, token) {
+				t.Fatalf("err = %#v, want code %s containing %q and no token", err, tc.code, tc.contains)
+			}
+		})
+	}
+}
+
+func TestTokenEchoScrubbedFromOutput(t *testing.T) {
+	srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"seen":"`+strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")+`"}`)
+	})
+	out, err := New(Options{Tokens: &tokens{res: ready()}}).Invoker(tool(srv.URL, "GET", "/", true), domain.TurnAuth{}, false)(context.Background(), nil)
+	if err != nil || strings.Contains(string(out), token) || !strings.Contains(string(out), "[REDACTED]") {
+		t.Fatalf("output %s, err %v: the token must be scrubbed", out, err)
+	}
+}
+
+func TestBadArguments(t *testing.T) {
+	r := New(Options{})
+	for _, tc := range []struct{ name, args, want string }{
+		{"missing path arg", `{}`, "path parameter {day} needs"},
+		{"object path arg", `{"day":{"x":1}}`, "path parameter {day} needs"},
+		{"not an object", `[1]`, "arguments must be a JSON object"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := r.Invoker(tool("http://127.0.0.1:1", "GET", "/menu/{day}", false), domain.TurnAuth{}, false)(context.Background(), json.RawMessage(tc.args))
+			var e *Error
+			if !errors.As(err, &e) || e.Code != CodeArgs || !strings.Contains(e.Message, tc.want) {
+				t.Fatalf("err = %v, want %s containing %q", err, CodeArgs, tc.want)
+			}
+		})
+	}
+}
+
+func TestCrossOriginRedirectRefused(t *testing.T) {
+	other, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			t.Error("the token followed a redirect to another origin")
+		}
+	})
+	srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/steal", http.StatusFound)
+	})
+	_, err := New(Options{Tokens: &tokens{res: ready()}}).Invoker(tool(srv.URL, "GET", "/", true), domain.TurnAuth{}, false)(context.Background(), nil)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeUnreachable || !strings.Contains(e.Message, "redirect to another origin") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestTenantToolsReachPublicAddressesOnly(t *testing.T) {
+	srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{}`) })
+	_, err := New(Options{}).Invoker(tool(srv.URL, "GET", "/", false), domain.TurnAuth{}, true)(context.Background(), nil)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeUnreachable || !strings.Contains(e.Message, "not public") {
+		t.Fatalf("tenant tool to loopback: err = %v, want it refused", err)
+	}
+	if _, err := New(Options{AllowPrivateUpstreams: true}).Invoker(tool(srv.URL, "GET", "/", false), domain.TurnAuth{}, true)(context.Background(), nil); err != nil {
+		t.Fatalf("with AllowPrivateUpstreams: %v", err)
+	}
+	// The same URL as a bundle tool: the operator chose it.
+	if _, err := New(Options{}).Invoker(tool(srv.URL, "GET", "/", false), domain.TurnAuth{}, false)(context.Background(), nil); err != nil {
+		t.Fatalf("bundle tool to loopback: %v", err)
+	}
+}
+
+func TestPublicAddr(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"8.8.8.8": true, "2606:4700::1111": true,
+		"127.0.0.1": false, "::1": false, "10.1.2.3": false, "172.16.0.1": false, "192.168.1.1": false,
+		"169.254.169.254": false, "fe80::1": false, "fd00::1": false, "100.64.0.1": false, "0.0.0.0": false,
+		"::ffff:127.0.0.1": false, "::ffff:169.254.169.254": false, "224.0.0.1": false,
+	} {
+		if got := publicAddr(netip.MustParseAddr(addr)); got != want {
+			t.Errorf("publicAddr(%s) = %v, want %v", addr, got, want)
+		}
+	}
+}
