@@ -11,21 +11,23 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/agentauth/agentauth/shared/aws/awsbackends"
+	"github.com/agentauth/agentauth/shared/app"
+	"github.com/agentauth/agentauth/shared/config"
 	"github.com/agentauth/agentauth/shared/local/aesseal"
-	"github.com/agentauth/agentauth/shared/oauth"
 	"github.com/agentauth/agentauth/shared/observe/logging"
 )
 
-func envSet(k string) bool { return os.Getenv(k) != "" }
-
 func cmdRuntimeToken(args []string, stdout io.Writer) error {
+	cfg, err := localConfig()
+	if err != nil {
+		return err
+	}
 	fs := newFlags("runtime-token")
-	home := fs.String("home", defaultHome(), "agentauth home")
+	homeFlag(fs, &cfg)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	tok, _, err := runtimeToken(*home)
+	tok, _, err := runtimeToken(cfg)
 	if err != nil {
 		return err
 	}
@@ -42,13 +44,17 @@ func fmtTime(t *time.Time) string {
 }
 
 func cmdGrantsList(ctx context.Context, args []string, stdout io.Writer) error {
+	cfg, err := localConfig()
+	if err != nil {
+		return err
+	}
 	fs := newFlags("grants list")
-	home := fs.String("home", defaultHome(), "agentauth home")
+	homeFlag(fs, &cfg)
 	asJSON := fs.Bool("json", false, "JSON lines instead of a table")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	h, err := openHome(ctx, *home, false)
+	h, err := openHome(ctx, cfg, false)
 	if err != nil {
 		return err
 	}
@@ -92,12 +98,16 @@ func orDash(s string) string {
 }
 
 func cmdEventsList(ctx context.Context, args []string, stdout io.Writer) error {
+	cfg, err := localConfig()
+	if err != nil {
+		return err
+	}
 	fs := newFlags("events list")
-	home := fs.String("home", defaultHome(), "agentauth home")
+	homeFlag(fs, &cfg)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	h, err := openHome(ctx, *home, false)
+	h, err := openHome(ctx, cfg, false)
 	if err != nil {
 		return err
 	}
@@ -118,29 +128,27 @@ func cmdEventsList(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 func cmdSessionsCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := localConfig()
+	if err != nil {
+		return err
+	}
 	fs := newFlags("sessions cleanup")
-	home := fs.String("home", defaultHome(), "agentauth home")
-	bundleDir := fs.String("bundle", defaultBundle(), "bundle directory")
+	homeFlag(fs, &cfg)
+	fs.StringVar(&cfg.BundleDir, "bundle", cfg.BundleDir, "bundle directory")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	b, err := loadBundle(*bundleDir, *home)
+	h, err := openHome(ctx, cfg, false)
 	if err != nil {
 		return err
 	}
-	h, err := openHome(ctx, *home, false)
+	// Nothing is served: Build without a runtime credential refuses every
+	// runtime caller.
+	a, err := app.Build(ctx, cfg, app.FromEmbedded(h, cfg.LocalSecrets()), logging.New(stderr, slog.LevelWarn), app.Options{})
 	if err != nil {
 		return err
 	}
-	mgr, err := oauth.New(oauth.Config{
-		Bundle: b, Store: h.Store, Sealer: h.Keyring, Queue: h.Queue,
-		StateKeys: h.Keyring.DerivedKeys("state"),
-		Logger:    logging.New(stderr, slog.LevelWarn),
-	})
-	if err != nil {
-		return err
-	}
-	rep, err := mgr.CleanupExpiredSessions(ctx)
+	rep, err := a.Sweep(ctx)
 	if err != nil {
 		return err
 	}
@@ -149,27 +157,31 @@ func cmdSessionsCleanup(ctx context.Context, args []string, stdout, stderr io.Wr
 }
 
 func cmdKeysRotate(ctx context.Context, args []string, stdout io.Writer) error {
+	cfg, err := localConfig()
+	if err != nil {
+		return err
+	}
 	fs := newFlags("keys rotate")
-	home := fs.String("home", defaultHome(), "agentauth home")
+	homeFlag(fs, &cfg)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if envSet(envKeyName) {
-		return fmt.Errorf("the master key comes from %s, which agentauth cannot change: run `agentauth keys generate`, set %s=<new>,<old keys…> and run `agentauth keys reseal`", envKeyName, envKeyName)
+	if !cfg.MasterKey.IsZero() {
+		return fmt.Errorf("the master key comes from %s, which agentauth cannot change: run `agentauth keys generate`, set %s=<new>,<old keys…> and run `agentauth keys reseal`", config.MasterKey, config.MasterKey)
 	}
-	unlock, err := lockHome(*home, true)
+	unlock, err := lockHome(cfg.Home, true)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if _, err := openHome(ctx, *home, false); err != nil { // every record readable before we touch anything
+	if _, err := openHome(ctx, cfg, false); err != nil { // every record readable before we touch anything
 		return err
 	}
-	newID, oldID, err := aesseal.Rotate(*home)
+	newID, oldID, err := aesseal.Rotate(cfg.Home)
 	if err != nil {
 		return err
 	}
-	h, err := openHome(ctx, *home, false)
+	h, err := openHome(ctx, cfg, false)
 	if err != nil {
 		return err
 	}
@@ -182,17 +194,21 @@ func cmdKeysRotate(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 func cmdKeysReseal(ctx context.Context, args []string, stdout io.Writer) error {
+	cfg, err := localConfig()
+	if err != nil {
+		return err
+	}
 	fs := newFlags("keys reseal")
-	home := fs.String("home", defaultHome(), "agentauth home")
+	homeFlag(fs, &cfg)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	unlock, err := lockHome(*home, true)
+	unlock, err := lockHome(cfg.Home, true)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	h, err := openHome(ctx, *home, false)
+	h, err := openHome(ctx, cfg, false)
 	if err != nil {
 		return err
 	}
@@ -216,6 +232,10 @@ func cmdKeysGenerate(stdout io.Writer) error {
 // cmdKeysRewrap moves every grant of the AWS deployment named by the
 // environment (the functions' variables) to another KMS key.
 func cmdKeysRewrap(ctx context.Context, args []string, stdout io.Writer) error {
+	cfg, err := localConfig()
+	if err != nil {
+		return err
+	}
 	fs := newFlags("keys rewrap")
 	to := fs.String("to-key", "", "KMS key id, ARN or alias to move every grant to")
 	if err := parseFlags(fs, args); err != nil {
@@ -224,7 +244,10 @@ func cmdKeysRewrap(ctx context.Context, args []string, stdout io.Writer) error {
 	if *to == "" {
 		return usageError{"keys rewrap: --to-key is required"}
 	}
-	be, err := awsbackends.Open(ctx, os.Getenv, nil)
+	if cfg.AWS == nil {
+		return fmt.Errorf("keys rewrap works on the AWS deployment named by the functions' variables: set %s, %s, %s and %s", config.Table, config.KMSKeyID, config.QueueURL, config.SessionKeysSecret)
+	}
+	be, err := app.OpenAWS(ctx, *cfg.AWS, nil)
 	if err != nil {
 		return err
 	}
@@ -232,6 +255,6 @@ func cmdKeysRewrap(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("rewrap stopped after %d values: %w (run it again to finish; records already moved stay readable)", n, err)
 	}
-	fmt.Fprintf(stdout, "rewrapped %d values under %s; set %s to it for the functions\n", n, *to, awsbackends.EnvKMSKey)
+	fmt.Fprintf(stdout, "rewrapped %d values under %s; set %s to it for the functions\n", n, *to, config.KMSKeyID)
 	return nil
 }

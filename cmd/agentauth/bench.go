@@ -15,7 +15,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentauth/agentauth/shared/app"
 	"github.com/agentauth/agentauth/shared/bundle"
+	"github.com/agentauth/agentauth/shared/config"
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/edge/httpapi"
 	"github.com/agentauth/agentauth/shared/local/embedded"
@@ -34,7 +36,7 @@ spec:
   subjectMode: global
   client:
     clientId: {value: bench}
-    clientSecret: {valueFrom: {env: AGENTAUTH_BENCH_CLIENT_SECRET}}
+    clientSecret: {value: bench-secret}
   endpoints:
     authorizationUrl: http://127.0.0.1:1/authorize
     tokenUrl: http://127.0.0.1:1/token
@@ -42,18 +44,29 @@ spec:
   redirect: {callbackPath: /oauth/callback/bench}
 `
 
+const benchSubject = "bench:team:T1"
+
+// benchLoad is one bounded closed-loop load: at most maxReq requests,
+// until the deadline, on conc connections.
+type benchLoad struct {
+	duration time.Duration
+	conc     int
+	maxReq   int
+}
+
 // cmdBench measures the ready path of the real local server stack (router,
 // caller auth, JSON, manager, filesystem store, AES keyring, JSON logs to a
 // file) over loopback with a bounded closed-loop load.
 func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("bench")
-	duration := fs.Duration("duration", 10*time.Second, "how long to send load (at most 2m)")
-	conc := fs.Int("concurrency", 16, "concurrent connections (1-256)")
-	maxReq := fs.Int("max-requests", 2_000_000, "stop after this many requests")
+	var load benchLoad
+	fs.DurationVar(&load.duration, "duration", 10*time.Second, "how long to send load (at most 2m)")
+	fs.IntVar(&load.conc, "concurrency", 16, "concurrent connections (1-256)")
+	fs.IntVar(&load.maxReq, "max-requests", 2_000_000, "stop after this many requests")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *duration <= 0 || *duration > 2*time.Minute || *conc < 1 || *conc > 256 || *maxReq < 1 {
+	if load.duration <= 0 || load.duration > 2*time.Minute || load.conc < 1 || load.conc > 256 || load.maxReq < 1 {
 		return usageError{"bench: --duration must be in (0, 2m], --concurrency in [1, 256], --max-requests ≥ 1"}
 	}
 	home, err := os.MkdirTemp("", "agentauth-bench-")
@@ -61,52 +74,80 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(home)
-	os.Setenv("AGENTAUTH_BENCH_CLIENT_SECRET", "bench-secret")
-	b, err := bundle.Parse([]bundle.File{{Name: "bench.yaml", Data: []byte(benchBundle)}}, bundle.Options{})
-	if err != nil {
-		return err
-	}
-	h, err := openHome(ctx, home, true)
-	if err != nil {
-		return err
-	}
-	logFile, err := os.Create(filepath.Join(home, "server.log"))
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	log := logging.New(logFile, slog.LevelInfo)
-	mgr, err := oauth.New(oauth.Config{Bundle: b, Store: h.Store, Sealer: h.Keyring, Queue: h.Queue, StateKeys: h.Keyring.DerivedKeys("state"), BaseURL: "http://127.0.0.1", Logger: log})
-	if err != nil {
-		return err
-	}
-	const subject = "bench:team:T1"
-	if err := seedGrant(ctx, h, b.OAuthApps["bench"], subject); err != nil {
-		return err
-	}
 	tok := domain.NewSecret("bench-runtime-token")
-	api, err := httpapi.New(mgr, b, httpapi.BearerToken{Token: tok}, log)
+	url, stop, err := startBenchServer(ctx, home, tok)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	defer srv.Close()
+	defer stop()
 
 	body, _ := json.Marshal(map[string]any{
 		"oauthAppRef": "OAuthApp/bench",
-		"turn":        map[string]any{"auth": map[string]any{"subjects": map[string]string{"global": subject}}},
+		"turn":        map[string]any{"auth": map[string]any{"subjects": map[string]string{"global": benchSubject}}},
 	})
-	url := "http://" + ln.Addr().String() + "/v1/oauth/token"
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: *conc, MaxConnsPerHost: *conc}}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: load.conc, MaxConnsPerHost: load.conc}}
+	one := readyRequest(ctx, client, url+"/v1/oauth/token", tok, body)
+	// Warm up: connections, caches.
+	var warm bytes.Buffer
+	for range 200 {
+		if _, err := one(&warm); err != nil {
+			return fmt.Errorf("bench warm-up: %w", err)
+		}
+	}
+	fmt.Fprintf(stdout, "bench: POST /v1/oauth/token (ready, warm) for %s with %d connections on %s…\n", load.duration, load.conc, url)
+	res := load.run(ctx, one)
+	return res.report(stdout)
+}
+
+// startBenchServer builds the local server with app.Build on a fresh home
+// holding the bench bundle and a seeded grant, and serves it on a loopback
+// port. It returns the base URL and a stop function.
+func startBenchServer(ctx context.Context, home string, tok domain.Secret) (string, func(), error) {
+	cfg, err := config.FromEnv(func(string) string { return "" }, config.Local)
+	if err != nil {
+		return "", nil, err
+	}
+	cfg.Home, cfg.BundleDir = home, filepath.Join(home, "bundle")
+	if err := os.MkdirAll(cfg.BundleDir, 0o700); err != nil {
+		return "", nil, err
+	}
+	if err := os.WriteFile(filepath.Join(cfg.BundleDir, "bench.yaml"), []byte(benchBundle), 0o600); err != nil {
+		return "", nil, err
+	}
+	h, err := openHome(ctx, cfg, true)
+	if err != nil {
+		return "", nil, err
+	}
+	logFile, err := os.Create(filepath.Join(home, "server.log"))
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		logFile.Close()
+		return "", nil, err
+	}
+	cfg.PublicURL = "http://" + ln.Addr().String()
+	a, err := app.Build(ctx, cfg, app.FromEmbedded(h, cfg.LocalSecrets()), logging.New(logFile, slog.LevelInfo),
+		app.Options{RuntimeAuth: httpapi.BearerToken{Token: tok}, Function: "bench"})
+	if err == nil {
+		err = seedGrant(ctx, h, a.Bundle.OAuthApps["bench"], benchSubject)
+	}
+	if err != nil {
+		ln.Close()
+		logFile.Close()
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return cfg.PublicURL, func() { srv.Close(); logFile.Close() }, nil
+}
+
+// readyRequest returns a function that sends one token request and checks
+// the answer is ready, cheaply: the generator shares the server's cores.
+func readyRequest(ctx context.Context, client *http.Client, url string, tok domain.Secret, body []byte) func(*bytes.Buffer) (time.Duration, error) {
 	readyPrefix := []byte(`{"status":"ready"`)
-	// one sends a request and checks the answer is ready, cheaply: the
-	// generator shares the server's cores, so it should cost little.
-	one := func(buf *bytes.Buffer) (time.Duration, error) {
+	return func(buf *bytes.Buffer) (time.Duration, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+tok.Reveal())
 		req.Header.Set("Content-Type", "application/json")
@@ -124,45 +165,47 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return d, err
 	}
-	// Warm up: connections, caches.
-	var warm bytes.Buffer
-	for range 200 {
-		if _, err := one(&warm); err != nil {
-			return fmt.Errorf("bench warm-up: %w", err)
-		}
-	}
+}
 
-	fmt.Fprintf(stdout, "bench: POST /v1/oauth/token (ready, warm) for %s with %d connections on %s…\n", *duration, *conc, ln.Addr())
+// benchResult is what a load run measured.
+type benchResult struct {
+	lat      []time.Duration
+	errs     int
+	firstErr error
+	elapsed  time.Duration
+}
+
+// run sends the load: conc workers, each one request at a time, until the
+// deadline, the request budget or ctx ends.
+func (l benchLoad) run(ctx context.Context, one func(*bytes.Buffer) (time.Duration, error)) benchResult {
 	var (
-		mu      sync.Mutex
-		lat     = make([]time.Duration, 0, 1<<16)
-		errs    int
-		firstEr error
-		sent    int
+		mu   sync.Mutex
+		res  = benchResult{lat: make([]time.Duration, 0, 1<<16)}
+		sent int
 	)
-	deadline := time.Now().Add(*duration)
+	take := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if sent >= l.maxReq {
+			return false
+		}
+		sent++
+		return true
+	}
+	deadline := time.Now().Add(l.duration)
 	start := time.Now()
 	var wg sync.WaitGroup
-	for range *conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range l.conc {
+		wg.Go(func() {
 			local := make([]time.Duration, 0, 1<<14)
 			var buf bytes.Buffer
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				mu.Lock()
-				if sent >= *maxReq {
-					mu.Unlock()
-					break
-				}
-				sent++
-				mu.Unlock()
+			for time.Now().Before(deadline) && ctx.Err() == nil && take() {
 				d, err := one(&buf)
 				if err != nil {
 					mu.Lock()
-					errs++
-					if firstEr == nil {
-						firstEr = err
+					res.errs++
+					if res.firstErr == nil {
+						res.firstErr = err
 					}
 					mu.Unlock()
 					continue
@@ -170,22 +213,28 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 				local = append(local, d)
 			}
 			mu.Lock()
-			lat = append(lat, local...)
+			res.lat = append(res.lat, local...)
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	if len(lat) == 0 {
-		return fmt.Errorf("bench: no successful request (first error: %v)", firstEr)
+	res.elapsed = time.Since(start)
+	return res
+}
+
+// report prints throughput and latency percentiles; failed requests make
+// it an error.
+func (r benchResult) report(w io.Writer) error {
+	if len(r.lat) == 0 {
+		return fmt.Errorf("bench: no successful request (first error: %v)", r.firstErr)
 	}
-	slices.Sort(lat)
-	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(float64(len(lat))*p))] }
-	fmt.Fprintf(stdout, "requests %d ok, %d errors in %.2fs\nthroughput %.0f req/s\nlatency p50 %s  p90 %s  p99 %s  max %s\n",
-		len(lat), errs, elapsed.Seconds(), float64(len(lat))/elapsed.Seconds(),
-		pct(0.50).Round(time.Microsecond), pct(0.90).Round(time.Microsecond), pct(0.99).Round(time.Microsecond), lat[len(lat)-1].Round(time.Microsecond))
-	if errs > 0 {
-		return fmt.Errorf("bench: %d requests failed (first: %v)", errs, firstEr)
+	slices.Sort(r.lat)
+	pct := func(p float64) time.Duration { return r.lat[min(len(r.lat)-1, int(float64(len(r.lat))*p))] }
+	fmt.Fprintf(w, "requests %d ok, %d errors in %.2fs\nthroughput %.0f req/s\nlatency p50 %s  p90 %s  p99 %s  max %s\n",
+		len(r.lat), r.errs, r.elapsed.Seconds(), float64(len(r.lat))/r.elapsed.Seconds(),
+		pct(0.50).Round(time.Microsecond), pct(0.90).Round(time.Microsecond), pct(0.99).Round(time.Microsecond), r.lat[len(r.lat)-1].Round(time.Microsecond))
+	if r.errs > 0 {
+		return fmt.Errorf("bench: %d requests failed (first: %v)", r.errs, r.firstErr)
 	}
 	return nil
 }

@@ -14,32 +14,25 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/agentauth/agentauth/shared/bundle"
+	"github.com/agentauth/agentauth/shared/config"
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/local/atomicfile"
 	"github.com/agentauth/agentauth/shared/local/embedded"
 )
 
-// envKeyName is the seed's environment variable for the master key.
-const envKeyName = embedded.EnvKey
+// localConfig reads the environment with the local defaults (home
+// ./.agentauth, bundle ./examples/bundle); each command's flags then
+// override it.
+func localConfig() (config.Config, error) { return config.FromEnv(os.Getenv, config.Local) }
+
+// homeFlag binds --home to cfg.Home.
+func homeFlag(fs *flag.FlagSet, cfg *config.Config) {
+	fs.StringVar(&cfg.Home, "home", cfg.Home, "agentauth home")
+}
 
 // openHome opens the home's embedded backends (see shared/local/embedded).
-func openHome(ctx context.Context, home string, create bool) (*embedded.Backends, error) {
-	return embedded.Open(ctx, home, os.Getenv(envKeyName), create)
-}
-
-func defaultHome() string {
-	if h := os.Getenv("AGENTAUTH_HOME"); h != "" {
-		return h
-	}
-	return ".agentauth"
-}
-
-func defaultBundle() string {
-	if b := os.Getenv("AGENTAUTH_BUNDLE"); b != "" {
-		return b
-	}
-	return filepath.Join("examples", "bundle")
+func openHome(ctx context.Context, cfg config.Config, create bool) (*embedded.Backends, error) {
+	return embedded.Open(ctx, cfg.Home, cfg.MasterKey.Reveal(), create)
 }
 
 func newFlags(name string) *flag.FlagSet {
@@ -58,20 +51,13 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-func loadBundle(dir, home string) (*bundle.Bundle, error) {
-	b, err := bundle.LoadDir(dir, bundle.Options{Secrets: bundle.DirSecrets{Dir: filepath.Join(home, "secrets")}})
-	if err != nil {
-		return nil, fmt.Errorf("bundle %s:\n%w", dir, err)
-	}
-	return b, nil
-}
-
 // runtimeToken returns AGENTAUTH_RUNTIME_TOKEN, else the token stored in
 // <home>/runtime-token, creating it (0600) on first use.
-func runtimeToken(home string) (domain.Secret, bool, error) {
-	if t := os.Getenv("AGENTAUTH_RUNTIME_TOKEN"); t != "" {
-		return domain.NewSecret(t), false, nil
+func runtimeToken(cfg config.Config) (domain.Secret, bool, error) {
+	if !cfg.RuntimeToken.IsZero() {
+		return cfg.RuntimeToken, false, nil
 	}
+	home := cfg.Home
 	path := filepath.Join(home, "runtime-token")
 	if b, err := os.ReadFile(path); err == nil {
 		t := strings.TrimSpace(string(b))
@@ -92,7 +78,7 @@ func runtimeToken(home string) (domain.Secret, bool, error) {
 	// half a token.
 	err := atomicfile.CreateExclusive(path, []byte(tok+"\n"), 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		return runtimeToken(home) // another starter won the race
+		return runtimeToken(cfg) // another starter won the race
 	}
 	if err != nil {
 		return domain.Secret{}, false, fmt.Errorf("create runtime token: %w", err)

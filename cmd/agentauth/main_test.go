@@ -10,11 +10,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentauth/agentauth/shared/bundle"
+	"github.com/agentauth/agentauth/shared/config"
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/local/aesseal"
 	"github.com/agentauth/agentauth/shared/local/filestore"
 	"github.com/agentauth/agentauth/shared/oauth"
 )
+
+// homeConfig is the local configuration of the environment with home set.
+func homeConfig(t *testing.T, home string) config.Config {
+	t.Helper()
+	cfg, err := localConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Home = home
+	return cfg
+}
 
 func runCmd(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
@@ -27,7 +40,7 @@ func runCmd(t *testing.T, args ...string) (string, string, error) {
 func seedHome(t *testing.T) (string, string) {
 	t.Helper()
 	home := t.TempDir()
-	h, err := openHome(context.Background(), home, true)
+	h, err := openHome(context.Background(), homeConfig(t, home), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,14 +65,15 @@ func TestExampleBundleLoads(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "clientSecret"), []byte("demo-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	b, err := loadBundle(filepath.Join("..", "..", "examples", "bundle"), home)
+	example := filepath.Join("..", "..", "examples", "bundle")
+	b, err := bundle.LoadDir(example, bundle.Options{Secrets: bundle.DirSecrets{Dir: homeConfig(t, home).LocalSecrets()}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(b.OAuthApps) != 2 || b.OAuthApps["demo-user"].SubjectMode != "user" || b.OAuthApps["demo-global"].ClientSecret.Reveal() != "demo-secret" {
 		t.Fatalf("example bundle: %+v", b.OAuthApps)
 	}
-	if _, err := loadBundle(filepath.Join("..", "..", "examples", "bundle"), t.TempDir()); err == nil || !strings.Contains(err.Error(), "Secret/demo-oidc") {
+	if _, err := bundle.LoadDir(example, bundle.Options{Secrets: bundle.DirSecrets{Dir: t.TempDir()}}); err == nil || !strings.Contains(err.Error(), "Secret/demo-oidc") {
 		t.Fatalf("missing secret: %v", err)
 	}
 }
@@ -131,16 +145,16 @@ func mustCurrentKey(t *testing.T, home string) []byte {
 func TestWrongOrMissingKeyRefusesToStart(t *testing.T) {
 	home, _ := seedHome(t)
 	other, _ := aesseal.NewKeyString()
-	t.Setenv(envKeyName, other)
-	_, err := openHome(context.Background(), home, true)
+	t.Setenv(config.MasterKey, other)
+	_, err := openHome(context.Background(), homeConfig(t, home), true)
 	if err == nil || !strings.Contains(err.Error(), "refusing to start") || strings.Contains(err.Error(), other) {
 		t.Fatalf("wrong env key: %v", err)
 	}
-	t.Setenv(envKeyName, "")
+	t.Setenv(config.MasterKey, "")
 	if err := os.Remove(aesseal.MasterKeyPath(home)); err != nil {
 		t.Fatal(err)
 	}
-	_, err = openHome(context.Background(), home, true)
+	_, err = openHome(context.Background(), homeConfig(t, home), true)
 	if err == nil || !strings.Contains(err.Error(), "refusing to create a new key") {
 		t.Fatalf("missing key: %v", err)
 	}
@@ -151,7 +165,7 @@ func TestWrongOrMissingKeyRefusesToStart(t *testing.T) {
 
 func TestRuntimeToken(t *testing.T) {
 	home := t.TempDir()
-	t.Setenv("AGENTAUTH_RUNTIME_TOKEN", "")
+	t.Setenv(config.RuntimeToken, "")
 	a, _, err := runCmd(t, "runtime-token", "--home", home)
 	if err != nil || len(strings.TrimSpace(a)) < 40 {
 		t.Fatalf("token %q %v", a, err)
@@ -164,7 +178,7 @@ func TestRuntimeToken(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Fatalf("mode %v", fi.Mode())
 	}
-	t.Setenv("AGENTAUTH_RUNTIME_TOKEN", "from-env")
+	t.Setenv(config.RuntimeToken, "from-env")
 	if c, _, _ := runCmd(t, "runtime-token", "--home", home); strings.TrimSpace(c) != "from-env" {
 		t.Fatalf("env token ignored: %q", c)
 	}

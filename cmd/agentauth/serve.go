@@ -9,15 +9,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/agentauth/agentauth/shared/bundle"
+	"github.com/agentauth/agentauth/shared/app"
+	"github.com/agentauth/agentauth/shared/config"
 	"github.com/agentauth/agentauth/shared/edge/httpapi"
-	"github.com/agentauth/agentauth/shared/edge/toolsapi"
-	"github.com/agentauth/agentauth/shared/local/embedded"
 	"github.com/agentauth/agentauth/shared/oauth"
 	"github.com/agentauth/agentauth/shared/observe/logging"
 )
@@ -26,11 +24,15 @@ import (
 const cleanupEvery = time.Minute
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := localConfig()
+	if err != nil {
+		return err
+	}
 	fs := newFlags("serve")
-	bundleDir := fs.String("bundle", defaultBundle(), "bundle directory")
-	home := fs.String("home", defaultHome(), "agentauth home")
+	fs.StringVar(&cfg.BundleDir, "bundle", cfg.BundleDir, "bundle directory")
+	homeFlag(fs, &cfg)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
-	publicURL := fs.String("public-url", "", "public base URL for callbacks (default http://<addr>)")
+	fs.StringVar(&cfg.PublicURL, "public-url", cfg.PublicURL, "public base URL for callbacks (default http://<addr>)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -39,25 +41,21 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
 		return usageError{fmt.Sprintf("serve: --log-level %q: want debug, info, warn or error", *level)}
 	}
+	if cfg.AWS != nil {
+		return usageError{fmt.Sprintf("serve runs on the embedded backends in --home; unset %s (the AWS backends are for the Lambda functions)", config.Table)}
+	}
 	log := logging.New(stdout, lvl)
 
-	unlock, err := lockHome(*home, false)
+	unlock, err := lockHome(cfg.Home, false)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	b, err := loadBundle(*bundleDir, *home)
+	h, err := openHome(ctx, cfg, true)
 	if err != nil {
 		return err
 	}
-	for _, w := range b.Warnings {
-		log.Warn("bundle warning", "warning", w)
-	}
-	h, err := openHome(ctx, *home, true)
-	if err != nil {
-		return err
-	}
-	tok, created, err := runtimeToken(*home)
+	tok, created, err := runtimeToken(cfg)
 	if err != nil {
 		return err
 	}
@@ -65,59 +63,33 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", *addr, err)
 	}
-	base, err := callbackBase(*publicURL, ln.Addr().(*net.TCPAddr))
-	if err != nil {
-		ln.Close()
+	defer ln.Close()
+	if cfg.PublicURL, err = callbackBase(cfg.PublicURL, ln.Addr().(*net.TCPAddr)); err != nil {
 		return err
 	}
-	mgr, err := oauth.New(oauth.Config{
-		Bundle:    b,
-		Store:     h.Store,
-		Sealer:    h.Keyring,
-		Queue:     h.Queue,
-		StateKeys: h.Keyring.DerivedKeys("state"),
-		BaseURL:   base,
-		Logger:    log,
-	})
+	a, err := app.Build(ctx, cfg, app.FromEmbedded(h, cfg.LocalSecrets()), log,
+		app.Options{RuntimeAuth: httpapi.BearerToken{Token: tok}, Function: "serve", MetricsOut: stdout})
 	if err != nil {
-		ln.Close()
-		return err
-	}
-	api, err := httpapi.New(mgr, b, httpapi.BearerToken{Token: tok}, log)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	toolsNote, err := mountTools(ctx, api, b, mgr, h, stdout, log)
-	if err != nil {
-		ln.Close()
 		return err
 	}
 	srv := &http.Server{
-		Handler:           api.Handler(),
+		Handler:           a.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      oauth.MaxWait + 15*time.Second, // long polls
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	if n, err := mgr.ResumeDevicePollers(ctx); err != nil {
+	if n, err := a.OAuth.ResumeDevicePollers(ctx); err != nil {
 		log.Warn("device pollers not resumed", "err", err)
 	} else if n > 0 {
 		log.Info("device pollers resumed", "sessions", n)
 	}
-	go sweep(ctx, mgr, log)
+	go sweep(ctx, a, log)
 
-	tokenNote := "in " + filepath.Join(*home, "runtime-token")
-	switch {
-	case created:
-		tokenNote = "created in " + filepath.Join(*home, "runtime-token")
-	case envSet("AGENTAUTH_RUNTIME_TOKEN"):
-		tokenNote = "from AGENTAUTH_RUNTIME_TOKEN"
-	}
 	fmt.Fprintf(stderr, "agentauth listening on %s (bundle %s, revision %.12s, %d OAuthApps; home %s; key %s; runtime token %s; %s)\n",
-		base, *bundleDir, b.Revision, len(b.OAuthApps), *home, h.Keyring.CurrentID(), tokenNote, toolsNote)
-	log.Info("agentauth started", "addr", ln.Addr().String(), "publicUrl", base, "bundleRevision", b.Revision, "oauthApps", len(b.OAuthApps), "keyId", h.Keyring.CurrentID())
+		cfg.PublicURL, cfg.BundleDir, a.Bundle.Revision, len(a.Bundle.OAuthApps), cfg.Home, h.Keyring.CurrentID(), tokenNote(cfg, created), toolsNote(cfg, a))
+	log.Info("agentauth started", "addr", ln.Addr().String(), "publicUrl", cfg.PublicURL, "bundleRevision", a.Bundle.Revision, "oauthApps", len(a.Bundle.OAuthApps), "keyId", h.Keyring.CurrentID())
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -130,35 +102,39 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err = srv.Shutdown(sctx)
-	_ = mgr.Close(sctx)
+	_ = a.Close(sctx)
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
 }
 
-// mountTools adds the tool routes when AGENTAUTH_JWKS_URL is set, on the
-// home's store (uploads) and a file rate limiter shared by every server on
-// this home. It returns a note for the start line.
-func mountTools(ctx context.Context, api *httpapi.Server, b *bundle.Bundle, mgr *oauth.Manager, h *embedded.Backends, stdout io.Writer, log *slog.Logger) (string, error) {
-	tools, env, err := toolsapi.FromEnv(ctx, os.Getenv, toolsapi.Deps{Bundle: b, Tokens: mgr, Tenants: h.Store,
-		Limiter: h.ToolLimiter, Stdout: stdout, Function: "serve", Log: log})
-	if err != nil {
-		return "", fmt.Errorf("tool routes:\n%w", err)
+// tokenNote says where the runtime token came from, for the start line.
+func tokenNote(cfg config.Config, created bool) string {
+	path := filepath.Join(cfg.Home, "runtime-token")
+	switch {
+	case created:
+		return "created in " + path
+	case !cfg.RuntimeToken.IsZero():
+		return "from " + config.RuntimeToken
 	}
-	if tools == nil {
-		return "tool routes off (set " + toolsapi.EnvJWKSURL + ")", nil
+	return "in " + path
+}
+
+// toolsNote says whether the tool routes are on, for the start line.
+func toolsNote(cfg config.Config, a *app.App) string {
+	if a.Tools == nil {
+		return "tool routes off (set " + config.JWKSURL + ")"
 	}
-	api.Mount(tools.Register)
-	note := fmt.Sprintf("tool routes on: %d tools, %d skills", len(b.Tools), len(b.Skills))
-	if env.Seam {
+	note := fmt.Sprintf("tool routes on: %d tools, %d skills", len(a.Bundle.Tools), len(a.Bundle.Skills))
+	if cfg.Tools.Seam {
 		note += ", RFC 0064 seam on"
 	}
-	return note, nil
+	return note
 }
 
 // sweep runs session cleanup now and then.
-func sweep(ctx context.Context, mgr *oauth.Manager, log *slog.Logger) {
+func sweep(ctx context.Context, a *app.App, log *slog.Logger) {
 	t := time.NewTicker(cleanupEvery)
 	defer t.Stop()
 	for {
@@ -166,7 +142,7 @@ func sweep(ctx context.Context, mgr *oauth.Manager, log *slog.Logger) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			rep, err := mgr.CleanupExpiredSessions(ctx)
+			rep, err := a.Sweep(ctx)
 			if err != nil {
 				log.Warn("session cleanup failed", "err", err)
 				continue

@@ -44,12 +44,8 @@ func requireProviderAndBrowser(t *testing.T) {
 // emulator, configured as the deployed functions are.
 func (s *stack) backends(ctx context.Context, t *testing.T) *awsbackends.Backends {
 	t.Helper()
-	be, err := awsbackends.Open(ctx, func(k string) string {
-		return map[string]string{
-			awsbackends.EnvTable: s.TableName, awsbackends.EnvKMSKey: s.KeyArn, awsbackends.EnvQueueURL: s.QueueURL,
-			awsbackends.EnvSessionKeysSecret: s.SessionKeys, awsbackends.EnvSecretPrefix: s.SecretPrefix,
-		}[k]
-	}, nil)
+	be, err := awsbackends.Open(ctx, awsbackends.Settings{Table: s.TableName, KMSKeyID: s.KeyArn, QueueURL: s.QueueURL,
+		SessionKeysSecret: s.SessionKeys, SecretPrefix: s.SecretPrefix}, nil)
 	if err != nil {
 		t.Fatalf("open the stack's backends on the emulator: %v", err)
 	}

@@ -1,10 +1,10 @@
-// Package awsbackends opens agentauth's AWS backends from the environment:
+// Package awsbackends opens agentauth's AWS backends from their Settings:
 // the DynamoDB store, the KMS envelope sealer for grants, the session
 // keyring from Secrets Manager, the SQS FIFO event queue and the Secrets
 // Manager resolver for the bundle. The Lambda functions and the admin CLI
 // (`agentauth keys rewrap`) share it.
 //
-// Errors name the environment variable or secret, never a value.
+// Errors name the missing setting or secret, never a value.
 package awsbackends
 
 import (
@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -32,14 +33,19 @@ import (
 	"github.com/agentauth/agentauth/shared/tools/toolhooks"
 )
 
-// Environment variables (all but the prefix required).
-const (
-	EnvTable             = "AGENTAUTH_TABLE"
-	EnvKMSKey            = "AGENTAUTH_KMS_KEY_ID"
-	EnvQueueURL          = "AGENTAUTH_QUEUE_URL"
-	EnvSessionKeysSecret = "AGENTAUTH_SESSION_KEYS_SECRET" // comma-separated random strings (≥ 32 chars), first current
-	EnvSecretPrefix      = "AGENTAUTH_SECRET_PREFIX"       // bundle Secret/<name> → secret <prefix><name> (default "agentauth/")
-)
+// Settings name the deployment's resources (shared/config reads them from
+// the environment and reports missing ones by variable name).
+type Settings struct {
+	Table    string
+	KMSKeyID string
+	QueueURL string
+	// SessionKeysSecret holds comma-separated random strings (≥ 32 chars),
+	// the first current.
+	SessionKeysSecret string
+	// SecretPrefix maps bundle Secret/<name> to <prefix><name> (default
+	// "agentauth/").
+	SecretPrefix string
+}
 
 // Backends are the opened AWS backends.
 type Backends struct {
@@ -63,44 +69,45 @@ func (b *Backends) ToolLimiter(limits ratelimit.Limits) (toolhooks.Limiter, erro
 // StateKeys are the state-signing keys (derived from the session keys).
 func (b *Backends) StateKeys() [][]byte { return b.SessionSealer.DerivedKeys("state") }
 
-// Open opens the backends named by getenv (os.Getenv in production);
-// counter, when set, counts every AWS call.
-func Open(ctx context.Context, getenv func(string) string, counter *awscount.Counter) (*Backends, error) {
+// Open opens the backends s names; counter, when set, counts every AWS
+// call.
+func Open(ctx context.Context, s Settings, counter *awscount.Counter) (*Backends, error) {
 	var missing []string
-	for _, k := range []string{EnvTable, EnvKMSKey, EnvQueueURL, EnvSessionKeysSecret} {
-		if getenv(k) == "" {
-			missing = append(missing, k)
+	for name, v := range map[string]string{"table": s.Table, "KMS key": s.KMSKeyID, "queue URL": s.QueueURL, "session keys secret": s.SessionKeysSecret} {
+		if v == "" {
+			missing = append(missing, name)
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("AWS backends need %s", strings.Join(missing, ", "))
+		slices.Sort(missing)
+		return nil, fmt.Errorf("awsbackends: no %s", strings.Join(missing, ", "))
 	}
 	cfg, err := awsconfig.Load(ctx, counter)
 	if err != nil {
 		return nil, err
 	}
-	b := &Backends{Config: cfg, KMS: kms.NewFromConfig(cfg), DynamoDB: dynamodb.NewFromConfig(cfg), Table: getenv(EnvTable)}
+	b := &Backends{Config: cfg, KMS: kms.NewFromConfig(cfg), DynamoDB: dynamodb.NewFromConfig(cfg), Table: s.Table}
 	if b.Store, err = dynamostore.New(b.DynamoDB, b.Table); err != nil {
 		return nil, err
 	}
-	if b.GrantSealer, err = kmsseal.New(b.KMS, getenv(EnvKMSKey), kmsseal.Options{}); err != nil {
+	if b.GrantSealer, err = kmsseal.New(b.KMS, s.KMSKeyID, kmsseal.Options{}); err != nil {
 		return nil, err
 	}
-	if b.Queue, err = sqsqueue.New(sqs.NewFromConfig(cfg), getenv(EnvQueueURL), sqsqueue.Options{}); err != nil {
+	if b.Queue, err = sqsqueue.New(sqs.NewFromConfig(cfg), s.QueueURL, sqsqueue.Options{}); err != nil {
 		return nil, err
 	}
-	prefix := getenv(EnvSecretPrefix)
+	prefix := s.SecretPrefix
 	if prefix == "" {
 		prefix = "agentauth/"
 	}
 	b.Secrets = awssecrets.New(secretsmanager.NewFromConfig(cfg), prefix)
-	raw, err := b.Secrets.String(getenv(EnvSessionKeysSecret))
+	raw, err := b.Secrets.String(s.SessionKeysSecret)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", EnvSessionKeysSecret, err)
+		return nil, fmt.Errorf("session keys secret: %w", err)
 	}
 	keys, err := SessionKeys(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", EnvSessionKeysSecret, err)
+		return nil, fmt.Errorf("session keys secret: %w", err)
 	}
 	if b.SessionSealer, err = aesseal.New(keys[0], keys[1:]...); err != nil {
 		return nil, err

@@ -21,14 +21,9 @@ func TestSessionKeys(t *testing.T) {
 	}
 }
 
-func TestOpenNamesMissingVariables(t *testing.T) {
-	_, err := Open(context.Background(), func(k string) string {
-		if k == EnvTable {
-			return "t"
-		}
-		return ""
-	}, nil)
-	if err == nil || !strings.Contains(err.Error(), EnvKMSKey) || !strings.Contains(err.Error(), EnvSessionKeysSecret) || strings.Contains(err.Error(), EnvTable+",") {
+func TestOpenNamesMissingSettings(t *testing.T) {
+	_, err := Open(context.Background(), Settings{Table: "t", QueueURL: "q"}, nil)
+	if err == nil || err.Error() != "awsbackends: no KMS key, session keys secret" {
 		t.Fatalf("%v", err)
 	}
 }

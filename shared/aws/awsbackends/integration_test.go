@@ -52,8 +52,8 @@ func TestRewrapMovesGrantsToAnotherKey(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = sm.DeleteSecret(context.Background(), &secretsmanager.DeleteSecretInput{SecretId: aws.String(secret), ForceDeleteWithoutRecovery: aws.Bool(true)})
 	})
-	env := map[string]string{EnvTable: table, EnvKMSKey: *k1.KeyMetadata.Arn, EnvQueueURL: *q.QueueUrl, EnvSessionKeysSecret: secret}
-	be, err := Open(ctx, func(k string) string { return env[k] }, nil)
+	settings := Settings{Table: table, KMSKeyID: *k1.KeyMetadata.Arn, QueueURL: *q.QueueUrl, SessionKeysSecret: secret}
+	be, err := Open(ctx, settings, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +74,8 @@ func TestRewrapMovesGrantsToAnotherKey(t *testing.T) {
 	if _, err := kmsc.DisableKey(ctx, &kms.DisableKeyInput{KeyId: k1.KeyMetadata.KeyId}); err != nil {
 		t.Fatal(err)
 	}
-	env[EnvKMSKey] = *k2.KeyMetadata.Arn
-	fresh, err := Open(ctx, func(k string) string { return env[k] }, nil) // cold caches
+	settings.KMSKeyID = *k2.KeyMetadata.Arn
+	fresh, err := Open(ctx, settings, nil) // cold caches
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,16 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
-)
-
-// Environment variables read by ConfigFromEnv; the same names are used
-// locally and in Lambda.
-const (
-	EnvJWKSURL  = "AGENTAUTH_JWKS_URL"
-	EnvIssuer   = "AGENTAUTH_JWT_ISSUER"
-	EnvAudience = "AGENTAUTH_JWT_AUDIENCE"
 )
 
 // Defaults and limits applied by New.
@@ -73,36 +64,9 @@ type Config struct {
 	Now func() time.Time
 }
 
-// ConfigFromEnv reads AGENTAUTH_JWKS_URL, AGENTAUTH_JWT_ISSUER and
-// AGENTAUTH_JWT_AUDIENCE, all required. Other fields keep their defaults.
-func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	var cfg Config
-	var missing []string
-	for _, f := range []struct {
-		name string
-		dst  *string
-	}{
-		{EnvJWKSURL, &cfg.JWKSURL},
-		{EnvIssuer, &cfg.Issuer},
-		{EnvAudience, &cfg.Audience},
-	} {
-		*f.dst = strings.TrimSpace(getenv(f.name))
-		if *f.dst == "" {
-			missing = append(missing, f.name)
-		}
-	}
-	if len(missing) > 0 {
-		return Config{}, fmt.Errorf("jwtauth: missing environment variable %s", strings.Join(missing, ", "))
-	}
-	if err := checkJWKSURL(cfg.JWKSURL); err != nil {
-		return Config{}, fmt.Errorf("jwtauth: %s: %w", EnvJWKSURL, err)
-	}
-	return cfg, nil
-}
-
 // withDefaults validates cfg and fills in its defaults.
 func (cfg Config) withDefaults() (Config, error) {
-	if err := checkJWKSURL(cfg.JWKSURL); err != nil {
+	if err := CheckJWKSURL(cfg.JWKSURL); err != nil {
 		return Config{}, fmt.Errorf("jwtauth: JWKS URL: %w", err)
 	}
 	if cfg.Issuer == "" {
@@ -146,9 +110,10 @@ func (cfg Config) withDefaults() (Config, error) {
 	return cfg, nil
 }
 
-// checkJWKSURL insists on https so keys cannot be swapped in transit; plain
-// http is allowed only on loopback.
-func checkJWKSURL(raw string) error {
+// CheckJWKSURL is the rule for a JWKS URL: https, so keys cannot be
+// swapped in transit; plain http only on loopback (local development and
+// tests). shared/config applies it at start, New again.
+func CheckJWKSURL(raw string) error {
 	if raw == "" {
 		return errors.New("is required")
 	}

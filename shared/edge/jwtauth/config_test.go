@@ -7,63 +7,6 @@ import (
 	"time"
 )
 
-func TestConfigFromEnv(t *testing.T) {
-	full := map[string]string{
-		EnvJWKSURL:  "https://idp.example.test/.well-known/jwks.json",
-		EnvIssuer:   "https://idp.example.test/",
-		EnvAudience: "agentauth-tools",
-	}
-	tests := []struct {
-		name    string
-		env     map[string]string
-		wantErr []string // substrings the error must contain
-	}{
-		{name: "all set", env: full},
-		{name: "none set", env: map[string]string{}, wantErr: []string{EnvJWKSURL, EnvIssuer, EnvAudience}},
-		{name: "no JWKS URL", env: without(full, EnvJWKSURL), wantErr: []string{EnvJWKSURL}},
-		{name: "no issuer", env: without(full, EnvIssuer), wantErr: []string{EnvIssuer}},
-		{name: "blank audience", env: withEnv(full, EnvAudience, "  "), wantErr: []string{EnvAudience}},
-		{name: "plain http JWKS", env: withEnv(full, EnvJWKSURL, "http://idp.example.test/jwks"), wantErr: []string{EnvJWKSURL, "https"}},
-		{name: "http on loopback", env: withEnv(full, EnvJWKSURL, "http://127.0.0.1:8080/jwks")},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := ConfigFromEnv(func(k string) string { return tt.env[k] })
-			if len(tt.wantErr) == 0 {
-				if err != nil {
-					t.Fatalf("ConfigFromEnv: %v", err)
-				}
-				if cfg.JWKSURL != tt.env[EnvJWKSURL] || cfg.Issuer != tt.env[EnvIssuer] || cfg.Audience != tt.env[EnvAudience] {
-					t.Fatalf("cfg = %+v", cfg)
-				}
-				if _, err := New(cfg); err != nil {
-					t.Fatalf("New: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatal("want an error")
-			}
-			for _, s := range tt.wantErr {
-				if !strings.Contains(err.Error(), s) {
-					t.Errorf("error %q does not name %s", err, s)
-				}
-			}
-		})
-	}
-}
-
-func without(m map[string]string, k string) map[string]string { return withEnv(m, k, "") }
-
-func withEnv(m map[string]string, k, v string) map[string]string {
-	out := map[string]string{}
-	for kk, vv := range m {
-		out[kk] = vv
-	}
-	out[k] = v
-	return out
-}
-
 func TestNewValidates(t *testing.T) {
 	base := Config{JWKSURL: "https://idp.example.test/jwks", Issuer: "iss", Audience: "aud"}
 	tests := []struct {

@@ -9,15 +9,14 @@ import (
 	"github.com/agentauth/agentauth/shared/edge/jwtauth"
 )
 
-// Wiring in main: configuration from the environment, one Verifier shared
-// by every request, the reason code (never the error text) in the 401 body.
+// Wiring: one Verifier shared by every request (shared/app builds it from
+// shared/config), the reason code (never the error text) in the 401 body.
 func ExampleNew() {
-	cfg, err := jwtauth.ConfigFromEnv(os.Getenv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return
-	}
-	v, err := jwtauth.New(cfg)
+	v, err := jwtauth.New(jwtauth.Config{
+		JWKSURL:  "https://idp.example.test/.well-known/jwks.json",
+		Issuer:   "https://idp.example.test/",
+		Audience: "agentauth-tools",
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return

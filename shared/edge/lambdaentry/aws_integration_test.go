@@ -30,6 +30,7 @@ import (
 	"github.com/agentauth/agentauth/shared/aws/awscount"
 	"github.com/agentauth/agentauth/shared/aws/dynamostore"
 	"github.com/agentauth/agentauth/shared/aws/sqsqueue"
+	"github.com/agentauth/agentauth/shared/config"
 	"github.com/agentauth/agentauth/shared/testkit/emulatortest"
 )
 
@@ -125,18 +126,18 @@ spec:
 		_, _ = sm.DeleteSecret(context.Background(), &secretsmanager.DeleteSecretInput{SecretId: aws.String(prefix + "demo"), ForceDeleteWithoutRecovery: aws.Bool(true)})
 	})
 	for k, v := range map[string]string{
-		EnvTable: table, EnvKMSKey: *key.KeyMetadata.Arn, EnvQueueURL: *q.QueueUrl, EnvSessionKeysSecret: secretName,
-		EnvSecretPrefix: prefix, EnvBundle: bdir, EnvPublicURL: "https://auth.example", EnvMaxWait: "25",
+		config.Table: table, config.KMSKeyID: *key.KeyMetadata.Arn, config.QueueURL: *q.QueueUrl, config.SessionKeysSecret: secretName,
+		config.SecretPrefix: prefix, config.Bundle: bdir, config.PublicURL: "https://auth.example", config.MaxWait: "25",
 	} {
 		t.Setenv(k, v)
 	}
 	log := slog.New(slog.DiscardHandler)
 	runtimeCount, callbackCount := awscount.New(), awscount.New()
-	runtime, err := Build(ctx, RuntimeRoutes, log, Options{Counter: runtimeCount})
+	runtime, err := Build(ctx, os.Getenv, RuntimeRoutes, "gettoken", log, Options{Counter: runtimeCount})
 	if err != nil {
 		t.Fatal(err)
 	}
-	callback, err := Build(ctx, CallbackRoutes, log, Options{Counter: callbackCount})
+	callback, err := Build(ctx, os.Getenv, CallbackRoutes, "callback", log, Options{Counter: callbackCount})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
+	"github.com/agentauth/agentauth/shared/config"
 	"github.com/agentauth/agentauth/shared/oauth"
 )
 
@@ -34,12 +35,12 @@ func event(t *testing.T) events.APIGatewayV2HTTPRequest {
 }
 
 func TestRuntimeFunctionAnswersAPIGatewayEvents(t *testing.T) {
-	t.Setenv(EnvBundle, "testdata/bundle")
-	t.Setenv(EnvHome, t.TempDir())
-	t.Setenv(EnvPublicURL, "https://auth.example")
+	t.Setenv(config.Bundle, "testdata/bundle")
+	t.Setenv(config.Home, t.TempDir())
+	t.Setenv(config.PublicURL, "https://auth.example")
 	t.Setenv("TEAM_CLIENT_SECRET", "s3cret")
-	t.Setenv("GOONDAN_OAUTH_KEY", "")
-	h, err := Build(context.Background(), RuntimeRoutes, slog.New(slog.DiscardHandler), Options{})
+	t.Setenv(config.MasterKey, "")
+	h, err := Build(context.Background(), os.Getenv, RuntimeRoutes, "gettoken", slog.New(slog.DiscardHandler), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,27 +65,27 @@ func TestRuntimeFunctionAnswersAPIGatewayEvents(t *testing.T) {
 }
 
 func TestBuildNamesMissingConfiguration(t *testing.T) {
-	t.Setenv(EnvPublicURL, "")
-	if _, err := Build(context.Background(), CallbackRoutes, slog.New(slog.DiscardHandler), Options{}); err == nil || !strings.Contains(err.Error(), EnvPublicURL) {
+	t.Setenv(config.PublicURL, "")
+	if _, err := Build(context.Background(), os.Getenv, CallbackRoutes, "callback", slog.New(slog.DiscardHandler), Options{}); err == nil || !strings.Contains(err.Error(), config.PublicURL) {
 		t.Fatalf("err = %v", err)
 	}
-	t.Setenv(EnvPublicURL, "https://auth.example")
-	t.Setenv(EnvBundle, "testdata/bundle")
-	t.Setenv(EnvHome, t.TempDir())
+	t.Setenv(config.PublicURL, "https://auth.example")
+	t.Setenv(config.Bundle, "testdata/bundle")
+	t.Setenv(config.Home, t.TempDir())
 	t.Setenv("TEAM_CLIENT_SECRET", "")
-	_, err := Build(context.Background(), CallbackRoutes, slog.New(slog.DiscardHandler), Options{})
+	_, err := Build(context.Background(), os.Getenv, CallbackRoutes, "callback", slog.New(slog.DiscardHandler), Options{})
 	if err == nil || !strings.Contains(err.Error(), "TEAM_CLIENT_SECRET") {
 		t.Fatalf("err = %v", err)
 	}
 }
 
 func TestInvokeRoutesScheduledEventsToTheSweep(t *testing.T) {
-	t.Setenv(EnvBundle, "testdata/bundle")
-	t.Setenv(EnvHome, t.TempDir())
-	t.Setenv(EnvPublicURL, "https://auth.example")
+	t.Setenv(config.Bundle, "testdata/bundle")
+	t.Setenv(config.Home, t.TempDir())
+	t.Setenv(config.PublicURL, "https://auth.example")
 	t.Setenv("TEAM_CLIENT_SECRET", "s3cret")
-	t.Setenv("GOONDAN_OAUTH_KEY", "")
-	f, err := build(context.Background(), RuntimeRoutes, slog.New(slog.DiscardHandler), Options{})
+	t.Setenv(config.MasterKey, "")
+	f, err := build(context.Background(), os.Getenv, RuntimeRoutes, "gettoken", slog.New(slog.DiscardHandler), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

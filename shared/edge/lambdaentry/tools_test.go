@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/agentauth/agentauth/shared/config"
 	"github.com/agentauth/agentauth/shared/testkit/jwttest"
 )
 
@@ -29,21 +31,21 @@ func toolsEvent(method, path, token, body string) json.RawMessage {
 
 func TestToolsFunctionAnswersAPIGatewayEvents(t *testing.T) {
 	iss := jwttest.Start(t)
-	t.Setenv(EnvBundle, "testdata/bundle")
-	t.Setenv(EnvHome, t.TempDir())
-	t.Setenv(EnvPublicURL, "https://auth.example")
+	t.Setenv(config.Bundle, "testdata/bundle")
+	t.Setenv(config.Home, t.TempDir())
+	t.Setenv(config.PublicURL, "https://auth.example")
 	t.Setenv("TEAM_CLIENT_SECRET", "s3cret")
-	t.Setenv("GOONDAN_OAUTH_KEY", "")
-	t.Setenv("AGENTAUTH_JWKS_URL", "")
-	if _, err := build(context.Background(), ToolsRoutes, slog.New(slog.DiscardHandler), Options{}); err == nil || !strings.Contains(err.Error(), "AGENTAUTH_JWKS_URL is required") {
+	t.Setenv(config.MasterKey, "")
+	t.Setenv(config.JWKSURL, "")
+	if _, err := build(context.Background(), os.Getenv, ToolsRoutes, "tools", slog.New(slog.DiscardHandler), Options{}); err == nil || !strings.Contains(err.Error(), "AGENTAUTH_JWKS_URL is required") {
 		t.Fatalf("without a JWKS URL: %v", err)
 	}
 	for k, v := range iss.Env() {
 		t.Setenv(k, v)
 	}
-	t.Setenv("AGENTAUTH_METRICS", "log")
+	t.Setenv(config.Metrics, "log")
 	var logs bytes.Buffer
-	f, err := build(context.Background(), ToolsRoutes, slog.New(slog.NewJSONHandler(&logs, nil)), Options{})
+	f, err := build(context.Background(), os.Getenv, ToolsRoutes, "tools", slog.New(slog.NewJSONHandler(&logs, nil)), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,9 +21,6 @@ import (
 	"github.com/agentauth/agentauth/shared/tools/toolhooks"
 )
 
-// EnvKey is the seed's environment variable for the master key.
-const EnvKey = "GOONDAN_OAUTH_KEY"
-
 // Backends are the opened embedded backends of a home.
 type Backends struct {
 	Home    string
@@ -88,10 +85,10 @@ func checkKeys(ctx context.Context, st *filestore.Store, kr *aesseal.Keyring, fr
 	sort.Strings(missing)
 	src := "the key file oauth/keys/master.key"
 	if fromEnv {
-		src = EnvKey
+		src = aesseal.EnvVar
 	}
 	return fmt.Errorf("%d stored record(s) are sealed under key(s) %s, which %s does not hold (loaded: %s): refusing to start with the wrong key; restore the key or add it to %s",
-		n, strings.Join(missing, ", "), src, strings.Join(kr.IDs(), ", "), EnvKey)
+		n, strings.Join(missing, ", "), src, strings.Join(kr.IDs(), ", "), aesseal.EnvVar)
 }
 
 // ToolLimiter is the tools' rate limiter for this home: a file per key

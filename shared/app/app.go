@@ -1,0 +1,228 @@
+// Package app is agentauth's one composition root: configuration and
+// backends in, handlers and sweeps out. The Lambda entry
+// (shared/edge/lambdaentry), `agentauth serve` and `agentauth bench` all
+// call Build; nothing else assembles the object graph (bundle → OAuth
+// manager → runtime and callback routes → tool plane).
+//
+// It reads no environment (shared/config does) and holds no logic of its
+// own beyond choosing implementations.
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+
+	"github.com/agentauth/agentauth/shared/aws/awsbackends"
+	"github.com/agentauth/agentauth/shared/aws/awscount"
+	"github.com/agentauth/agentauth/shared/bundle"
+	"github.com/agentauth/agentauth/shared/config"
+	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/edge/httpapi"
+	"github.com/agentauth/agentauth/shared/edge/jwtauth"
+	"github.com/agentauth/agentauth/shared/edge/toolsapi"
+	"github.com/agentauth/agentauth/shared/local/embedded"
+	"github.com/agentauth/agentauth/shared/oauth"
+	"github.com/agentauth/agentauth/shared/observe/metrics"
+	"github.com/agentauth/agentauth/shared/tools/httptool"
+	"github.com/agentauth/agentauth/shared/tools/ratelimit"
+	"github.com/agentauth/agentauth/shared/tools/toolhooks"
+	"github.com/agentauth/agentauth/shared/tools/toolplane"
+)
+
+// Backends are the stores, sealers and queue a process runs on: the
+// embedded set in one home directory, or the AWS set.
+type Backends struct {
+	Store   domain.Store
+	Tenants domain.TenantStore
+	// GrantSealer seals grants (KMS envelope encryption in AWS);
+	// SessionSealer sessions, state and PKCE verifiers.
+	GrantSealer, SessionSealer domain.Sealer
+	Queue                      domain.EventQueue
+	StateKeys                  [][]byte
+	Secrets                    bundle.SecretResolver
+	// ToolLimiter builds the tool rate limiter that holds across
+	// processes (files under the home, or items on the table).
+	ToolLimiter func(ratelimit.Limits) (toolhooks.Limiter, error)
+	// Describe says where the backends are, for the start line.
+	Describe string
+}
+
+// FromEmbedded wraps a home's embedded backends; secretsDir resolves
+// secretRef values.
+func FromEmbedded(h *embedded.Backends, secretsDir string) *Backends {
+	return &Backends{Store: h.Store, Tenants: h.Store, GrantSealer: h.Keyring, SessionSealer: h.Keyring, Queue: h.Queue,
+		StateKeys: h.Keyring.DerivedKeys("state"), Secrets: bundle.DirSecrets{Dir: secretsDir}, ToolLimiter: h.ToolLimiter,
+		Describe: "home " + h.Home + ", key " + h.Keyring.CurrentID()}
+}
+
+// FromAWS wraps the opened AWS backends.
+func FromAWS(b *awsbackends.Backends) *Backends {
+	return &Backends{Store: b.Store, Tenants: b.Store, GrantSealer: b.GrantSealer, SessionSealer: b.SessionSealer, Queue: b.Queue,
+		StateKeys: b.StateKeys(), Secrets: b.Secrets, ToolLimiter: b.ToolLimiter, Describe: "table " + b.Table}
+}
+
+// OpenBackends opens the AWS backends when cfg.AWS is set, else the
+// embedded ones in cfg.Home (creating the master key on a fresh home).
+// counter, when set, counts every AWS call.
+func OpenBackends(ctx context.Context, cfg config.Config, counter *awscount.Counter) (*Backends, error) {
+	if cfg.AWS != nil {
+		b, err := OpenAWS(ctx, *cfg.AWS, counter)
+		if err != nil {
+			return nil, err
+		}
+		return FromAWS(b), nil
+	}
+	h, err := embedded.Open(ctx, cfg.Home, cfg.MasterKey.Reveal(), true)
+	if err != nil {
+		return nil, err
+	}
+	return FromEmbedded(h, cfg.LocalSecrets()), nil
+}
+
+// OpenAWS opens the AWS backends a names (also for `agentauth keys
+// rewrap`).
+func OpenAWS(ctx context.Context, a config.AWS, counter *awscount.Counter) (*awsbackends.Backends, error) {
+	return awsbackends.Open(ctx, awsbackends.Settings{Table: a.Table, KMSKeyID: a.KMSKeyID, QueueURL: a.QueueURL,
+		SessionKeysSecret: a.SessionKeysSecret, SecretPrefix: a.SecretPrefix}, counter)
+}
+
+// Options are what the entry point knows and the environment does not.
+type Options struct {
+	// RuntimeAuth authenticates runtime callers: a bearer token locally,
+	// httpapi.GatewayAuthorized behind API Gateway's IAM authorizer; nil
+	// refuses every runtime caller (admin commands that serve nothing).
+	RuntimeAuth httpapi.CallerAuth
+	// Lambda: the process freezes between invocations, so nothing can
+	// poll a device code in the background; device-code apps are refused.
+	Lambda bool
+	// Function names the process in EMF metrics ("serve", "tools", …).
+	Function string
+	// MetricsOut receives EMF metric lines (stdout).
+	MetricsOut io.Writer
+	// Native tool implementations by tool id (optional).
+	Native map[string]toolhooks.Invoker
+}
+
+// App is a built agentauth: its bundle, OAuth manager and handlers.
+type App struct {
+	Bundle *bundle.Bundle
+	OAuth  *oauth.Manager
+	// Tools is nil when the tool routes are off (no AGENTAUTH_JWKS_URL).
+	Tools *toolsapi.API
+	api   *httpapi.Server
+}
+
+// Build loads and validates the bundle and wires everything on be.
+func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logger, opts Options) (*App, error) {
+	if opts.RuntimeAuth == nil {
+		// Fail closed: a zero token refuses every runtime caller.
+		opts.RuntimeAuth = httpapi.BearerToken{}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	b, err := bundle.LoadDir(cfg.BundleDir, bundle.Options{Secrets: be.Secrets})
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s:\n%w", filepath.Clean(cfg.BundleDir), err)
+	}
+	if opts.Lambda {
+		for _, app := range b.OAuthApps {
+			if app.Flow == bundle.FlowDeviceCode {
+				return nil, fmt.Errorf("bundle: OAuthApp/%s: flow deviceCode needs the background poller of the local server; the Lambda deployment does not run it", app.Name)
+			}
+		}
+	}
+	for _, w := range b.Warnings {
+		log.Warn("bundle warning", "warning", w)
+	}
+	mgr, err := oauth.New(oauth.Config{Bundle: b, Store: be.Store, Sealer: be.GrantSealer, SessionSealer: be.SessionSealer,
+		Queue: be.Queue, StateKeys: be.StateKeys, BaseURL: cfg.PublicURL, Logger: log, MaxWait: cfg.MaxWait})
+	if err != nil {
+		return nil, err
+	}
+	api, err := httpapi.New(mgr, b, opts.RuntimeAuth, log)
+	if err != nil {
+		return nil, err
+	}
+	a := &App{Bundle: b, OAuth: mgr, api: api}
+	if cfg.Tools != nil {
+		if a.Tools, err = buildTools(ctx, cfg.Tools, b, mgr, be, log, opts); err != nil {
+			return nil, fmt.Errorf("tool routes:\n%w", err)
+		}
+		api.Mount(a.Tools.Register)
+	}
+	return a, nil
+}
+
+// buildTools assembles the tool routes: the JWT verifier, the plane
+// (bundle + stored uploads), the http runner, the hooks with the rate
+// limiter and the audit log, and the metrics recorder.
+func buildTools(ctx context.Context, t *config.Tools, b *bundle.Bundle, tokens httptool.TokenSource, be *Backends, log *slog.Logger, opts Options) (*toolsapi.API, error) {
+	v, err := jwtauth.New(t.JWT)
+	if err != nil {
+		return nil, err
+	}
+	plane, err := toolplane.New(ctx, toolplane.Config{Bundle: b, Tenants: be.Tenants, TenantClaim: t.TenantClaim,
+		CheckEvery: t.UploadsCheckEvery, AllowPrivateUpstreams: t.AllowPrivateUpstreams, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	lim, err := be.ToolLimiter(t.Limits)
+	if err != nil {
+		return nil, fmt.Errorf("tool rate limiter: %w", err)
+	}
+	var rec metrics.Recorder = metrics.Nop{}
+	switch t.Metrics {
+	case "emf":
+		if opts.MetricsOut == nil {
+			return nil, fmt.Errorf("%s=emf needs an output for the metric lines", config.Metrics)
+		}
+		rec = &metrics.EMF{W: opts.MetricsOut, Function: opts.Function}
+	case "log":
+		rec = metrics.Log{Logger: log}
+	}
+	return toolsapi.New(toolsapi.Config{
+		Verifier:      v,
+		Plane:         plane,
+		Runner:        httptool.New(httptool.Options{Tokens: tokens, AllowPrivateUpstreams: t.AllowPrivateUpstreams}),
+		Native:        opts.Native,
+		Hooks:         &toolhooks.Hooks{Limiter: lim, Sink: toolhooks.LogSink{Log: log}, Log: log},
+		TenantClaim:   t.TenantClaim,
+		SkillsClaim:   t.SkillsClaim,
+		SubjectsClaim: t.SubjectsClaim,
+		Seam:          t.Seam,
+		Metrics:       rec,
+		Log:           log,
+	})
+}
+
+// Handler serves every route: the local server.
+func (a *App) Handler() http.Handler { return a.api.Handler() }
+
+// RuntimeHandler serves the runtime routes: the gettoken function.
+func (a *App) RuntimeHandler() http.Handler { return a.api.RuntimeHandler() }
+
+// CallbackHandler serves the apps' callback paths: the callback function.
+func (a *App) CallbackHandler() http.Handler { return a.api.CallbackHandler() }
+
+// ToolsHandler serves the tool routes: the tools function. It is an error
+// when they are off.
+func (a *App) ToolsHandler() (http.Handler, error) {
+	if a.Tools == nil {
+		return nil, fmt.Errorf("%s is required for the tool routes", config.JWKSURL)
+	}
+	return a.api.MountedHandler(), nil
+}
+
+// Sweep runs the session sweep once: expire pending sessions, deliver
+// auth.granted events whose first send failed, delete old sessions.
+func (a *App) Sweep(ctx context.Context) (oauth.CleanupReport, error) {
+	return a.OAuth.CleanupExpiredSessions(ctx)
+}
+
+// Close stops background work (device-code pollers).
+func (a *App) Close(ctx context.Context) error { return a.OAuth.Close(ctx) }

@@ -1,0 +1,192 @@
+package app
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentauth/agentauth/shared/config"
+	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/edge/httpapi"
+	"github.com/agentauth/agentauth/shared/testkit/jwttest"
+)
+
+const teamApp = `apiVersion: agents.example.io/v1alpha1
+kind: OAuthApp
+metadata: {name: team}
+spec:
+  provider: demo
+  flow: authorizationCode
+  subjectMode: global
+  client: {clientId: {value: c1}, clientSecret: {valueFrom: {secretRef: {ref: Secret/demo, key: clientSecret}}}}
+  endpoints: {authorizationUrl: "https://provider.example/authorize", tokenUrl: "https://provider.example/token"}
+  scopes: [read]
+  redirect: {callbackPath: /oauth/callback/team}
+`
+
+const deviceApp = `---
+apiVersion: agents.example.io/v1alpha1
+kind: OAuthApp
+metadata: {name: cli}
+spec:
+  provider: demo
+  flow: deviceCode
+  subjectMode: global
+  client: {clientId: {value: c2}, clientSecret: {value: x}}
+  endpoints: {deviceAuthorizationUrl: "https://provider.example/device", tokenUrl: "https://provider.example/token"}
+  scopes: [read]
+`
+
+// setup writes a bundle and a secrets directory into a fresh home and
+// returns the local configuration for it.
+func setup(t *testing.T, bundleYAML string) config.Config {
+	t.Helper()
+	home := t.TempDir()
+	cfg, err := config.FromEnv(func(string) string { return "" }, config.Local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Home, cfg.BundleDir, cfg.PublicURL = home, filepath.Join(home, "bundle"), "https://auth.example"
+	for path, data := range map[string]string{
+		filepath.Join(cfg.BundleDir, "app.yaml"):                  bundleYAML,
+		filepath.Join(cfg.LocalSecrets(), "demo", "clientSecret"): "s3cret\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cfg
+}
+
+func build(t *testing.T, cfg config.Config, opts Options) (*App, error) {
+	t.Helper()
+	be, err := OpenBackends(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Build(context.Background(), cfg, be, nil, opts)
+}
+
+func status(h http.Handler, method, path, token string) int {
+	req := httptest.NewRequest(method, path, strings.NewReader(`{}`))
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec.Code
+}
+
+func TestBuildServesEachFunctionsRoutes(t *testing.T) {
+	cfg := setup(t, teamApp)
+	a, err := build(t, cfg, Options{RuntimeAuth: httpapi.BearerToken{Token: domain.NewSecret("tok")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Bundle.OAuthApps["team"].ClientSecret.Reveal() != "s3cret" {
+		t.Fatal("the secretRef was not resolved from the home's secrets directory")
+	}
+	for _, tc := range []struct {
+		name    string
+		h       http.Handler
+		method  string
+		path    string
+		token   string
+		want    int
+		comment string
+	}{
+		{"all: runtime route, no token", a.Handler(), "POST", "/v1/oauth/token", "", 401, ""},
+		{"all: runtime route, token", a.Handler(), "POST", "/v1/oauth/token", "tok", 400, "an empty body is a bad request, past auth"},
+		{"all: callback", a.Handler(), "GET", "/oauth/callback/team", "", 400, "no state"},
+		{"runtime: callback absent", a.RuntimeHandler(), "GET", "/oauth/callback/team", "", 404, ""},
+		{"callback: runtime absent", a.CallbackHandler(), "POST", "/v1/oauth/token", "tok", 404, ""},
+		{"callback: callback", a.CallbackHandler(), "GET", "/oauth/callback/team", "", 400, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := status(tc.h, tc.method, tc.path, tc.token); got != tc.want {
+				t.Fatalf("%s %s = %d, want %d %s", tc.method, tc.path, got, tc.want, tc.comment)
+			}
+		})
+	}
+	if _, err := a.ToolsHandler(); err == nil || !strings.Contains(err.Error(), config.JWKSURL) {
+		t.Fatalf("tools off: %v", err)
+	}
+	if _, err := a.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBuildWithoutRuntimeAuthRefusesRuntimeCallers(t *testing.T) {
+	a, err := build(t, setup(t, teamApp), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := status(a.Handler(), "POST", "/v1/oauth/token", ""); got != 401 {
+		t.Fatalf("no token: %d", got)
+	}
+	if got := status(a.Handler(), "POST", "/v1/oauth/token", "anything"); got != 401 {
+		t.Fatalf("any token: %d", got)
+	}
+}
+
+func TestBuildRefusesDeviceCodeInLambda(t *testing.T) {
+	cfg := setup(t, teamApp+deviceApp)
+	if _, err := build(t, cfg, Options{Lambda: true}); err == nil || !strings.Contains(err.Error(), "OAuthApp/cli: flow deviceCode") {
+		t.Fatalf("Lambda: %v", err)
+	}
+	if _, err := build(t, cfg, Options{}); err != nil {
+		t.Fatalf("local: %v", err)
+	}
+}
+
+func TestBuildNamesTheBundle(t *testing.T) {
+	cfg := setup(t, strings.Replace(teamApp, "scopes: [read]", "scopes: read", 1))
+	_, err := build(t, cfg, Options{})
+	if err == nil || !strings.Contains(err.Error(), "bundle "+cfg.BundleDir) || !strings.Contains(err.Error(), "app.yaml:") {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestBuildMountsTheToolRoutes(t *testing.T) {
+	iss := jwttest.Start(t)
+	env := iss.Env()
+	cfg := setup(t, teamApp)
+	withTools, err := config.FromEnv(func(k string) string { return env[k] }, config.Local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tools = withTools.Tools
+	cfg.Tools.Metrics = "emf"
+	if _, err := build(t, cfg, Options{}); err == nil || !strings.Contains(err.Error(), "emf") {
+		t.Fatalf("emf without an output: %v", err)
+	}
+	a, err := build(t, cfg, Options{Function: "test", MetricsOut: new(strings.Builder)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := a.ToolsHandler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := iss.Mint(t, map[string]any{"sub": "alice"})
+	if got := status(h, "GET", "/v1/agents/tools", tok); got != 200 {
+		t.Fatalf("tools with a JWT: %d", got)
+	}
+	if got := status(h, "GET", "/v1/agents/tools", ""); got != 401 {
+		t.Fatalf("tools without a JWT: %d", got)
+	}
+	if got := status(h, "POST", "/v1/oauth/token", "x"); got != 404 {
+		t.Fatalf("the tools function serves runtime routes: %d", got)
+	}
+	if got := status(a.Handler(), "GET", "/v1/agents/tools", tok); got != 200 {
+		t.Fatalf("the local server does not serve the tool routes: %d", got)
+	}
+}

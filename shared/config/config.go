@@ -1,0 +1,275 @@
+// Package config is agentauth's one reader of the environment: every
+// AGENTAUTH_* variable (and the seed's GOONDAN_OAUTH_KEY) is declared here
+// once, with its default and one line of doc, and read once by FromEnv
+// into a typed Config that shared/app wires.
+//
+// FromEnv reports every problem at once, each by variable name and never
+// by value: a value may be a secret (the runtime token, the master key).
+// No other package reads the environment; cmd/agentauth's flags override
+// the Config after FromEnv.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/edge/jwtauth"
+	"github.com/agentauth/agentauth/shared/tools/ratelimit"
+)
+
+// The variables. Var.Doc and the defaults below are what `agentauth
+// config` prints and docs/configuration.md lists.
+const (
+	Bundle       = "AGENTAUTH_BUNDLE"
+	Home         = "AGENTAUTH_HOME"
+	Secrets      = "AGENTAUTH_SECRETS"
+	MasterKey    = "GOONDAN_OAUTH_KEY"
+	PublicURL    = "AGENTAUTH_PUBLIC_URL"
+	MaxWait      = "AGENTAUTH_MAX_WAIT_SECONDS"
+	RuntimeToken = "AGENTAUTH_RUNTIME_TOKEN"
+
+	Table             = "AGENTAUTH_TABLE"
+	KMSKeyID          = "AGENTAUTH_KMS_KEY_ID"
+	QueueURL          = "AGENTAUTH_QUEUE_URL"
+	SessionKeysSecret = "AGENTAUTH_SESSION_KEYS_SECRET"
+	SecretPrefix      = "AGENTAUTH_SECRET_PREFIX"
+
+	JWKSURL               = "AGENTAUTH_JWKS_URL"
+	JWTIssuer             = "AGENTAUTH_JWT_ISSUER"
+	JWTAudience           = "AGENTAUTH_JWT_AUDIENCE"
+	TenantClaim           = "AGENTAUTH_TENANT_CLAIM"
+	SkillsClaim           = "AGENTAUTH_SKILLS_CLAIM"
+	SubjectsClaim         = "AGENTAUTH_SUBJECTS_CLAIM"
+	ToolhooksSeam         = "AGENTAUTH_TOOLHOOKS_SEAM"
+	ToolRateLimit         = "AGENTAUTH_TOOL_RATE_LIMIT"
+	ToolRateLimits        = "AGENTAUTH_TOOL_RATE_LIMITS"
+	AllowPrivateUpstreams = "AGENTAUTH_TOOLS_ALLOW_PRIVATE_UPSTREAMS"
+	UploadsCheckSeconds   = "AGENTAUTH_UPLOADS_CHECK_SECONDS"
+	Metrics               = "AGENTAUTH_METRICS"
+)
+
+// Profile picks the defaults that differ between where agentauth runs.
+type Profile int
+
+const (
+	// Lambda: a function package (bundle beside the binary, /tmp home,
+	// the public URL required).
+	Lambda Profile = iota
+	// Local: agentauth serve and the admin commands on a laptop.
+	Local
+)
+
+// Var describes one variable.
+type Var struct {
+	Name string
+	// Lambda and Local are the defaults ("" = none; "required" where the
+	// profile cannot run without it).
+	Lambda, Local string
+	// Secret values are never printed.
+	Secret bool
+	Doc    string
+}
+
+// Variables lists every variable agentauth reads, in the order of the docs.
+func Variables() []Var {
+	return []Var{
+		{Name: Bundle, Lambda: "bundle", Local: "examples/bundle", Doc: "bundle directory (YAML resources), validated as a whole at start"},
+		{Name: Home, Lambda: "/tmp/agentauth", Local: ".agentauth", Doc: "home of the embedded backends: file store, key, queue, rate-limit state"},
+		{Name: Secrets, Lambda: "<home>/secrets", Local: "<home>/secrets", Doc: "local secrets directory for secretRef values (embedded backends)"},
+		{Name: MasterKey, Lambda: "<home>/oauth/keys/master.key", Local: "<home>/oauth/keys/master.key", Secret: true, Doc: "master key of the embedded store: 32 bytes as base64 or hex; comma-separated keys, current first, to rotate"},
+		{Name: PublicURL, Lambda: "required", Local: "http://<listen address>", Doc: "public base URL of the callback routes, as browsers reach it"},
+		{Name: MaxWait, Lambda: "55", Local: "55", Doc: "cap in seconds on GET /v1/oauth/sessions/{id}?wait= (0-55)"},
+		{Name: RuntimeToken, Local: "generated into <home>/runtime-token", Secret: true, Doc: "bearer token of the runtime routes on the local server (API Gateway IAM in AWS)"},
+		{Name: Table, Doc: "DynamoDB table: set it to use the AWS backends (then the next three are required)"},
+		{Name: KMSKeyID, Doc: "KMS key (id or ARN) of the grants' envelope encryption"},
+		{Name: QueueURL, Doc: "SQS FIFO queue URL for agent events (auth.granted)"},
+		{Name: SessionKeysSecret, Doc: "Secrets Manager secret: comma-separated random strings (≥ 32 chars, first current) sealing sessions and signing state"},
+		{Name: SecretPrefix, Lambda: "agentauth/", Local: "agentauth/", Doc: "bundle Secret/<name> is the Secrets Manager secret <prefix><name>"},
+		{Name: JWKSURL, Doc: "JWKS of the agents' JWT issuer: set it to serve the tool routes (https, or http on loopback)"},
+		{Name: JWTIssuer, Doc: "required iss of agent JWTs (required with " + JWKSURL + ")"},
+		{Name: JWTAudience, Doc: "required aud of agent JWTs (required with " + JWKSURL + ")"},
+		{Name: TenantClaim, Lambda: jwtauth.DefaultTenantClaim, Local: jwtauth.DefaultTenantClaim, Doc: "dot path of the caller's tenant in the agent JWT"},
+		{Name: SkillsClaim, Lambda: jwtauth.DefaultSkillsClaim, Local: jwtauth.DefaultSkillsClaim, Doc: "dot path of the caller's skill allow list (a list, or a comma-separated string)"},
+		{Name: SubjectsClaim, Lambda: "agentauth_subjects", Local: "agentauth_subjects", Doc: "dot path of the caller's OAuth subjects, {\"global\": …, \"user\": …}, for the tokens of http tools"},
+		{Name: ToolhooksSeam, Lambda: "0", Local: "0", Doc: "1: serve the RFC 0064 seam routes and capability document"},
+		{Name: ToolRateLimit, Lambda: ratelimit.DefaultSpec, Local: ratelimit.DefaultSpec, Doc: "default per-(principal, tool) limit: <calls>/<s|m|h>[:<burst>]"},
+		{Name: ToolRateLimits, Doc: "per tool name: get_menu=10/m,search=5/s:2"},
+		{Name: AllowPrivateUpstreams, Lambda: "0", Local: "0", Doc: "1 lets uploaded http tools use http:// and private addresses (local development only)"},
+		{Name: UploadsCheckSeconds, Lambda: "10", Local: "10", Doc: "how often a process looks for other processes' tenant uploads (1-3600)"},
+		{Name: Metrics, Lambda: "log", Local: "log", Doc: "tool-plane metrics: emf (CloudWatch embedded metric format on stdout), log or off"},
+	}
+}
+
+// Names returns every variable name.
+func Names() []string {
+	vs := Variables()
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = v.Name
+	}
+	return out
+}
+
+// Config is agentauth's configuration.
+type Config struct {
+	// BundleDir is the bundle directory.
+	BundleDir string
+	// Home is the embedded backends' directory.
+	Home string
+	// SecretsDir resolves secretRef locally ("": <Home>/secrets, see
+	// LocalSecrets).
+	SecretsDir string
+	// MasterKey is GOONDAN_OAUTH_KEY (empty: the key file in the home).
+	MasterKey domain.Secret
+	// PublicURL is the callback base URL ("" locally: the listen address).
+	PublicURL string
+	// MaxWait caps session long polls.
+	MaxWait time.Duration
+	// RuntimeToken is the local runtime credential (empty: the home's file).
+	RuntimeToken domain.Secret
+	// AWS is set when AGENTAUTH_TABLE is: the AWS backends.
+	AWS *AWS
+	// Tools is set when AGENTAUTH_JWKS_URL is: the tool routes.
+	Tools *Tools
+}
+
+// AWS names the AWS backends' resources.
+type AWS struct {
+	Table, KMSKeyID, QueueURL, SessionKeysSecret, SecretPrefix string
+}
+
+// Tools is the tool routes' configuration.
+type Tools struct {
+	JWT                                     jwtauth.Config
+	TenantClaim, SkillsClaim, SubjectsClaim string
+	Seam                                    bool
+	Limits                                  ratelimit.Limits
+	AllowPrivateUpstreams                   bool
+	UploadsCheckEvery                       time.Duration
+	// Metrics is emf, log or off.
+	Metrics string
+}
+
+// LocalSecrets is the local secrets directory: AGENTAUTH_SECRETS, else
+// <home>/secrets (after flags have set the home).
+func (c Config) LocalSecrets() string {
+	if c.SecretsDir != "" {
+		return c.SecretsDir
+	}
+	return filepath.Join(c.Home, "secrets")
+}
+
+// FromEnv reads every variable through getenv (os.Getenv in production)
+// with the profile's defaults. The error lists every problem, one per
+// line, by variable name.
+func FromEnv(getenv func(string) string, p Profile) (Config, error) {
+	r := reader{getenv: getenv, profile: p, defaults: map[string]Var{}}
+	for _, v := range Variables() {
+		r.defaults[v.Name] = v
+	}
+	var c Config
+	c.BundleDir = r.str(Bundle)
+	c.Home = r.str(Home)
+	c.SecretsDir = r.get(Secrets)
+	c.MasterKey = domain.NewSecret(r.get(MasterKey))
+	c.RuntimeToken = domain.NewSecret(r.get(RuntimeToken))
+	c.PublicURL = strings.TrimRight(r.get(PublicURL), "/")
+	if c.PublicURL == "" && p == Lambda {
+		r.fail(PublicURL, "is required (the public base URL of the callback routes)")
+	}
+	c.MaxWait = time.Duration(r.intIn(MaxWait, 0, 55)) * time.Second
+	if r.get(Table) != "" {
+		c.AWS = &AWS{Table: r.get(Table), KMSKeyID: r.get(KMSKeyID), QueueURL: r.get(QueueURL),
+			SessionKeysSecret: r.get(SessionKeysSecret), SecretPrefix: r.str(SecretPrefix)}
+		for _, k := range []string{KMSKeyID, QueueURL, SessionKeysSecret} {
+			if r.get(k) == "" {
+				r.fail(k, "is required with "+Table)
+			}
+		}
+	}
+	if r.get(JWKSURL) != "" {
+		c.Tools = r.tools()
+	}
+	return c, errors.Join(r.errs...)
+}
+
+func (r *reader) tools() *Tools {
+	t := &Tools{JWT: jwtauth.Config{JWKSURL: r.get(JWKSURL), Issuer: r.get(JWTIssuer), Audience: r.get(JWTAudience)}}
+	if err := jwtauth.CheckJWKSURL(t.JWT.JWKSURL); err != nil {
+		r.fail(JWKSURL, err.Error())
+	}
+	for _, k := range []string{JWTIssuer, JWTAudience} {
+		if r.get(k) == "" {
+			r.fail(k, "is required with "+JWKSURL)
+		}
+	}
+	t.TenantClaim, t.SkillsClaim, t.SubjectsClaim = r.claimPath(TenantClaim), r.claimPath(SkillsClaim), r.claimPath(SubjectsClaim)
+	t.Seam = r.flag(ToolhooksSeam)
+	t.AllowPrivateUpstreams = r.flag(AllowPrivateUpstreams)
+	var err error
+	if t.Limits, err = ratelimit.ParseLimits(r.get(ToolRateLimit), r.get(ToolRateLimits)); err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s / %s: %w", ToolRateLimit, ToolRateLimits, err))
+	}
+	t.UploadsCheckEvery = time.Duration(r.intIn(UploadsCheckSeconds, 1, 3600)) * time.Second
+	switch t.Metrics = r.str(Metrics); t.Metrics {
+	case "emf", "log", "off":
+	default:
+		r.fail(Metrics, "want emf, log or off")
+	}
+	return t
+}
+
+// reader collects every problem instead of stopping at the first.
+type reader struct {
+	getenv   func(string) string
+	profile  Profile
+	defaults map[string]Var
+	errs     []error
+}
+
+func (r *reader) get(name string) string { return strings.TrimSpace(r.getenv(name)) }
+
+func (r *reader) fail(name, msg string) { r.errs = append(r.errs, fmt.Errorf("%s: %s", name, msg)) }
+
+// str is the value or the profile's default.
+func (r *reader) str(name string) string {
+	if v := r.get(name); v != "" {
+		return v
+	}
+	if r.profile == Local {
+		return r.defaults[name].Local
+	}
+	return r.defaults[name].Lambda
+}
+
+func (r *reader) intIn(name string, lo, hi int) int {
+	n, err := strconv.Atoi(r.str(name))
+	if err != nil || n < lo || n > hi {
+		r.fail(name, fmt.Sprintf("want a whole number from %d to %d", lo, hi))
+	}
+	return n
+}
+
+func (r *reader) flag(name string) bool {
+	switch strings.ToLower(r.str(name)) {
+	case "0", "false":
+		return false
+	case "1", "true":
+		return true
+	}
+	r.fail(name, "want 1 or 0")
+	return false
+}
+
+func (r *reader) claimPath(name string) string {
+	v := r.str(name)
+	if strings.HasPrefix(v, ".") || strings.HasSuffix(v, ".") || strings.Contains(v, "..") {
+		r.fail(name, "want a dot path into the claims, like tenant_id or org.id")
+	}
+	return v
+}
