@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/edge/httpx"
 	"github.com/agentauth/agentauth/shared/edge/jwtauth"
 	"github.com/agentauth/agentauth/shared/observe/metrics"
 	"github.com/agentauth/agentauth/shared/tools/discovery"
@@ -105,38 +105,18 @@ func (a *API) Register(mux *http.ServeMux) {
 	}
 }
 
-// Handler is a mux with the routes and a JSON 404/405 for anything else.
+// Handler serves the routes alone, with request ids and a JSON 404 for
+// anything else (as httpapi serves them when they are mounted there).
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	a.Register(mux)
-	return mux
+	mux.HandleFunc("/", httpx.NotFound)
+	return httpx.Observe(a.cfg.Log, mux)
 }
 
-type errBody struct {
-	Error struct {
-		Code    string         `json:"code"`
-		Message string         `json:"message,omitempty"`
-		Details map[string]any `json:"details,omitempty"`
-	} `json:"error"`
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
-
-func writeErr(w http.ResponseWriter, status int, code, msg string, details map[string]any) {
-	var b errBody
-	b.Error.Code, b.Error.Message, b.Error.Details = code, msg, details
-	if status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="agentauth"`)
-	}
-	writeJSON(w, status, b)
-}
+// maxToolBody bounds an invocation's body: a tool's arguments may be
+// larger than the edge's default.
+const maxToolBody = 256 << 10
 
 // authed verifies the bearer JWT; the reason code of a refusal is in the
 // 401 body, never the token.
@@ -147,14 +127,14 @@ func (a *API) authed(h func(http.ResponseWriter, *http.Request, jwtauth.Claims))
 			var c jwtauth.Claims
 			if c, err = a.cfg.Verifier.Verify(r.Context(), raw); err == nil {
 				if c.Subject() == "" {
-					writeErr(w, 401, "unauthenticated", "the token names no subject", map[string]any{"reason": "malformed"})
+					httpx.WriteErrorDetails(w, r, http.StatusUnauthorized, httpx.CodeUnauthenticated, "the token names no subject", map[string]any{"reason": jwtauth.ReasonMalformed})
 					return
 				}
 				h(w, r, c)
 				return
 			}
 		}
-		writeErr(w, 401, "unauthenticated", "a valid bearer JWT is required", map[string]any{"reason": jwtauth.Reason(err)})
+		httpx.WriteErrorDetails(w, r, http.StatusUnauthorized, httpx.CodeUnauthenticated, "a valid bearer JWT is required", map[string]any{"reason": jwtauth.Reason(err)})
 	})
 }
 
@@ -171,7 +151,7 @@ func adminFlags(r *http.Request, c jwtauth.Claims) (toolcatalog.Options, bool) {
 func (a *API) tools(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
 	opts, ok := adminFlags(r, c)
 	if !ok {
-		writeErr(w, 403, "forbidden", "include_disabled and skip_cache need the agentauth:admin scope", nil)
+		httpx.WriteError(w, r, http.StatusForbidden, httpx.CodeForbidden, "include_disabled and skip_cache need the agentauth:admin scope")
 		return
 	}
 	_, res := a.resolve(r.Context(), c, opts, "tools")
@@ -179,7 +159,7 @@ func (a *API) tools(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
 	if manifest == nil {
 		manifest = []discovery.ToolManifestEntry{}
 	}
-	writeJSON(w, 200, map[string]any{"data": manifest})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"data": manifest})
 }
 
 // resolve is the caller's manifest at the plane's current snapshot, with
@@ -199,7 +179,7 @@ func (a *API) skills(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
 	if v := q.Get("top_k"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > skills.MaxTopK {
-			writeErr(w, 400, "invalidRequest", fmt.Sprintf("top_k must be a whole number between 1 and %d", skills.MaxTopK), nil)
+			httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, fmt.Sprintf("top_k must be a whole number between 1 and %d", skills.MaxTopK))
 			return
 		}
 		topK = n
@@ -210,7 +190,7 @@ func (a *API) skills(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
 	if res == nil {
 		res = []skills.Result{}
 	}
-	writeJSON(w, 200, map[string]any{"data": res})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"data": res})
 }
 
 type invokeRequest struct {
@@ -219,29 +199,19 @@ type invokeRequest struct {
 	CallID   string          `json:"callId"`
 }
 
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 256<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		writeErr(w, 400, "invalidRequest", "request body: want a JSON object with the documented fields", nil)
-		return false
-	}
-	return true
-}
-
 func (a *API) invoke(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
 	var req invokeRequest
-	if !decode(w, r, &req) {
+	if !httpx.DecodeJSON(w, r, maxToolBody, &req) {
 		return
 	}
 	if req.ToolName == "" {
-		writeErr(w, 400, "invalidRequest", `"toolName" is required`, nil)
+		httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, `request body: "toolName" is required`)
 		return
 	}
 	if req.CallID == "" {
 		req.CallID = newCallID()
 	} else if len(req.CallID) > 128 {
-		writeErr(w, 400, "invalidRequest", `"callId" must be at most 128 characters`, nil)
+		httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, `request body: "callId" must be at most 128 characters`)
 		return
 	}
 	ctx := r.Context()
@@ -262,7 +232,7 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
 		AgentID: agentID(c), ToolName: req.ToolName, CallID: req.CallID, Principal: c.Subject(),
 		Args: req.Args, GrantedScopes: c.Scopes(), Catalog: catalog,
 	}, tool, run)
-	a.answer(w, out, map[string]any{"toolCalled": out.ToolCalled, "toolReturned": out.ToolReturned, "result": out.Result})
+	a.answer(w, r, out, map[string]any{"toolCalled": out.ToolCalled, "toolReturned": out.ToolReturned, "result": out.Result})
 }
 
 // catalogTool is a tool of the caller's catalog with its manifest id.
@@ -323,23 +293,33 @@ func (a *API) turnAuth(c jwtauth.Claims) domain.TurnAuth {
 }
 
 // answer maps an outcome to HTTP: 200, 403 forbidden, 429 rate_limited
-// (Retry-After), 503 when the limit could not be checked.
-func (a *API) answer(w http.ResponseWriter, out toolhooks.Outcome, body map[string]any) {
+// (Retry-After), 503 when the limit could not be checked. The events (and
+// the result) stay in the body beside the error object.
+func (a *API) answer(w http.ResponseWriter, r *http.Request, out toolhooks.Outcome, body map[string]any) {
+	tool := out.ToolCalled.ToolName
 	switch out.HTTPStatus {
-	case 403:
-		body["error"] = map[string]any{"code": "forbidden", "details": map[string]any{"scope": "tool", "toolName": out.ToolCalled.ToolName, "requiredScopes": out.RequiredScopes}}
-	case 429:
+	case http.StatusForbidden:
+		body["error"] = httpx.NewProblem(r, out.HTTPStatus, httpx.CodeForbidden, "the caller lacks a scope this tool requires",
+			map[string]any{"scope": "tool", "toolName": tool, "requiredScopes": out.RequiredScopes})
+	case http.StatusTooManyRequests:
 		secs := int(out.RetryAfter.Round(time.Second) / time.Second)
 		if secs < 1 {
 			secs = 1
 		}
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		body["error"] = map[string]any{"code": "rate_limited", "details": map[string]any{"scope": "tool", "toolName": out.ToolCalled.ToolName}}
-	case 503:
-		body["error"] = map[string]any{"code": "unavailable"}
+		body["error"] = httpx.NewProblem(r, out.HTTPStatus, codeRateLimited, "too many calls of this tool; retry after Retry-After seconds",
+			map[string]any{"scope": "tool", "toolName": tool})
+	case http.StatusServiceUnavailable:
+		body["error"] = httpx.NewProblem(r, out.HTTPStatus, codeUnavailable, "", nil)
 	}
-	writeJSON(w, out.HTTPStatus, body)
+	httpx.WriteJSON(w, out.HTTPStatus, body)
 }
+
+// Error codes of the tool hooks' refusals (RFC 0064's wire names).
+const (
+	codeRateLimited = "rate_limited"
+	codeUnavailable = "unavailable"
+)
 
 func agentID(c jwtauth.Claims) string {
 	if v, ok := c.StringAt("agent_id"); ok {
@@ -369,11 +349,11 @@ func (exhausted) Allow(context.Context, string, string) (bool, time.Duration, er
 // real hooks and answers {toolCalled, toolReturned} on 200, 403 and 429.
 func (a *API) seam(w http.ResponseWriter, r *http.Request, _ jwtauth.Claims) {
 	var req seamRequest
-	if !decode(w, r, &req) {
+	if !httpx.DecodeJSON(w, r, maxToolBody, &req) {
 		return
 	}
 	if req.Principal == "" || req.ToolName == "" {
-		writeErr(w, 400, "invalidRequest", `"principal" and "toolName" are required`, nil)
+		httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, `request body: "principal" and "toolName" are required`)
 		return
 	}
 	hooks := *a.cfg.Hooks
@@ -389,11 +369,11 @@ func (a *API) seam(w http.ResponseWriter, r *http.Request, _ jwtauth.Claims) {
 	out := hooks.Invoke(r.Context(), toolhooks.Call{AgentID: "core.system", ToolName: req.ToolName, CallID: newCallID(),
 		Principal: req.Principal, Args: req.Args, GrantedScopes: req.GrantedScopes},
 		toolhooks.Tool{Name: req.ToolName, RequiredScopes: req.RequiredScopes, Transport: "native"}, run)
-	a.answer(w, out, map[string]any{"toolCalled": out.ToolCalled, "toolReturned": out.ToolReturned})
+	a.answer(w, r, out, map[string]any{"toolCalled": out.ToolCalled, "toolReturned": out.ToolReturned})
 }
 
 func (a *API) capabilities(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, 200, map[string]any{"capabilities": map[string]any{"toolHooks": map[string]bool{
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"capabilities": map[string]any{"toolHooks": map[string]bool{
 		"supported": true, "prePostEvents": true, "perToolAuthorization": true, "perToolRateLimit": a.cfg.Hooks.Limiter != nil,
 	}}})
 }

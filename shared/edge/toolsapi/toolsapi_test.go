@@ -332,3 +332,54 @@ func TestSeamAndCapabilities(t *testing.T) {
 		}
 	}
 }
+
+// TestBodiesFollowTheEdgeRules: the tool routes read bodies by the same
+// rules as the runtime routes (shared/edge/httpx), with their own size
+// limits, and answer with the one error body.
+func TestBodiesFollowTheEdgeRules(t *testing.T) {
+	h := newAPI(t, true)
+	bigArgs := `{"toolName":"echo","args":{"q":"` + strings.Repeat("a", maxToolBody) + `"}}`
+	for _, tc := range []struct {
+		name, path, token, body, contentType string
+		status                               int
+		code, mentions                       string
+	}{
+		{"invoke over 256 KiB", "/v1/tools/invoke", "alice", bigArgs, "application/json", 413, "payloadTooLarge", "larger than 262144 bytes"},
+		{"invoke as a form post", "/v1/tools/invoke", "alice", `{"toolName":"echo"}`, "application/x-www-form-urlencoded", 415, "unsupportedMediaType", "application/json"},
+		{"invoke with an unknown field", "/v1/tools/invoke", "alice", `{"toolName":"echo","arguments":{}}`, "application/json", 400, "invalidRequest", `unknown field "arguments"`},
+		{"invoke with data after the object", "/v1/tools/invoke", "alice", `{"toolName":"echo"}{}`, "", 400, "invalidRequest", "after the JSON object"},
+		{"invoke with a wrong type", "/v1/tools/invoke", "alice", `{"toolName":7}`, "", 400, "invalidRequest", `field "toolName"`},
+		{"seam with an unknown field", "/v1/host/sample/toolhooks/invoke", "alice", `{"principal":"p","toolName":"x","scopes":[]}`, "", 400, "invalidRequest", `unknown field "scopes"`},
+		{"upload as text", "/v1/admin/tenants/a/skills", "admin-a", `{"name":"x","description":"d","content":"c"}`, "text/plain", 415, "unsupportedMediaType", "application/json"},
+		{"upload over 256 KiB", "/v1/admin/tenants/a/skills", "admin-a", strings.Repeat(" ", domain.MaxTenantSpecBytes+1), "", 413, "payloadTooLarge", "larger than"},
+		{"no token", "/v1/tools/invoke", "", `{"toolName":"echo"}`, "", 401, "unauthenticated", "bearer JWT"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest("POST", tc.path, strings.NewReader(tc.body))
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			if tc.contentType != "" {
+				req.Header.Set("Content-Type", tc.contentType)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			var b struct {
+				Error struct {
+					Code, Message, RequestID string
+					Details                  map[string]any
+				}
+			}
+			_ = json.Unmarshal(rec.Body.Bytes(), &b)
+			if rec.Code != tc.status || b.Error.Code != tc.code || !strings.Contains(b.Error.Message, tc.mentions) {
+				t.Fatalf("%d %.300s, want %d %s mentioning %q", rec.Code, rec.Body, tc.status, tc.code, tc.mentions)
+			}
+			if b.Error.RequestID == "" || b.Error.RequestID != rec.Header().Get("X-Request-Id") {
+				t.Fatalf("request id %q, header %q", b.Error.RequestID, rec.Header().Get("X-Request-Id"))
+			}
+			if tc.status == 401 && b.Error.Details["reason"] != "missing_token" {
+				t.Fatalf("401 without details.reason: %s", rec.Body)
+			}
+		})
+	}
+}
