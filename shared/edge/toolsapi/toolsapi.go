@@ -292,27 +292,49 @@ func (a *API) turnAuth(c jwtauth.Claims) domain.TurnAuth {
 	return auth
 }
 
-// answer maps an outcome to HTTP: 200, 403 forbidden, 429 rate_limited
+// hookStatus is the one mapping of a hook verdict to an HTTP status. A
+// verdict it does not know is a 500: never let an unknown refusal
+// through as a 200.
+func hookStatus(v toolhooks.Verdict) int {
+	switch v {
+	case toolhooks.VerdictOK, toolhooks.VerdictError:
+		return http.StatusOK // the result is the answer, an error result too
+	case toolhooks.VerdictForbidden:
+		return http.StatusForbidden
+	case toolhooks.VerdictRateLimited:
+		return http.StatusTooManyRequests
+	case toolhooks.VerdictUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// answer writes an outcome: 200, 403 forbidden, 429 rate_limited
 // (Retry-After), 503 when the limit could not be checked. The events (and
 // the result) stay in the body beside the error object.
 func (a *API) answer(w http.ResponseWriter, r *http.Request, out toolhooks.Outcome, body map[string]any) {
+	status := hookStatus(out.Verdict)
 	tool := out.ToolCalled.ToolName
-	switch out.HTTPStatus {
-	case http.StatusForbidden:
-		body["error"] = httpx.NewProblem(r, out.HTTPStatus, httpx.CodeForbidden, "the caller lacks a scope this tool requires",
+	switch out.Verdict {
+	case toolhooks.VerdictOK, toolhooks.VerdictError:
+	case toolhooks.VerdictForbidden:
+		body["error"] = httpx.NewProblem(r, status, httpx.CodeForbidden, "the caller lacks a scope this tool requires",
 			map[string]any{"scope": "tool", "toolName": tool, "requiredScopes": out.RequiredScopes})
-	case http.StatusTooManyRequests:
+	case toolhooks.VerdictRateLimited:
 		secs := int(out.RetryAfter.Round(time.Second) / time.Second)
 		if secs < 1 {
 			secs = 1
 		}
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		body["error"] = httpx.NewProblem(r, out.HTTPStatus, codeRateLimited, "too many calls of this tool; retry after Retry-After seconds",
+		body["error"] = httpx.NewProblem(r, status, codeRateLimited, "too many calls of this tool; retry after Retry-After seconds",
 			map[string]any{"scope": "tool", "toolName": tool})
-	case http.StatusServiceUnavailable:
-		body["error"] = httpx.NewProblem(r, out.HTTPStatus, codeUnavailable, "", nil)
+	case toolhooks.VerdictUnavailable:
+		body["error"] = httpx.NewProblem(r, status, codeUnavailable, "", nil)
+	default:
+		a.cfg.Log.ErrorContext(r.Context(), "tool hooks gave an unknown verdict", "verdict", string(out.Verdict))
+		body["error"] = httpx.NewProblem(r, status, httpx.CodeInternal, "", nil)
 	}
-	httpx.WriteJSON(w, out.HTTPStatus, body)
+	httpx.WriteJSON(w, status, body)
 }
 
 // Error codes of the tool hooks' refusals (RFC 0064's wire names).

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/domain"
@@ -149,6 +150,7 @@ func (r *recorder) Resolution(_ context.Context, x metrics.Resolution) {
 
 type harness struct {
 	h        http.Handler
+	api      *API
 	tokens   *tokens
 	metrics  *recorder
 	upstream *httptest.Server
@@ -213,7 +215,7 @@ func newHarness(t testing.TB, verifier Verifier, seam bool) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs.h = api.Handler()
+	hs.h, hs.api = api.Handler(), api
 	return hs
 }
 
@@ -279,8 +281,10 @@ func TestInvokeThroughHooks(t *testing.T) {
 	}
 	// ops sees delete but lacks its scope: forbidden, never runs.
 	rec, m = call(t, h, "POST", "/v1/tools/invoke", "ops", `{"toolName":"delete","args":{}}`)
-	details := m["error"].(map[string]any)["details"].(map[string]any)
-	if rec.Code != 403 || details["scope"] != "tool" || details["toolName"] != "delete" || m["toolReturned"].(map[string]any)["durationMs"] != nil {
+	e := m["error"].(map[string]any)
+	details := e["details"].(map[string]any)
+	if rec.Code != 403 || details["scope"] != "tool" || details["toolName"] != "delete" || m["toolReturned"].(map[string]any)["durationMs"] != nil ||
+		e["code"] != "forbidden" || e["message"] == "" || e["requestId"] != rec.Header().Get("X-Request-Id") {
 		t.Fatalf("delete: %d %v", rec.Code, m)
 	}
 	// alice cannot see delete: not in her catalog.
@@ -381,5 +385,43 @@ func TestBodiesFollowTheEdgeRules(t *testing.T) {
 				t.Fatalf("401 without details.reason: %s", rec.Body)
 			}
 		})
+	}
+}
+
+// downLimiter is a rate limit store that cannot be reached.
+type downLimiter struct{}
+
+func (downLimiter) Allow(context.Context, string, string) (bool, time.Duration, error) {
+	return false, 0, errors.New("dial tcp 10.0.0.9:443: connection refused")
+}
+
+func TestHookVerdictsMapToHTTP(t *testing.T) {
+	for _, tc := range []struct {
+		verdict toolhooks.Verdict
+		status  int
+	}{
+		{toolhooks.VerdictOK, 200},
+		{toolhooks.VerdictError, 200},
+		{toolhooks.VerdictForbidden, 403},
+		{toolhooks.VerdictRateLimited, 429},
+		{toolhooks.VerdictUnavailable, 503},
+		{"", 500},
+		{"something-new", 500},
+	} {
+		t.Run(string(tc.verdict), func(t *testing.T) {
+			if got := hookStatus(tc.verdict); got != tc.status {
+				t.Fatalf("hookStatus(%q) = %d, want %d", tc.verdict, got, tc.status)
+			}
+		})
+	}
+	// Through the route: a rate limit that cannot be checked refuses the
+	// call with 503 and a generic message, the result says why.
+	hs := newHarness(t, defaultVerifier(), false)
+	hs.api.cfg.Hooks.Limiter = downLimiter{}
+	rec, m := call(t, hs.h, "POST", "/v1/tools/invoke", "alice", `{"toolName":"echo","args":{}}`)
+	e, _ := m["error"].(map[string]any)
+	if rec.Code != 503 || e["code"] != "unavailable" || m["result"].(map[string]any)["error"].(map[string]any)["code"] != "E_TOOL_RATE_LIMIT_UNAVAILABLE" ||
+		m["toolReturned"].(map[string]any)["status"] != "error" || strings.Contains(rec.Body.String(), "10.0.0.9") {
+		t.Fatalf("limit down: %d %v", rec.Code, m)
 	}
 }
