@@ -11,31 +11,38 @@ import (
 	"github.com/agentauth/agentauth/shared/tools/toolplane"
 )
 
-// admin lets through callers with the agentauth:admin scope whose tenant
-// claim is the route's tenant, or who have no tenant claim (a platform
-// admin). A tenant admin never reaches another tenant's uploads.
-func (a *API) admin(kind string, h func(http.ResponseWriter, *http.Request, jwtauth.Claims, string, string)) func(http.ResponseWriter, *http.Request, jwtauth.Claims) {
-	return func(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
+// admin lets through the admins who may manage the route's tenant
+// (domain.Principal.MayManageTenant): a platform admin (the explicit
+// agentauth:platform-admin scope) any tenant, an agentauth:admin only the
+// tenant its token names. An admin token that names no tenant, or a null
+// one, manages none: platform-wide power is never the absence of a claim.
+func (a *API) admin(kind string, h func(http.ResponseWriter, *http.Request, domain.Principal, string, string)) func(http.ResponseWriter, *http.Request, domain.Principal) {
+	return func(w http.ResponseWriter, r *http.Request, p domain.Principal) {
 		tenant := r.PathValue("tenant")
-		if !c.IsAdmin() {
-			httpx.WriteError(w, r, http.StatusForbidden, httpx.CodeForbidden, "tenant uploads need the agentauth:admin scope")
+		if !p.MayManageTenant(tenant) {
+			httpx.WriteError(w, r, http.StatusForbidden, httpx.CodeForbidden, adminRefusal(p, a.paths.Tenant))
 			return
-		}
-		if own, has := c.At(a.cfg.TenantClaim); has && own != nil {
-			if s, _ := c.StringAt(a.cfg.TenantClaim); s != tenant {
-				httpx.WriteError(w, r, http.StatusForbidden, httpx.CodeForbidden, "a tenant admin may manage only its own tenant's uploads")
-				return
-			}
 		}
 		if !domain.ValidTenantID(tenant) {
 			httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, "the tenant in the path must be 1-64 of letters, digits, _ . - starting with a letter or digit")
 			return
 		}
-		h(w, r, c, tenant, kind)
+		h(w, r, p, tenant, kind)
 	}
 }
 
-func (a *API) upload(w http.ResponseWriter, r *http.Request, c jwtauth.Claims, tenant, kind string) {
+// adminRefusal says why p may not manage the route's tenant.
+func adminRefusal(p domain.Principal, tenantClaim string) string {
+	switch {
+	case !p.Admin:
+		return "tenant uploads need the " + jwtauth.ScopeAdmin + " scope"
+	case p.Tenant == "":
+		return "an admin token must name its tenant (claim " + tenantClaim + "); managing every tenant needs the " + jwtauth.ScopePlatformAdmin + " scope"
+	}
+	return "a tenant admin may manage only its own tenant's uploads"
+}
+
+func (a *API) upload(w http.ResponseWriter, r *http.Request, p domain.Principal, tenant, kind string) {
 	// The bytes go to the plane, which validates the spec as the bundle
 	// does (unknown fields included); the edge checks type and size.
 	body, ok := httpx.ReadBody(w, r, domain.MaxTenantSpecBytes)
@@ -47,11 +54,11 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request, c jwtauth.Claims, t
 		a.uploadError(w, r, err)
 		return
 	}
-	a.cfg.Log.InfoContext(r.Context(), "tenant upload stored", "tenant", tenant, "kind", kind, "name", name, "principal", c.Subject())
+	a.cfg.Log.InfoContext(r.Context(), "tenant upload stored", "tenant", tenant, "kind", kind, "name", name, "principal", p.Subject)
 	httpx.WriteJSON(w, http.StatusCreated, map[string]any{"data": map[string]any{"tenant": tenant, "kind": kind, "name": name}})
 }
 
-func (a *API) listUploads(w http.ResponseWriter, r *http.Request, _ jwtauth.Claims, tenant, kind string) {
+func (a *API) listUploads(w http.ResponseWriter, r *http.Request, _ domain.Principal, tenant, kind string) {
 	ups := a.cfg.Plane.Uploads(r.Context(), tenant, kind)
 	out := make([]map[string]any, 0, len(ups))
 	for _, u := range ups {
@@ -60,13 +67,13 @@ func (a *API) listUploads(w http.ResponseWriter, r *http.Request, _ jwtauth.Clai
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"data": out})
 }
 
-func (a *API) deleteUpload(w http.ResponseWriter, r *http.Request, c jwtauth.Claims, tenant, kind string) {
+func (a *API) deleteUpload(w http.ResponseWriter, r *http.Request, p domain.Principal, tenant, kind string) {
 	name := r.PathValue("name")
 	if err := a.cfg.Plane.Delete(r.Context(), tenant, kind, name); err != nil {
 		a.uploadError(w, r, err)
 		return
 	}
-	a.cfg.Log.InfoContext(r.Context(), "tenant upload deleted", "tenant", tenant, "kind", kind, "name", name, "principal", c.Subject())
+	a.cfg.Log.InfoContext(r.Context(), "tenant upload deleted", "tenant", tenant, "kind", kind, "name", name, "principal", p.Subject)
 	w.WriteHeader(http.StatusNoContent)
 }
 

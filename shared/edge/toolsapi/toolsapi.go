@@ -3,10 +3,13 @@
 // RFC 0064 conformance seam and capability document — as net/http handlers
 // for the local server and the tools function.
 //
-// Every route but the capability document needs a verified JWT; who the
-// caller is, its scopes, tenant and skill allow list come only from the
-// verified claims, never from query parameters. It must never write a raw
-// tool argument, a token or a stack trace to a response or a log.
+// Every route but the capability document needs a verified JWT, turned
+// into one domain.Principal where the request is authenticated; who the
+// caller is, its scopes, tenant and skill allow list come only from it,
+// never from query parameters. It answers in the edge's one vocabulary
+// (shared/edge/httpx) and maps the tool hooks' verdicts to HTTP statuses
+// in one place. It must never write a raw tool argument, a token or a
+// stack trace to a response or a log.
 package toolsapi
 
 import (
@@ -42,7 +45,7 @@ type Verifier interface {
 
 // DefaultSubjectsClaim is the claim that carries the turn's OAuth subjects
 // ({"global": "...", "user": "..."}) for the tokens of http tools.
-const DefaultSubjectsClaim = "agentauth_subjects"
+const DefaultSubjectsClaim = jwtauth.DefaultSubjectsClaim
 
 // Config wires the API.
 type Config struct {
@@ -64,21 +67,15 @@ type Config struct {
 }
 
 // API is the tool plane's router.
-type API struct{ cfg Config }
+type API struct {
+	cfg   Config
+	paths jwtauth.ClaimPaths
+}
 
 // New checks cfg.
 func New(cfg Config) (*API, error) {
 	if cfg.Verifier == nil || cfg.Plane == nil || cfg.Hooks == nil {
 		return nil, errors.New("toolsapi: verifier, plane and hooks are required")
-	}
-	if cfg.TenantClaim == "" {
-		cfg.TenantClaim = "tenant_id"
-	}
-	if cfg.SkillsClaim == "" {
-		cfg.SkillsClaim = "skills"
-	}
-	if cfg.SubjectsClaim == "" {
-		cfg.SubjectsClaim = DefaultSubjectsClaim
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -86,7 +83,7 @@ func New(cfg Config) (*API, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.Nop{}
 	}
-	return &API{cfg: cfg}, nil
+	return &API{cfg: cfg, paths: jwtauth.ClaimPaths{Tenant: cfg.TenantClaim, Skills: cfg.SkillsClaim, Subjects: cfg.SubjectsClaim}.WithDefaults()}, nil
 }
 
 // Register adds the routes to mux.
@@ -118,9 +115,10 @@ func (a *API) Handler() http.Handler {
 // larger than the edge's default.
 const maxToolBody = 256 << 10
 
-// authed verifies the bearer JWT; the reason code of a refusal is in the
-// 401 body, never the token.
-func (a *API) authed(h func(http.ResponseWriter, *http.Request, jwtauth.Claims)) http.Handler {
+// authed verifies the bearer JWT and hands the handler the caller's
+// principal, built here and nowhere else; the reason code of a refusal is
+// in the 401 body, never the token.
+func (a *API) authed(h func(http.ResponseWriter, *http.Request, domain.Principal)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, err := jwtauth.BearerToken(r)
 		if err == nil {
@@ -130,7 +128,7 @@ func (a *API) authed(h func(http.ResponseWriter, *http.Request, jwtauth.Claims))
 					httpx.WriteErrorDetails(w, r, http.StatusUnauthorized, httpx.CodeUnauthenticated, "the token names no subject", map[string]any{"reason": jwtauth.ReasonMalformed})
 					return
 				}
-				h(w, r, c)
+				h(w, r, jwtauth.NewPrincipal(c, a.paths))
 				return
 			}
 		}
@@ -139,22 +137,22 @@ func (a *API) authed(h func(http.ResponseWriter, *http.Request, jwtauth.Claims))
 }
 
 // adminFlags reads include_disabled and skip_cache, which only admins may set.
-func adminFlags(r *http.Request, c jwtauth.Claims) (toolcatalog.Options, bool) {
+func adminFlags(r *http.Request, p domain.Principal) (toolcatalog.Options, bool) {
 	q := r.URL.Query()
 	opts := toolcatalog.Options{IncludeDisabled: q.Get("include_disabled") == "true", SkipCache: q.Get("skip_cache") == "true"}
-	if (opts.IncludeDisabled || opts.SkipCache) && !c.IsAdmin() {
+	if (opts.IncludeDisabled || opts.SkipCache) && !p.Admin {
 		return opts, false
 	}
 	return opts, true
 }
 
-func (a *API) tools(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
-	opts, ok := adminFlags(r, c)
+func (a *API) tools(w http.ResponseWriter, r *http.Request, p domain.Principal) {
+	opts, ok := adminFlags(r, p)
 	if !ok {
 		httpx.WriteError(w, r, http.StatusForbidden, httpx.CodeForbidden, "include_disabled and skip_cache need the agentauth:admin scope")
 		return
 	}
-	_, res := a.resolve(r.Context(), c, opts, "tools")
+	_, res := a.resolve(r.Context(), p, opts, "tools")
 	manifest := res.Manifest
 	if manifest == nil {
 		manifest = []discovery.ToolManifestEntry{}
@@ -164,16 +162,16 @@ func (a *API) tools(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
 
 // resolve is the caller's manifest at the plane's current snapshot, with
 // the metrics of the resolution.
-func (a *API) resolve(ctx context.Context, c jwtauth.Claims, opts toolcatalog.Options, route string) (*toolplane.Snapshot, toolcatalog.Resolution) {
+func (a *API) resolve(ctx context.Context, p domain.Principal, opts toolcatalog.Options, route string) (*toolplane.Snapshot, toolcatalog.Resolution) {
 	snap := a.cfg.Plane.Snapshot(ctx) // picks up other processes' uploads
 	start := time.Now()
-	res := a.cfg.Plane.Catalog().Resolve(c, opts)
+	res := a.cfg.Plane.Catalog().Resolve(p.Claims, opts) // policies may match any claim
 	a.cfg.Metrics.Resolution(ctx, metrics.Resolution{Denied: len(res.Access.GroupIDs) == 0, Tools: len(res.Manifest),
 		Duration: time.Since(start), Cached: res.Cached, Route: route})
 	return snap, res
 }
 
-func (a *API) skills(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
+func (a *API) skills(w http.ResponseWriter, r *http.Request, p domain.Principal) {
 	q := r.URL.Query()
 	topK := 0
 	if v := q.Get("top_k"); v != "" {
@@ -184,9 +182,7 @@ func (a *API) skills(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
 		}
 		topK = n
 	}
-	tenant, _ := c.StringAt(a.cfg.TenantClaim)
-	allowed, _ := c.ListAt(a.cfg.SkillsClaim)
-	res := a.cfg.Plane.Snapshot(r.Context()).Skills.Search(skills.Query{Text: q.Get("q"), TopK: topK, TenantID: tenant, AllowedSkillNames: allowed})
+	res := a.cfg.Plane.Snapshot(r.Context()).Skills.Search(skills.Query{Text: q.Get("q"), TopK: topK, TenantID: p.Tenant, AllowedSkillNames: p.AllowedSkills})
 	if res == nil {
 		res = []skills.Result{}
 	}
@@ -199,7 +195,7 @@ type invokeRequest struct {
 	CallID   string          `json:"callId"`
 }
 
-func (a *API) invoke(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
+func (a *API) invoke(w http.ResponseWriter, r *http.Request, p domain.Principal) {
 	var req invokeRequest
 	if !httpx.DecodeJSON(w, r, maxToolBody, &req) {
 		return
@@ -216,7 +212,7 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
 	}
 	ctx := r.Context()
 	// The caller's catalog: the tools its policies let it see.
-	snap, res := a.resolve(ctx, c, toolcatalog.Options{}, "invoke")
+	snap, res := a.resolve(ctx, p, toolcatalog.Options{}, "invoke")
 	catalog := make([]string, 0, len(res.Manifest))
 	var matches []catalogTool
 	for _, e := range res.Manifest {
@@ -227,10 +223,10 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
 			}
 		}
 	}
-	tool, run := a.prepare(c, req.ToolName, matches)
+	tool, run := a.prepare(p, req.ToolName, matches)
 	out := a.cfg.Hooks.Invoke(ctx, toolhooks.Call{
-		AgentID: agentID(c), ToolName: req.ToolName, CallID: req.CallID, Principal: c.Subject(),
-		Args: req.Args, GrantedScopes: c.Scopes(), Catalog: catalog,
+		AgentID: p.AgentID, ToolName: req.ToolName, CallID: req.CallID, Principal: p.Subject,
+		Args: req.Args, GrantedScopes: p.Scopes, Catalog: catalog,
 	}, tool, run)
 	a.answer(w, r, out, map[string]any{"toolCalled": out.ToolCalled, "toolReturned": out.ToolReturned, "result": out.Result})
 }
@@ -244,7 +240,7 @@ type catalogTool struct {
 // prepare picks the tool the caller named and its implementation. Two
 // tools of one name in a catalog (the bundle allows it) are refused rather
 // than guessed between, under the union of their scopes (fail closed).
-func (a *API) prepare(c jwtauth.Claims, name string, matches []catalogTool) (toolhooks.Tool, toolhooks.Invoker) {
+func (a *API) prepare(p domain.Principal, name string, matches []catalogTool) (toolhooks.Tool, toolhooks.Invoker) {
 	switch len(matches) {
 	case 0:
 		return toolhooks.Tool{Name: name}, nil // not in the catalog: the hooks refuse it
@@ -267,7 +263,7 @@ func (a *API) prepare(c jwtauth.Claims, name string, matches []catalogTool) (too
 	switch bt.Transport {
 	case bundle.TransportHTTP:
 		if a.cfg.Runner != nil {
-			return t, a.cfg.Runner.Invoker(bt, a.turnAuth(c), m.Tenant != "")
+			return t, a.cfg.Runner.Invoker(bt, p.TurnAuth, m.Tenant != "")
 		}
 	case bundle.TransportNative:
 		if run, ok := a.cfg.Native[m.ID]; ok {
@@ -278,18 +274,6 @@ func (a *API) prepare(c jwtauth.Claims, name string, matches []catalogTool) (too
 		return nil, toolhooks.NewToolError("TransportUnsupported", "E_TOOL_TRANSPORT_UNSUPPORTED",
 			fmt.Sprintf("tool %s (transport %s) is not run by the tools function: the agent runtime runs it", m.ID, bt.Transport))
 	}
-}
-
-// turnAuth is the turn's auth for getAccessToken: the subjects from the
-// verified SubjectsClaim, the actor from sub.
-func (a *API) turnAuth(c jwtauth.Claims) domain.TurnAuth {
-	auth := domain.TurnAuth{Actor: &domain.Actor{Type: "user", ID: c.Subject()}}
-	g, _ := c.StringAt(a.cfg.SubjectsClaim + ".global")
-	u, _ := c.StringAt(a.cfg.SubjectsClaim + ".user")
-	if g != "" || u != "" {
-		auth.Subjects = &domain.Subjects{Global: g, User: u}
-	}
-	return auth
 }
 
 // hookStatus is the one mapping of a hook verdict to an HTTP status. A
@@ -343,13 +327,6 @@ const (
 	codeUnavailable = "unavailable"
 )
 
-func agentID(c jwtauth.Claims) string {
-	if v, ok := c.StringAt("agent_id"); ok {
-		return v
-	}
-	return "core.system" // RFC 0064 ruling D11: a synthetic agent id
-}
-
 type seamRequest struct {
 	Principal                  string          `json:"principal"`
 	ToolName                   string          `json:"toolName"`
@@ -369,7 +346,7 @@ func (exhausted) Allow(context.Context, string, string) (bool, time.Duration, er
 
 // seam is RFC 0064's conformance seam: it runs a synthetic tool through the
 // real hooks and answers {toolCalled, toolReturned} on 200, 403 and 429.
-func (a *API) seam(w http.ResponseWriter, r *http.Request, _ jwtauth.Claims) {
+func (a *API) seam(w http.ResponseWriter, r *http.Request, _ domain.Principal) {
 	var req seamRequest
 	if !httpx.DecodeJSON(w, r, maxToolBody, &req) {
 		return
@@ -388,7 +365,7 @@ func (a *API) seam(w http.ResponseWriter, r *http.Request, _ jwtauth.Claims) {
 		}
 		return json.RawMessage(`{"ok":true}`), nil
 	}
-	out := hooks.Invoke(r.Context(), toolhooks.Call{AgentID: "core.system", ToolName: req.ToolName, CallID: newCallID(),
+	out := hooks.Invoke(r.Context(), toolhooks.Call{AgentID: jwtauth.DefaultAgentID, ToolName: req.ToolName, CallID: newCallID(),
 		Principal: req.Principal, Args: req.Args, GrantedScopes: req.GrantedScopes},
 		toolhooks.Tool{Name: req.ToolName, RequiredScopes: req.RequiredScopes, Transport: "native"}, run)
 	a.answer(w, r, out, map[string]any{"toolCalled": out.ToolCalled, "toolReturned": out.ToolReturned})

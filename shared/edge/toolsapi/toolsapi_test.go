@@ -168,6 +168,8 @@ func defaultVerifier() fakeVerifier {
 		"bob":         {"sub": "bob", "scope": "tools:echo", "tenant_id": "b", "skills": []any{"secret-runbook", "refunds"}},
 		"ops":         {"sub": "olga", "team": "ops", "scope": "tools:echo"},
 		"admin":       {"sub": "root", "scope": "agentauth:admin"},
+		"admin-null":  {"sub": "nil", "scope": "agentauth:admin", "tenant_id": nil},
+		"platform":    {"sub": "plat", "scope": "agentauth:platform-admin"},
 		"stranger":    {"sub": "x"},
 		"admin-a":     {"sub": "ann", "scope": "agentauth:admin", "tenant_id": "a"},
 		"no-admin-a":  {"sub": "al", "scope": "tools:echo", "tenant_id": "a"},
@@ -254,11 +256,17 @@ func TestDiscoveryRoutes(t *testing.T) {
 	if _, m := call(t, h, "GET", "/v1/agents/tools", "ops", ""); names(m) != "delete,echo,get_menu" {
 		t.Fatalf("ops sees %s", names(m))
 	}
-	if rec, _ := call(t, h, "GET", "/v1/agents/tools?include_disabled=true", "alice", ""); rec.Code != 403 {
-		t.Fatalf("non-admin include_disabled: %d", rec.Code)
+	// The admin flags, each alone, are refused to a caller without an
+	// admin scope (issue 9 item 22: skip_cache was untested).
+	for _, flags := range []string{"include_disabled=true", "skip_cache=true", "include_disabled=true&skip_cache=true"} {
+		if rec, m := call(t, h, "GET", "/v1/agents/tools?"+flags, "alice", ""); rec.Code != 403 || m["error"].(map[string]any)["code"] != "forbidden" {
+			t.Fatalf("non-admin %s: %d %v", flags, rec.Code, m)
+		}
 	}
-	if _, m := call(t, h, "GET", "/v1/agents/tools?include_disabled=true&skip_cache=true", "admin", ""); m["data"] == nil {
-		t.Fatalf("admin: %v", m)
+	for _, admin := range []string{"admin", "admin-a", "platform"} {
+		if rec, m := call(t, h, "GET", "/v1/agents/tools?include_disabled=true&skip_cache=true", admin, ""); rec.Code != 200 || m["data"] == nil {
+			t.Fatalf("%s: %d %v", admin, rec.Code, m)
+		}
 	}
 }
 
