@@ -156,11 +156,12 @@ func TestTokenMalformedRequests(t *testing.T) {
 		code       string
 		mentions   string
 	}{
-		{"not JSON", `{"oauthAppRef":`, nil, 400, "invalidRequest", "invalid JSON"},
+		{"not JSON", `{"oauthAppRef":`, nil, 400, "invalidRequest", "truncated JSON"},
+		{"bad JSON", `{"oauthAppRef":x}`, nil, 400, "invalidRequest", "invalid JSON at byte 16"},
 		{"empty", ``, nil, 400, "invalidRequest", "empty body"},
 		{"unknown field", `{"oauthAppRef":"OAuthApp/team","scope":["x"]}`, nil, 400, "invalidRequest", `"scope"`},
 		{"no ref", `{"scopes":["read"]}`, nil, 400, "invalidRequest", "oauthAppRef"},
-		{"scopes not a list", `{"oauthAppRef":"OAuthApp/team","scopes":"read"}`, nil, 400, "invalidRequest", `"scopes"`},
+		{"scopes not a list", `{"oauthAppRef":"OAuthApp/team","scopes":"read"}`, nil, 400, "invalidRequest", "field scopes"},
 		{"minTtl not a number", `{"oauthAppRef":"OAuthApp/team","minTtlSeconds":"5"}`, nil, 400, "invalidRequest", "minTtlSeconds"},
 		{"resume incomplete", `{"oauthAppRef":"OAuthApp/team","turn":{"resume":{"agentName":"a"}}}`, nil, 400, "invalidRequest", "swarmRef, instanceKey"},
 		{"unknown field in swarmRef", `{"oauthAppRef":"OAuthApp/team","turn":{"resume":{"swarmRef":{"kind":"Swarm","name":"s","x":1},"instanceKey":"i","agentName":"a"}}}`, nil, 400, "invalidRequest", `unknown field "x"`},

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/agentauth/agentauth/shared/domain"
 )
 
 // DefaultMaxBody bounds a JSON request body; a route that legitimately
@@ -73,24 +75,18 @@ func jsonContentType(ct string) bool {
 }
 
 // JSONProblem describes a decode error by position, field and type, never
-// by echoing the input.
+// by echoing the input: the request's own cases here, the rest as a
+// stored record's (domain.JSONErrorWithoutContent).
 func JSONProblem(err error) string {
-	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("invalid JSON at byte %d", se.Offset)
-	case errors.As(err, &te) && te.Field == "":
-		return "want a JSON object, not " + te.Value
-	case errors.As(err, &te):
-		return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type.String(), te.Value)
 	case errors.Is(err, io.EOF):
 		return "empty body; want a JSON object"
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "invalid JSON: the body ends inside a value"
+	case errors.As(err, &te) && te.Field == "":
+		return "want a JSON object, not " + te.Value
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		// encoding/json has no typed error for it; the name is quoted.
 		return "unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ")
 	}
-	return "invalid JSON"
+	return domain.JSONErrorWithoutContent(err)
 }
