@@ -60,12 +60,23 @@ func TestObjectRefLike(t *testing.T) {
 		{`7`, ObjectRef{}, false},
 		{`null`, ObjectRef{}, false},
 		{`["OAuthApp","x"]`, ObjectRef{}, false},
+		{`{"kind":"OAuthApp","name":"x","namespace":"n"}`, ObjectRef{}, false},
 	} {
 		var r ObjectRefLike
 		err := json.Unmarshal([]byte(tc.in), &r)
 		if (err == nil) != tc.ok || (tc.ok && r.ObjectRef != tc.want) {
 			t.Errorf("%s: %+v %v", tc.in, r, err)
 		}
+	}
+	// An unknown field is refused by name, also inside a strict decoder
+	// (whose DisallowUnknownFields does not reach an UnmarshalJSON).
+	var body struct {
+		Ref ObjectRefLike `json:"ref"`
+	}
+	dec := json.NewDecoder(strings.NewReader(`{"ref":{"kind":"OAuthApp","name":"x","namespace":"n"}}`))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err == nil || !strings.Contains(err.Error(), `unknown field "namespace"`) {
+		t.Fatalf("unknown field in a ref: %v", err)
 	}
 	if r, err := ParseObjectRef("bare", "OAuthApp"); err != nil || r.String() != "OAuthApp/bare" {
 		t.Fatalf("default kind: %v %v", r, err)

@@ -42,7 +42,8 @@ func ParseObjectRef(s, defaultKind string) (ObjectRef, error) {
 // {"kind": ..., "name": ...}. It unmarshals from both.
 type ObjectRefLike struct{ ObjectRef }
 
-// UnmarshalJSON accepts a string or an object.
+// UnmarshalJSON accepts a string or an object with kind and name and no
+// other field.
 func (r *ObjectRefLike) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	if len(b) > 0 && b[0] == '"' {
@@ -62,7 +63,12 @@ func (r *ObjectRefLike) UnmarshalJSON(b []byte) error {
 			Kind *string `json:"kind"`
 			Name *string `json:"name"`
 		}
-		if err := json.Unmarshal(b, &o); err != nil {
+		// Strict like every request body: a decoder's DisallowUnknownFields
+		// does not reach into an UnmarshalJSON, so the object form refuses
+		// unknown fields itself (the error names the field).
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&o); err != nil {
 			return err
 		}
 		if o.Kind == nil || *o.Kind == "" || o.Name == nil || *o.Name == "" {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/agentauth/agentauth/shared/bundle"
+	"github.com/agentauth/agentauth/shared/edge/httpx"
 	"github.com/agentauth/agentauth/shared/oauth"
 )
 
@@ -60,7 +61,7 @@ func (s *Server) callback(app *bundle.OAuthApp) http.Handler {
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Content-Type", "text/html; charset=utf-8")
 
-		data := pageData{RequestID: h.Get("X-Request-Id"), Provider: app.Provider}
+		data := pageData{RequestID: httpx.RequestID(r.Context()), Provider: app.Provider}
 		out, err := s.mgr.HandleCallback(r.Context(), app, r.URL.Query())
 		status := http.StatusOK
 		if err != nil {

@@ -1,12 +1,10 @@
 package httpapi
 
 import (
-	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/edge/httpx"
 	"github.com/agentauth/agentauth/shared/oauth"
 )
 
@@ -109,17 +108,15 @@ func (s *Server) routes(runtime, callbacks bool) http.Handler {
 	for _, register := range s.extra {
 		register(mux)
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, http.StatusNotFound, "notFound", "no route for "+r.Method+" "+r.URL.Path)
-	})
-	return s.observe(mux)
+	mux.HandleFunc("/", httpx.NotFound)
+	return httpx.Observe(s.log, mux)
 }
 
 // runtime guards a route for trusted runtime callers.
 func (s *Server) runtime(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := s.caller.Authenticate(r); err != nil {
-			writeError(w, r, http.StatusUnauthorized, "unauthenticated", "a valid runtime credential is required (Authorization: Bearer <runtime token>)")
+			httpx.WriteError(w, r, http.StatusUnauthorized, httpx.CodeUnauthenticated, "a valid runtime credential is required (Authorization: Bearer <runtime token>)")
 			return
 		}
 		h(w, r)
@@ -127,53 +124,7 @@ func (s *Server) runtime(h http.HandlerFunc) http.Handler {
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "bundleRevision": s.bundle.Revision})
-}
-
-// maxBody bounds request bodies.
-const maxBody = 64 << 10
-
-// decodeBody reads a JSON object strictly: unknown fields and trailing
-// data are errors that name what was wrong.
-func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		writeError(w, r, http.StatusUnsupportedMediaType, "invalidRequest", "Content-Type must be application/json")
-		return false
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		writeError(w, r, http.StatusRequestEntityTooLarge, "invalidRequest", fmt.Sprintf("request body larger than %d bytes", maxBody))
-		return false
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		writeError(w, r, http.StatusBadRequest, "invalidRequest", "request body: "+jsonProblem(err))
-		return false
-	}
-	if dec.More() {
-		writeError(w, r, http.StatusBadRequest, "invalidRequest", "request body: unexpected data after the JSON object")
-		return false
-	}
-	return true
-}
-
-// jsonProblem describes a decode error by position and field, never by
-// echoing the input.
-func jsonProblem(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("invalid JSON at byte %d", se.Offset)
-	case errors.As(err, &te):
-		return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type.String(), te.Value)
-	case errors.Is(err, io.EOF):
-		return "empty body; want a JSON object"
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return "unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ")
-	}
-	return "invalid JSON"
+	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "bundleRevision": s.bundle.Revision})
 }
 
 type tokenRequest struct {
@@ -207,11 +158,11 @@ type tokenResponse struct {
 
 func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	var req tokenRequest
-	if !decodeBody(w, r, &req) {
+	if !httpx.DecodeJSON(w, r, httpx.DefaultMaxBody, &req) {
 		return
 	}
 	if len(req.OAuthAppRef) == 0 || string(req.OAuthAppRef) == "null" {
-		writeError(w, r, http.StatusBadRequest, "invalidRequest", `request body: "oauthAppRef" is required ("OAuthApp/<name>" or {"kind","name"})`)
+		httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, `request body: "oauthAppRef" is required ("OAuthApp/<name>" or {"kind","name"})`)
 		return
 	}
 	tr := oauth.TokenRequest{Scopes: req.Scopes, MinTTLSeconds: req.MinTTLSeconds}
@@ -229,7 +180,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 				missing = append(missing, "agentName")
 			}
 			if len(missing) > 0 {
-				writeError(w, r, http.StatusBadRequest, "invalidRequest", "request body: turn.resume needs "+strings.Join(missing, ", "))
+				httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, "request body: turn.resume needs "+strings.Join(missing, ", "))
 				return
 			}
 			tr.Resume = &domain.ResumeInfo{
@@ -244,7 +195,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	var res oauth.Result
 	var ref domain.ObjectRefLike
 	if err := json.Unmarshal(req.OAuthAppRef, &ref); err != nil {
-		res = oauth.ErrorResult(oauth.CodeOAuthAppNotFound, "oauthAppRef: "+err.Error())
+		res = oauth.ErrorResult(oauth.CodeOAuthAppNotFound, "oauthAppRef: "+strings.TrimPrefix(err.Error(), "json: "))
 	} else if ref.Kind != "OAuthApp" {
 		res = oauth.ErrorResult(oauth.CodeOAuthAppNotFound, fmt.Sprintf("oauthAppRef: kind must be OAuthApp, not %q", ref.Kind))
 	} else {
@@ -264,7 +215,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	case oauth.StatusError:
 		s.log.InfoContext(r.Context(), "token request answered with an error", "code", res.Error.Code)
 	}
-	writeJSON(w, http.StatusOK, resp)
+	httpx.WriteJSON(w, http.StatusOK, resp)
 }
 
 func (s *Server) session(w http.ResponseWriter, r *http.Request) {
@@ -273,7 +224,7 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("wait"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			writeError(w, r, http.StatusBadRequest, "invalidRequest", fmt.Sprintf("wait must be a whole number of seconds between 0 and %d", int(s.mgr.MaxWait().Seconds())))
+			httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, fmt.Sprintf("wait must be a whole number of seconds between 0 and %d", int(s.mgr.MaxWait().Seconds())))
 			return
 		}
 		wait = min(time.Duration(n)*time.Second, s.mgr.MaxWait())
@@ -281,12 +232,12 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 	st, err := s.mgr.SessionStatus(r.Context(), id, wait)
 	switch {
 	case errors.Is(err, domain.ErrNotFound) || errors.Is(err, domain.ErrInvalidID):
-		writeError(w, r, http.StatusNotFound, "notFound", "no auth session "+strconv.Quote(id))
+		httpx.WriteError(w, r, http.StatusNotFound, httpx.CodeNotFound, "no auth session "+strconv.Quote(id))
 	case err != nil:
 		s.log.ErrorContext(r.Context(), "session status failed", "authSessionId", id, "err", err)
-		writeError(w, r, http.StatusInternalServerError, "internal", "")
+		httpx.WriteError(w, r, http.StatusInternalServerError, httpx.CodeInternal, "")
 	default:
-		writeJSON(w, http.StatusOK, st)
+		httpx.WriteJSON(w, http.StatusOK, st)
 	}
 }
 
@@ -297,24 +248,24 @@ type revokeRequest struct {
 
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	var req revokeRequest
-	if !decodeBody(w, r, &req) {
+	if !httpx.DecodeJSON(w, r, httpx.DefaultMaxBody, &req) {
 		return
 	}
 	if req.OAuthAppRef == nil || req.Subject == "" {
-		writeError(w, r, http.StatusBadRequest, "invalidRequest", `request body: "oauthAppRef" and "subject" are required`)
+		httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, `request body: "oauthAppRef" and "subject" are required`)
 		return
 	}
 	res, err := s.mgr.RevokeGrant(r.Context(), req.OAuthAppRef.ObjectRef, req.Subject)
 	switch {
 	case errors.Is(err, oauth.ErrUnknownApp):
-		writeError(w, r, http.StatusNotFound, oauth.CodeOAuthAppNotFound, req.OAuthAppRef.String()+" is not in the bundle")
+		httpx.WriteError(w, r, http.StatusNotFound, oauth.CodeOAuthAppNotFound, req.OAuthAppRef.String()+" is not in the bundle")
 	case errors.Is(err, domain.ErrNotFound):
-		writeError(w, r, http.StatusNotFound, "grantNotFound", "no grant for "+req.OAuthAppRef.String()+" and that subject")
+		httpx.WriteError(w, r, http.StatusNotFound, "grantNotFound", "no grant for "+req.OAuthAppRef.String()+" and that subject")
 	case err != nil:
 		s.log.ErrorContext(r.Context(), "revoke failed", "err", err)
-		writeError(w, r, http.StatusInternalServerError, "internal", "")
+		httpx.WriteError(w, r, http.StatusInternalServerError, httpx.CodeInternal, "")
 	default:
-		writeJSON(w, http.StatusOK, struct {
+		httpx.WriteJSON(w, http.StatusOK, struct {
 			Revoked bool `json:"revoked"`
 			oauth.RevokeResult
 		}{true, res})
@@ -325,14 +276,14 @@ func (s *Server) pending(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	ik, an := q.Get("instanceKey"), q.Get("agentName")
 	if ik == "" || an == "" {
-		writeError(w, r, http.StatusBadRequest, "invalidRequest", "query parameters instanceKey and agentName are required")
+		httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, "query parameters instanceKey and agentName are required")
 		return
 	}
 	block, err := s.mgr.PendingBlock(r.Context(), ik, an)
 	if err != nil {
 		s.log.ErrorContext(r.Context(), "auth.pending failed", "err", err)
-		writeError(w, r, http.StatusInternalServerError, "internal", "")
+		httpx.WriteError(w, r, http.StatusInternalServerError, httpx.CodeInternal, "")
 		return
 	}
-	writeJSON(w, http.StatusOK, block)
+	httpx.WriteJSON(w, http.StatusOK, block)
 }

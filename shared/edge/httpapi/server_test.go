@@ -153,18 +153,23 @@ func TestTokenMalformedRequests(t *testing.T) {
 		name, body string
 		hdr        map[string]string
 		status     int
+		code       string
 		mentions   string
 	}{
-		{"not JSON", `{"oauthAppRef":`, nil, 400, "invalid JSON"},
-		{"empty", ``, nil, 400, "empty body"},
-		{"unknown field", `{"oauthAppRef":"OAuthApp/team","scope":["x"]}`, nil, 400, `"scope"`},
-		{"no ref", `{"scopes":["read"]}`, nil, 400, "oauthAppRef"},
-		{"scopes not a list", `{"oauthAppRef":"OAuthApp/team","scopes":"read"}`, nil, 400, `"scopes"`},
-		{"minTtl not a number", `{"oauthAppRef":"OAuthApp/team","minTtlSeconds":"5"}`, nil, 400, "minTtlSeconds"},
-		{"resume incomplete", `{"oauthAppRef":"OAuthApp/team","turn":{"resume":{"agentName":"a"}}}`, nil, 400, "swarmRef, instanceKey"},
-		{"trailing data", `{"oauthAppRef":"OAuthApp/team"} {}`, nil, 400, "after the JSON"},
-		{"wrong content type", `{}`, map[string]string{"Content-Type": "text/plain"}, 415, "application/json"},
-		{"too large", `{"oauthAppRef":"` + strings.Repeat("a", 70<<10) + `"}`, nil, 413, "larger than"},
+		{"not JSON", `{"oauthAppRef":`, nil, 400, "invalidRequest", "truncated JSON"},
+		{"bad JSON", `{"oauthAppRef":x}`, nil, 400, "invalidRequest", "invalid JSON at byte 16"},
+		{"empty", ``, nil, 400, "invalidRequest", "empty body"},
+		{"unknown field", `{"oauthAppRef":"OAuthApp/team","scope":["x"]}`, nil, 400, "invalidRequest", `"scope"`},
+		{"no ref", `{"scopes":["read"]}`, nil, 400, "invalidRequest", "oauthAppRef"},
+		{"scopes not a list", `{"oauthAppRef":"OAuthApp/team","scopes":"read"}`, nil, 400, "invalidRequest", "field scopes"},
+		{"minTtl not a number", `{"oauthAppRef":"OAuthApp/team","minTtlSeconds":"5"}`, nil, 400, "invalidRequest", "minTtlSeconds"},
+		{"resume incomplete", `{"oauthAppRef":"OAuthApp/team","turn":{"resume":{"agentName":"a"}}}`, nil, 400, "invalidRequest", "swarmRef, instanceKey"},
+		{"unknown field in swarmRef", `{"oauthAppRef":"OAuthApp/team","turn":{"resume":{"swarmRef":{"kind":"Swarm","name":"s","x":1},"instanceKey":"i","agentName":"a"}}}`, nil, 400, "invalidRequest", `unknown field "x"`},
+		{"trailing data", `{"oauthAppRef":"OAuthApp/team"} {}`, nil, 400, "invalidRequest", "after the JSON"},
+		{"trailing bracket", `{"oauthAppRef":"OAuthApp/team"}]`, nil, 400, "invalidRequest", "after the JSON"},
+		{"wrong content type", `{}`, map[string]string{"Content-Type": "text/plain"}, 415, "unsupportedMediaType", "application/json"},
+		{"form post", `{}`, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 415, "unsupportedMediaType", "application/json"},
+		{"too large", `{"oauthAppRef":"` + strings.Repeat("a", 70<<10) + `"}`, nil, 413, "payloadTooLarge", "larger than"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := f.do("POST", "/v1/oauth/token", tc.body, tc.hdr)
@@ -172,8 +177,8 @@ func TestTokenMalformedRequests(t *testing.T) {
 				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
 			}
 			e := decode(t, rec)["error"].(map[string]any)
-			if e["code"] != "invalidRequest" || !strings.Contains(e["message"].(string), tc.mentions) {
-				t.Fatalf("error %v, want a message mentioning %q", e, tc.mentions)
+			if e["code"] != tc.code || !strings.Contains(e["message"].(string), tc.mentions) || e["requestId"] != rec.Header().Get("X-Request-Id") {
+				t.Fatalf("error %v, want code %s, a message mentioning %q and the request id", e, tc.code, tc.mentions)
 			}
 		})
 	}
@@ -182,21 +187,25 @@ func TestTokenMalformedRequests(t *testing.T) {
 func TestTokenErrorResults(t *testing.T) {
 	f := newFixture(t)
 	turn := `"turn":{"auth":{"subjects":{"global":"demo:team:T1"}}}`
-	for _, tc := range []struct{ name, body, code string }{
-		{"ref without kind", `{"oauthAppRef":"team",` + turn + `}`, oauth.CodeOAuthAppNotFound},
-		{"ref of another kind", `{"oauthAppRef":{"kind":"Tool","name":"team"},` + turn + `}`, oauth.CodeOAuthAppNotFound},
-		{"ref object missing name", `{"oauthAppRef":{"kind":"OAuthApp"},` + turn + `}`, oauth.CodeOAuthAppNotFound},
-		{"ref a number", `{"oauthAppRef":7,` + turn + `}`, oauth.CodeOAuthAppNotFound},
-		{"unknown app", `{"oauthAppRef":"OAuthApp/other",` + turn + `}`, oauth.CodeOAuthAppNotFound},
-		{"scopes beyond the app", `{"oauthAppRef":"OAuthApp/team","scopes":["admin"],` + turn + `}`, oauth.CodeScopeNotAllowed},
-		{"no subject", `{"oauthAppRef":"OAuthApp/team"}`, oauth.CodeSubjectUnavailable},
-		{"negative minTtl", `{"oauthAppRef":"OAuthApp/team","minTtlSeconds":-5,` + turn + `}`, oauth.CodeConfigurationError},
+	for _, tc := range []struct{ name, body, code, mentions string }{
+		{"ref without kind", `{"oauthAppRef":"team",` + turn + `}`, oauth.CodeOAuthAppNotFound, ""},
+		{"ref of another kind", `{"oauthAppRef":{"kind":"Tool","name":"team"},` + turn + `}`, oauth.CodeOAuthAppNotFound, ""},
+		{"ref object missing name", `{"oauthAppRef":{"kind":"OAuthApp"},` + turn + `}`, oauth.CodeOAuthAppNotFound, ""},
+		{"ref object with an unknown field", `{"oauthAppRef":{"kind":"OAuthApp","name":"team","scopes":["read"]},` + turn + `}`, oauth.CodeOAuthAppNotFound, `oauthAppRef: unknown field "scopes"`},
+		{"ref a number", `{"oauthAppRef":7,` + turn + `}`, oauth.CodeOAuthAppNotFound, ""},
+		{"unknown app", `{"oauthAppRef":"OAuthApp/other",` + turn + `}`, oauth.CodeOAuthAppNotFound, ""},
+		{"scopes beyond the app", `{"oauthAppRef":"OAuthApp/team","scopes":["admin"],` + turn + `}`, oauth.CodeScopeNotAllowed, ""},
+		{"no subject", `{"oauthAppRef":"OAuthApp/team"}`, oauth.CodeSubjectUnavailable, ""},
+		{"negative minTtl", `{"oauthAppRef":"OAuthApp/team","minTtlSeconds":-5,` + turn + `}`, oauth.CodeConfigurationError, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := f.do("POST", "/v1/oauth/token", tc.body, nil)
 			m := decode(t, rec)
 			if rec.Code != 200 || m["status"] != "error" || m["error"].(map[string]any)["code"] != tc.code {
 				t.Fatalf("%d %v, want error %s", rec.Code, m, tc.code)
+			}
+			if msg, _ := m["error"].(map[string]any)["message"].(string); !strings.Contains(msg, tc.mentions) {
+				t.Fatalf("message %q, want it to mention %q", msg, tc.mentions)
 			}
 		})
 	}
@@ -261,6 +270,7 @@ func TestRevokeRoute(t *testing.T) {
 		code   string
 	}{
 		{`{"oauthAppRef":"OAuthApp/team"}`, 400, "invalidRequest"},
+		{`{"oauthAppRef":{"kind":"OAuthApp","name":"team","subject":"demo:team:T1"},"subject":"demo:team:T1"}`, 400, "invalidRequest"},
 		{`{"oauthAppRef":"OAuthApp/nope","subject":"x"}`, 404, oauth.CodeOAuthAppNotFound},
 		{`{"oauthAppRef":"OAuthApp/team","subject":"nobody"}`, 404, "grantNotFound"},
 	} {

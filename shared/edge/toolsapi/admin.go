@@ -2,48 +2,51 @@ package toolsapi
 
 import (
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/edge/httpx"
 	"github.com/agentauth/agentauth/shared/edge/jwtauth"
 	"github.com/agentauth/agentauth/shared/tools/toolplane"
 )
 
-// admin lets through callers with the agentauth:admin scope whose tenant
-// claim is the route's tenant, or who have no tenant claim (a platform
-// admin). A tenant admin never reaches another tenant's uploads.
-func (a *API) admin(kind string, h func(http.ResponseWriter, *http.Request, jwtauth.Claims, string, string)) func(http.ResponseWriter, *http.Request, jwtauth.Claims) {
-	return func(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
+// admin lets through the admins who may manage the route's tenant
+// (domain.Principal.MayManageTenant): a platform admin (the explicit
+// agentauth:platform-admin scope) any tenant, an agentauth:admin only the
+// tenant its token names. An admin token that names no tenant, or a null
+// one, manages none: platform-wide power is never the absence of a claim.
+func (a *API) admin(kind string, h func(http.ResponseWriter, *http.Request, domain.Principal, string, string)) func(http.ResponseWriter, *http.Request, domain.Principal) {
+	return func(w http.ResponseWriter, r *http.Request, p domain.Principal) {
 		tenant := r.PathValue("tenant")
-		if !c.IsAdmin() {
-			writeErr(w, 403, "forbidden", "tenant uploads need the agentauth:admin scope", nil)
+		if !p.MayManageTenant(tenant) {
+			httpx.WriteError(w, r, http.StatusForbidden, httpx.CodeForbidden, adminRefusal(p, a.paths.Tenant))
 			return
-		}
-		if own, has := c.At(a.cfg.TenantClaim); has && own != nil {
-			if s, _ := c.StringAt(a.cfg.TenantClaim); s != tenant {
-				writeErr(w, 403, "forbidden", "a tenant admin may manage only its own tenant's uploads", nil)
-				return
-			}
 		}
 		if !domain.ValidTenantID(tenant) {
-			writeErr(w, 400, "invalidRequest", "the tenant in the path must be 1-64 of letters, digits, _ . - starting with a letter or digit", nil)
+			httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, "the tenant in the path must be 1-64 of letters, digits, _ . - starting with a letter or digit")
 			return
 		}
-		h(w, r, c, tenant, kind)
+		h(w, r, p, tenant, kind)
 	}
 }
 
-func (a *API) upload(w http.ResponseWriter, r *http.Request, c jwtauth.Claims, tenant, kind string) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, domain.MaxTenantSpecBytes+1))
-	if err != nil {
-		writeErr(w, 400, "invalidRequest", "the request body could not be read", nil)
-		return
+// adminRefusal says why p may not manage the route's tenant.
+func adminRefusal(p domain.Principal, tenantClaim string) string {
+	switch {
+	case !p.Admin:
+		return "tenant uploads need the " + jwtauth.ScopeAdmin + " scope"
+	case p.Tenant == "":
+		return "an admin token must name its tenant (claim " + tenantClaim + "); managing every tenant needs the " + jwtauth.ScopePlatformAdmin + " scope"
 	}
-	if len(body) > domain.MaxTenantSpecBytes {
-		writeErr(w, 413, "payloadTooLarge", fmt.Sprintf("an upload is at most %d bytes", domain.MaxTenantSpecBytes), nil)
+	return "a tenant admin may manage only its own tenant's uploads"
+}
+
+func (a *API) upload(w http.ResponseWriter, r *http.Request, p domain.Principal, tenant, kind string) {
+	// The bytes go to the plane, which validates the spec as the bundle
+	// does (unknown fields included); the edge checks type and size.
+	body, ok := httpx.ReadBody(w, r, domain.MaxTenantSpecBytes)
+	if !ok {
 		return
 	}
 	name, err := a.cfg.Plane.Upload(r.Context(), tenant, kind, body)
@@ -51,29 +54,30 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request, c jwtauth.Claims, t
 		a.uploadError(w, r, err)
 		return
 	}
-	a.cfg.Log.InfoContext(r.Context(), "tenant upload stored", "tenant", tenant, "kind", kind, "name", name, "principal", c.Subject())
-	writeJSON(w, 201, map[string]any{"data": map[string]any{"tenant": tenant, "kind": kind, "name": name}})
+	a.cfg.Log.InfoContext(r.Context(), "tenant upload stored", "tenant", tenant, "kind", kind, "name", name, "principal", p.Subject)
+	httpx.WriteJSON(w, http.StatusCreated, map[string]any{"data": map[string]any{"tenant": tenant, "kind": kind, "name": name}})
 }
 
-func (a *API) listUploads(w http.ResponseWriter, r *http.Request, _ jwtauth.Claims, tenant, kind string) {
+func (a *API) listUploads(w http.ResponseWriter, r *http.Request, _ domain.Principal, tenant, kind string) {
 	ups := a.cfg.Plane.Uploads(r.Context(), tenant, kind)
 	out := make([]map[string]any, 0, len(ups))
 	for _, u := range ups {
 		out = append(out, map[string]any{"name": u.Name, "updatedAt": u.UpdatedAt, "spec": u.Spec})
 	}
-	writeJSON(w, 200, map[string]any{"data": out})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"data": out})
 }
 
-func (a *API) deleteUpload(w http.ResponseWriter, r *http.Request, c jwtauth.Claims, tenant, kind string) {
+func (a *API) deleteUpload(w http.ResponseWriter, r *http.Request, p domain.Principal, tenant, kind string) {
 	name := r.PathValue("name")
 	if err := a.cfg.Plane.Delete(r.Context(), tenant, kind, name); err != nil {
 		a.uploadError(w, r, err)
 		return
 	}
-	a.cfg.Log.InfoContext(r.Context(), "tenant upload deleted", "tenant", tenant, "kind", kind, "name", name, "principal", c.Subject())
+	a.cfg.Log.InfoContext(r.Context(), "tenant upload deleted", "tenant", tenant, "kind", kind, "name", name, "principal", p.Subject)
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// uploadError maps the plane's upload errors to HTTP.
 func (a *API) uploadError(w http.ResponseWriter, r *http.Request, err error) {
 	var ve *bundle.ValidationError
 	var ce *toolplane.ConflictError
@@ -83,19 +87,19 @@ func (a *API) uploadError(w http.ResponseWriter, r *http.Request, err error) {
 		for _, p := range ve.Problems {
 			problems = append(problems, map[string]string{"field": p.Field, "message": p.Message})
 		}
-		writeErr(w, 400, "invalidRequest", "the upload is not valid", map[string]any{"problems": problems})
+		httpx.WriteErrorDetails(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, "the upload is not valid", map[string]any{"problems": problems})
 	case errors.As(err, &ce):
-		writeErr(w, 409, "conflict", ce.Error(), map[string]any{"field": ce.Field})
+		httpx.WriteErrorDetails(w, r, http.StatusConflict, "conflict", ce.Error(), map[string]any{"field": ce.Field})
 	case errors.Is(err, toolplane.ErrLimit):
-		writeErr(w, 409, "limitReached", err.Error(), nil)
+		httpx.WriteError(w, r, http.StatusConflict, "limitReached", err.Error())
 	case errors.Is(err, domain.ErrInvalidID):
-		writeErr(w, 400, "invalidRequest", err.Error(), nil)
+		httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, err.Error())
 	case errors.Is(err, domain.ErrNotFound):
-		writeErr(w, 404, "notFound", "this tenant has no upload of that name", nil)
+		httpx.WriteError(w, r, http.StatusNotFound, httpx.CodeNotFound, "this tenant has no upload of that name")
 	case errors.Is(err, toolplane.ErrUploadsOff):
-		writeErr(w, 501, "uploadsDisabled", err.Error(), nil)
+		httpx.WriteError(w, r, http.StatusNotImplemented, "uploadsDisabled", "")
 	default:
 		a.cfg.Log.ErrorContext(r.Context(), "tenant upload failed", "err", err)
-		writeErr(w, 500, "internal", "the upload could not be stored; see the server log", nil)
+		httpx.WriteError(w, r, http.StatusInternalServerError, httpx.CodeInternal, "")
 	}
 }

@@ -32,6 +32,15 @@ func TestRoutesWithRealJWTs(t *testing.T) {
 	if rec, _ := call(t, h, "POST", "/v1/host/sample/toolhooks/invoke", alice, `{"principal":"p","toolName":"x"}`); rec.Code != 200 {
 		t.Fatalf("seam: %d", rec.Code)
 	}
+	// An admin token whose tenant claim is JSON null manages no tenant.
+	nullTenant := iss.Mint(t, map[string]any{"sub": "ann", "scope": "agentauth:admin", "tenant_id": nil})
+	if rec, m := call(t, h, "POST", "/v1/admin/tenants/a/skills", nullTenant, `{"name":"x","description":"d","content":"c"}`); rec.Code != 403 {
+		t.Fatalf("admin with tenant_id null: %d %v", rec.Code, m)
+	}
+	platform := iss.Mint(t, map[string]any{"sub": "root", "scope": "agentauth:platform-admin"})
+	if rec, m := call(t, h, "POST", "/v1/admin/tenants/a/skills", platform, `{"name":"x","description":"d","content":"c"}`); rec.Code != 201 {
+		t.Fatalf("platform admin: %d %v", rec.Code, m)
+	}
 	expired := iss.Mint(t, map[string]any{"sub": "alice", "exp": time.Now().Add(-time.Hour).Unix()})
 	wrongAud := iss.Mint(t, map[string]any{"sub": "alice", "aud": "someone-else"})
 	for name, tok := range map[string]string{"expired": expired, "wrong audience": wrongAud, "tampered": alice[:len(alice)-4] + "AAAA"} {

@@ -3,10 +3,13 @@
 // RFC 0064 conformance seam and capability document — as net/http handlers
 // for the local server and the tools function.
 //
-// Every route but the capability document needs a verified JWT; who the
-// caller is, its scopes, tenant and skill allow list come only from the
-// verified claims, never from query parameters. It must never write a raw
-// tool argument, a token or a stack trace to a response or a log.
+// Every route but the capability document needs a verified JWT, turned
+// into one domain.Principal where the request is authenticated; who the
+// caller is, its scopes, tenant and skill allow list come only from it,
+// never from query parameters. It answers in the edge's one vocabulary
+// (shared/edge/httpx) and maps the tool hooks' verdicts to HTTP statuses
+// in one place. It must never write a raw tool argument, a token or a
+// stack trace to a response or a log.
 package toolsapi
 
 import (
@@ -16,7 +19,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -25,6 +27,7 @@ import (
 
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/edge/httpx"
 	"github.com/agentauth/agentauth/shared/edge/jwtauth"
 	"github.com/agentauth/agentauth/shared/observe/metrics"
 	"github.com/agentauth/agentauth/shared/tools/discovery"
@@ -42,7 +45,7 @@ type Verifier interface {
 
 // DefaultSubjectsClaim is the claim that carries the turn's OAuth subjects
 // ({"global": "...", "user": "..."}) for the tokens of http tools.
-const DefaultSubjectsClaim = "agentauth_subjects"
+const DefaultSubjectsClaim = jwtauth.DefaultSubjectsClaim
 
 // Config wires the API.
 type Config struct {
@@ -64,21 +67,15 @@ type Config struct {
 }
 
 // API is the tool plane's router.
-type API struct{ cfg Config }
+type API struct {
+	cfg   Config
+	paths jwtauth.ClaimPaths
+}
 
 // New checks cfg.
 func New(cfg Config) (*API, error) {
 	if cfg.Verifier == nil || cfg.Plane == nil || cfg.Hooks == nil {
 		return nil, errors.New("toolsapi: verifier, plane and hooks are required")
-	}
-	if cfg.TenantClaim == "" {
-		cfg.TenantClaim = "tenant_id"
-	}
-	if cfg.SkillsClaim == "" {
-		cfg.SkillsClaim = "skills"
-	}
-	if cfg.SubjectsClaim == "" {
-		cfg.SubjectsClaim = DefaultSubjectsClaim
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -86,7 +83,7 @@ func New(cfg Config) (*API, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.Nop{}
 	}
-	return &API{cfg: cfg}, nil
+	return &API{cfg: cfg, paths: jwtauth.ClaimPaths{Tenant: cfg.TenantClaim, Skills: cfg.SkillsClaim, Subjects: cfg.SubjectsClaim}.WithDefaults()}, nil
 }
 
 // Register adds the routes to mux.
@@ -105,112 +102,91 @@ func (a *API) Register(mux *http.ServeMux) {
 	}
 }
 
-// Handler is a mux with the routes and a JSON 404/405 for anything else.
+// Handler serves the routes alone, with request ids and a JSON 404 for
+// anything else (as httpapi serves them when they are mounted there).
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	a.Register(mux)
-	return mux
+	mux.HandleFunc("/", httpx.NotFound)
+	return httpx.Observe(a.cfg.Log, mux)
 }
 
-type errBody struct {
-	Error struct {
-		Code    string         `json:"code"`
-		Message string         `json:"message,omitempty"`
-		Details map[string]any `json:"details,omitempty"`
-	} `json:"error"`
-}
+// maxToolBody bounds an invocation's body: a tool's arguments may be
+// larger than the edge's default.
+const maxToolBody = 256 << 10
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
-
-func writeErr(w http.ResponseWriter, status int, code, msg string, details map[string]any) {
-	var b errBody
-	b.Error.Code, b.Error.Message, b.Error.Details = code, msg, details
-	if status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="agentauth"`)
-	}
-	writeJSON(w, status, b)
-}
-
-// authed verifies the bearer JWT; the reason code of a refusal is in the
-// 401 body, never the token.
-func (a *API) authed(h func(http.ResponseWriter, *http.Request, jwtauth.Claims)) http.Handler {
+// authed verifies the bearer JWT and hands the handler the caller's
+// principal, built here and nowhere else; the reason code of a refusal is
+// in the 401 body, never the token.
+func (a *API) authed(h func(http.ResponseWriter, *http.Request, domain.Principal)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, err := jwtauth.BearerToken(r)
 		if err == nil {
 			var c jwtauth.Claims
 			if c, err = a.cfg.Verifier.Verify(r.Context(), raw); err == nil {
 				if c.Subject() == "" {
-					writeErr(w, 401, "unauthenticated", "the token names no subject", map[string]any{"reason": "malformed"})
+					httpx.WriteErrorDetails(w, r, http.StatusUnauthorized, httpx.CodeUnauthenticated, "the token names no subject", map[string]any{"reason": jwtauth.ReasonMalformed})
 					return
 				}
-				h(w, r, c)
+				h(w, r, jwtauth.NewPrincipal(c, a.paths))
 				return
 			}
 		}
-		writeErr(w, 401, "unauthenticated", "a valid bearer JWT is required", map[string]any{"reason": jwtauth.Reason(err)})
+		httpx.WriteErrorDetails(w, r, http.StatusUnauthorized, httpx.CodeUnauthenticated, "a valid bearer JWT is required", map[string]any{"reason": jwtauth.Reason(err)})
 	})
 }
 
 // adminFlags reads include_disabled and skip_cache, which only admins may set.
-func adminFlags(r *http.Request, c jwtauth.Claims) (toolcatalog.Options, bool) {
+func adminFlags(r *http.Request, p domain.Principal) (toolcatalog.Options, bool) {
 	q := r.URL.Query()
 	opts := toolcatalog.Options{IncludeDisabled: q.Get("include_disabled") == "true", SkipCache: q.Get("skip_cache") == "true"}
-	if (opts.IncludeDisabled || opts.SkipCache) && !c.IsAdmin() {
+	if (opts.IncludeDisabled || opts.SkipCache) && !p.Admin {
 		return opts, false
 	}
 	return opts, true
 }
 
-func (a *API) tools(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
-	opts, ok := adminFlags(r, c)
+func (a *API) tools(w http.ResponseWriter, r *http.Request, p domain.Principal) {
+	opts, ok := adminFlags(r, p)
 	if !ok {
-		writeErr(w, 403, "forbidden", "include_disabled and skip_cache need the agentauth:admin scope", nil)
+		httpx.WriteError(w, r, http.StatusForbidden, httpx.CodeForbidden, "include_disabled and skip_cache need the agentauth:admin scope")
 		return
 	}
-	_, res := a.resolve(r.Context(), c, opts, "tools")
+	_, res := a.resolve(r.Context(), p, opts, "tools")
 	manifest := res.Manifest
 	if manifest == nil {
 		manifest = []discovery.ToolManifestEntry{}
 	}
-	writeJSON(w, 200, map[string]any{"data": manifest})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"data": manifest})
 }
 
 // resolve is the caller's manifest at the plane's current snapshot, with
 // the metrics of the resolution.
-func (a *API) resolve(ctx context.Context, c jwtauth.Claims, opts toolcatalog.Options, route string) (*toolplane.Snapshot, toolcatalog.Resolution) {
+func (a *API) resolve(ctx context.Context, p domain.Principal, opts toolcatalog.Options, route string) (*toolplane.Snapshot, toolcatalog.Resolution) {
 	snap := a.cfg.Plane.Snapshot(ctx) // picks up other processes' uploads
 	start := time.Now()
-	res := a.cfg.Plane.Catalog().Resolve(c, opts)
+	res := a.cfg.Plane.Catalog().Resolve(p.Claims, opts) // policies may match any claim
 	a.cfg.Metrics.Resolution(ctx, metrics.Resolution{Denied: len(res.Access.GroupIDs) == 0, Tools: len(res.Manifest),
 		Duration: time.Since(start), Cached: res.Cached, Route: route})
 	return snap, res
 }
 
-func (a *API) skills(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
+func (a *API) skills(w http.ResponseWriter, r *http.Request, p domain.Principal) {
 	q := r.URL.Query()
 	topK := 0
 	if v := q.Get("top_k"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > skills.MaxTopK {
-			writeErr(w, 400, "invalidRequest", fmt.Sprintf("top_k must be a whole number between 1 and %d", skills.MaxTopK), nil)
+			httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, fmt.Sprintf("top_k must be a whole number between 1 and %d", skills.MaxTopK))
 			return
 		}
 		topK = n
 	}
-	tenant, _ := c.StringAt(a.cfg.TenantClaim)
-	allowed, _ := c.ListAt(a.cfg.SkillsClaim)
-	res := a.cfg.Plane.Snapshot(r.Context()).Skills.Search(skills.Query{Text: q.Get("q"), TopK: topK, TenantID: tenant, AllowedSkillNames: allowed})
+	res := a.cfg.Plane.Snapshot(r.Context()).Skills.Search(skills.Query{Text: q.Get("q"), TopK: topK, TenantID: p.Tenant, AllowedSkillNames: p.AllowedSkills})
 	if res == nil {
 		res = []skills.Result{}
 	}
-	writeJSON(w, 200, map[string]any{"data": res})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"data": res})
 }
 
 type invokeRequest struct {
@@ -219,34 +195,24 @@ type invokeRequest struct {
 	CallID   string          `json:"callId"`
 }
 
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 256<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		writeErr(w, 400, "invalidRequest", "request body: want a JSON object with the documented fields", nil)
-		return false
-	}
-	return true
-}
-
-func (a *API) invoke(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
+func (a *API) invoke(w http.ResponseWriter, r *http.Request, p domain.Principal) {
 	var req invokeRequest
-	if !decode(w, r, &req) {
+	if !httpx.DecodeJSON(w, r, maxToolBody, &req) {
 		return
 	}
 	if req.ToolName == "" {
-		writeErr(w, 400, "invalidRequest", `"toolName" is required`, nil)
+		httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, `request body: "toolName" is required`)
 		return
 	}
 	if req.CallID == "" {
 		req.CallID = newCallID()
 	} else if len(req.CallID) > 128 {
-		writeErr(w, 400, "invalidRequest", `"callId" must be at most 128 characters`, nil)
+		httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, `request body: "callId" must be at most 128 characters`)
 		return
 	}
 	ctx := r.Context()
 	// The caller's catalog: the tools its policies let it see.
-	snap, res := a.resolve(ctx, c, toolcatalog.Options{}, "invoke")
+	snap, res := a.resolve(ctx, p, toolcatalog.Options{}, "invoke")
 	catalog := make([]string, 0, len(res.Manifest))
 	var matches []catalogTool
 	for _, e := range res.Manifest {
@@ -257,12 +223,12 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request, c jwtauth.Claims) {
 			}
 		}
 	}
-	tool, run := a.prepare(c, req.ToolName, matches)
+	tool, run := a.prepare(p, req.ToolName, matches)
 	out := a.cfg.Hooks.Invoke(ctx, toolhooks.Call{
-		AgentID: agentID(c), ToolName: req.ToolName, CallID: req.CallID, Principal: c.Subject(),
-		Args: req.Args, GrantedScopes: c.Scopes(), Catalog: catalog,
+		AgentID: p.AgentID, ToolName: req.ToolName, CallID: req.CallID, Principal: p.Subject,
+		Args: req.Args, GrantedScopes: p.Scopes, Catalog: catalog,
 	}, tool, run)
-	a.answer(w, out, map[string]any{"toolCalled": out.ToolCalled, "toolReturned": out.ToolReturned, "result": out.Result})
+	a.answer(w, r, out, map[string]any{"toolCalled": out.ToolCalled, "toolReturned": out.ToolReturned, "result": out.Result})
 }
 
 // catalogTool is a tool of the caller's catalog with its manifest id.
@@ -274,7 +240,7 @@ type catalogTool struct {
 // prepare picks the tool the caller named and its implementation. Two
 // tools of one name in a catalog (the bundle allows it) are refused rather
 // than guessed between, under the union of their scopes (fail closed).
-func (a *API) prepare(c jwtauth.Claims, name string, matches []catalogTool) (toolhooks.Tool, toolhooks.Invoker) {
+func (a *API) prepare(p domain.Principal, name string, matches []catalogTool) (toolhooks.Tool, toolhooks.Invoker) {
 	switch len(matches) {
 	case 0:
 		return toolhooks.Tool{Name: name}, nil // not in the catalog: the hooks refuse it
@@ -297,7 +263,7 @@ func (a *API) prepare(c jwtauth.Claims, name string, matches []catalogTool) (too
 	switch bt.Transport {
 	case bundle.TransportHTTP:
 		if a.cfg.Runner != nil {
-			return t, a.cfg.Runner.Invoker(bt, a.turnAuth(c), m.Tenant != "")
+			return t, a.cfg.Runner.Invoker(bt, p.TurnAuth, m.Tenant != "")
 		}
 	case bundle.TransportNative:
 		if run, ok := a.cfg.Native[m.ID]; ok {
@@ -310,43 +276,56 @@ func (a *API) prepare(c jwtauth.Claims, name string, matches []catalogTool) (too
 	}
 }
 
-// turnAuth is the turn's auth for getAccessToken: the subjects from the
-// verified SubjectsClaim, the actor from sub.
-func (a *API) turnAuth(c jwtauth.Claims) domain.TurnAuth {
-	auth := domain.TurnAuth{Actor: &domain.Actor{Type: "user", ID: c.Subject()}}
-	g, _ := c.StringAt(a.cfg.SubjectsClaim + ".global")
-	u, _ := c.StringAt(a.cfg.SubjectsClaim + ".user")
-	if g != "" || u != "" {
-		auth.Subjects = &domain.Subjects{Global: g, User: u}
+// hookStatus is the one mapping of a hook verdict to an HTTP status. A
+// verdict it does not know is a 500: never let an unknown refusal
+// through as a 200.
+func hookStatus(v toolhooks.Verdict) int {
+	switch v {
+	case toolhooks.VerdictOK, toolhooks.VerdictError:
+		return http.StatusOK // the result is the answer, an error result too
+	case toolhooks.VerdictForbidden:
+		return http.StatusForbidden
+	case toolhooks.VerdictRateLimited:
+		return http.StatusTooManyRequests
+	case toolhooks.VerdictUnavailable:
+		return http.StatusServiceUnavailable
 	}
-	return auth
+	return http.StatusInternalServerError
 }
 
-// answer maps an outcome to HTTP: 200, 403 forbidden, 429 rate_limited
-// (Retry-After), 503 when the limit could not be checked.
-func (a *API) answer(w http.ResponseWriter, out toolhooks.Outcome, body map[string]any) {
-	switch out.HTTPStatus {
-	case 403:
-		body["error"] = map[string]any{"code": "forbidden", "details": map[string]any{"scope": "tool", "toolName": out.ToolCalled.ToolName, "requiredScopes": out.RequiredScopes}}
-	case 429:
+// answer writes an outcome: 200, 403 forbidden, 429 rate_limited
+// (Retry-After), 503 when the limit could not be checked. The events (and
+// the result) stay in the body beside the error object.
+func (a *API) answer(w http.ResponseWriter, r *http.Request, out toolhooks.Outcome, body map[string]any) {
+	status := hookStatus(out.Verdict)
+	tool := out.ToolCalled.ToolName
+	switch out.Verdict {
+	case toolhooks.VerdictOK, toolhooks.VerdictError:
+	case toolhooks.VerdictForbidden:
+		body["error"] = httpx.NewProblem(r, status, httpx.CodeForbidden, "the caller lacks a scope this tool requires",
+			map[string]any{"scope": "tool", "toolName": tool, "requiredScopes": out.RequiredScopes})
+	case toolhooks.VerdictRateLimited:
 		secs := int(out.RetryAfter.Round(time.Second) / time.Second)
 		if secs < 1 {
 			secs = 1
 		}
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		body["error"] = map[string]any{"code": "rate_limited", "details": map[string]any{"scope": "tool", "toolName": out.ToolCalled.ToolName}}
-	case 503:
-		body["error"] = map[string]any{"code": "unavailable"}
+		body["error"] = httpx.NewProblem(r, status, codeRateLimited, "too many calls of this tool; retry after Retry-After seconds",
+			map[string]any{"scope": "tool", "toolName": tool})
+	case toolhooks.VerdictUnavailable:
+		body["error"] = httpx.NewProblem(r, status, codeUnavailable, "", nil)
+	default:
+		a.cfg.Log.ErrorContext(r.Context(), "tool hooks gave an unknown verdict", "verdict", string(out.Verdict))
+		body["error"] = httpx.NewProblem(r, status, httpx.CodeInternal, "", nil)
 	}
-	writeJSON(w, out.HTTPStatus, body)
+	httpx.WriteJSON(w, status, body)
 }
 
-func agentID(c jwtauth.Claims) string {
-	if v, ok := c.StringAt("agent_id"); ok {
-		return v
-	}
-	return "core.system" // RFC 0064 ruling D11: a synthetic agent id
-}
+// Error codes of the tool hooks' refusals (RFC 0064's wire names).
+const (
+	codeRateLimited = "rate_limited"
+	codeUnavailable = "unavailable"
+)
 
 type seamRequest struct {
 	Principal                  string          `json:"principal"`
@@ -367,13 +346,13 @@ func (exhausted) Allow(context.Context, string, string) (bool, time.Duration, er
 
 // seam is RFC 0064's conformance seam: it runs a synthetic tool through the
 // real hooks and answers {toolCalled, toolReturned} on 200, 403 and 429.
-func (a *API) seam(w http.ResponseWriter, r *http.Request, _ jwtauth.Claims) {
+func (a *API) seam(w http.ResponseWriter, r *http.Request, _ domain.Principal) {
 	var req seamRequest
-	if !decode(w, r, &req) {
+	if !httpx.DecodeJSON(w, r, maxToolBody, &req) {
 		return
 	}
 	if req.Principal == "" || req.ToolName == "" {
-		writeErr(w, 400, "invalidRequest", `"principal" and "toolName" are required`, nil)
+		httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, `request body: "principal" and "toolName" are required`)
 		return
 	}
 	hooks := *a.cfg.Hooks
@@ -386,14 +365,14 @@ func (a *API) seam(w http.ResponseWriter, r *http.Request, _ jwtauth.Claims) {
 		}
 		return json.RawMessage(`{"ok":true}`), nil
 	}
-	out := hooks.Invoke(r.Context(), toolhooks.Call{AgentID: "core.system", ToolName: req.ToolName, CallID: newCallID(),
+	out := hooks.Invoke(r.Context(), toolhooks.Call{AgentID: jwtauth.DefaultAgentID, ToolName: req.ToolName, CallID: newCallID(),
 		Principal: req.Principal, Args: req.Args, GrantedScopes: req.GrantedScopes},
 		toolhooks.Tool{Name: req.ToolName, RequiredScopes: req.RequiredScopes, Transport: "native"}, run)
-	a.answer(w, out, map[string]any{"toolCalled": out.ToolCalled, "toolReturned": out.ToolReturned})
+	a.answer(w, r, out, map[string]any{"toolCalled": out.ToolCalled, "toolReturned": out.ToolReturned})
 }
 
 func (a *API) capabilities(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, 200, map[string]any{"capabilities": map[string]any{"toolHooks": map[string]bool{
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"capabilities": map[string]any{"toolHooks": map[string]bool{
 		"supported": true, "prePostEvents": true, "perToolAuthorization": true, "perToolRateLimit": a.cfg.Hooks.Limiter != nil,
 	}}})
 }

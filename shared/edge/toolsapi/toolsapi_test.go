@@ -149,6 +149,7 @@ func (r *recorder) Resolution(_ context.Context, x metrics.Resolution) {
 
 type harness struct {
 	h        http.Handler
+	api      *API
 	tokens   *tokens
 	metrics  *recorder
 	upstream *httptest.Server
@@ -166,6 +167,8 @@ func defaultVerifier() fakeVerifier {
 		"bob":         {"sub": "bob", "scope": "tools:echo", "tenant_id": "b", "skills": []any{"secret-runbook", "refunds"}},
 		"ops":         {"sub": "olga", "team": "ops", "scope": "tools:echo"},
 		"admin":       {"sub": "root", "scope": "agentauth:admin"},
+		"admin-null":  {"sub": "nil", "scope": "agentauth:admin", "tenant_id": nil},
+		"platform":    {"sub": "plat", "scope": "agentauth:platform-admin"},
 		"stranger":    {"sub": "x"},
 		"admin-a":     {"sub": "ann", "scope": "agentauth:admin", "tenant_id": "a"},
 		"no-admin-a":  {"sub": "al", "scope": "tools:echo", "tenant_id": "a"},
@@ -213,7 +216,7 @@ func newHarness(t testing.TB, verifier Verifier, seam bool) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs.h = api.Handler()
+	hs.h, hs.api = api.Handler(), api
 	return hs
 }
 
@@ -252,11 +255,17 @@ func TestDiscoveryRoutes(t *testing.T) {
 	if _, m := call(t, h, "GET", "/v1/agents/tools", "ops", ""); names(m) != "delete,echo,get_menu" {
 		t.Fatalf("ops sees %s", names(m))
 	}
-	if rec, _ := call(t, h, "GET", "/v1/agents/tools?include_disabled=true", "alice", ""); rec.Code != 403 {
-		t.Fatalf("non-admin include_disabled: %d", rec.Code)
+	// The admin flags, each alone, are refused to a caller without an
+	// admin scope (issue 9 item 22: skip_cache was untested).
+	for _, flags := range []string{"include_disabled=true", "skip_cache=true", "include_disabled=true&skip_cache=true"} {
+		if rec, m := call(t, h, "GET", "/v1/agents/tools?"+flags, "alice", ""); rec.Code != 403 || m["error"].(map[string]any)["code"] != "forbidden" {
+			t.Fatalf("non-admin %s: %d %v", flags, rec.Code, m)
+		}
 	}
-	if _, m := call(t, h, "GET", "/v1/agents/tools?include_disabled=true&skip_cache=true", "admin", ""); m["data"] == nil {
-		t.Fatalf("admin: %v", m)
+	for _, admin := range []string{"admin", "admin-a", "platform"} {
+		if rec, m := call(t, h, "GET", "/v1/agents/tools?include_disabled=true&skip_cache=true", admin, ""); rec.Code != 200 || m["data"] == nil {
+			t.Fatalf("%s: %d %v", admin, rec.Code, m)
+		}
 	}
 }
 
@@ -279,8 +288,10 @@ func TestInvokeThroughHooks(t *testing.T) {
 	}
 	// ops sees delete but lacks its scope: forbidden, never runs.
 	rec, m = call(t, h, "POST", "/v1/tools/invoke", "ops", `{"toolName":"delete","args":{}}`)
-	details := m["error"].(map[string]any)["details"].(map[string]any)
-	if rec.Code != 403 || details["scope"] != "tool" || details["toolName"] != "delete" || m["toolReturned"].(map[string]any)["durationMs"] != nil {
+	e := m["error"].(map[string]any)
+	details := e["details"].(map[string]any)
+	if rec.Code != 403 || details["scope"] != "tool" || details["toolName"] != "delete" || m["toolReturned"].(map[string]any)["durationMs"] != nil ||
+		e["code"] != "forbidden" || e["message"] == "" || e["requestId"] != rec.Header().Get("X-Request-Id") {
 		t.Fatalf("delete: %d %v", rec.Code, m)
 	}
 	// alice cannot see delete: not in her catalog.
@@ -330,5 +341,56 @@ func TestSeamAndCapabilities(t *testing.T) {
 		if strings.Contains(rec.Body.String(), canary) {
 			t.Fatal("canary in a seam response")
 		}
+	}
+}
+
+// TestBodiesFollowTheEdgeRules: the tool routes read bodies by the same
+// rules as the runtime routes (shared/edge/httpx), with their own size
+// limits, and answer with the one error body.
+func TestBodiesFollowTheEdgeRules(t *testing.T) {
+	h := newAPI(t, true)
+	bigArgs := `{"toolName":"echo","args":{"q":"` + strings.Repeat("a", maxToolBody) + `"}}`
+	for _, tc := range []struct {
+		name, path, token, body, contentType string
+		status                               int
+		code, mentions                       string
+	}{
+		{"invoke over 256 KiB", "/v1/tools/invoke", "alice", bigArgs, "application/json", 413, "payloadTooLarge", "larger than 262144 bytes"},
+		{"invoke as a form post", "/v1/tools/invoke", "alice", `{"toolName":"echo"}`, "application/x-www-form-urlencoded", 415, "unsupportedMediaType", "application/json"},
+		{"invoke with an unknown field", "/v1/tools/invoke", "alice", `{"toolName":"echo","arguments":{}}`, "application/json", 400, "invalidRequest", `unknown field "arguments"`},
+		{"invoke with data after the object", "/v1/tools/invoke", "alice", `{"toolName":"echo"}{}`, "", 400, "invalidRequest", "after the JSON object"},
+		{"invoke with a wrong type", "/v1/tools/invoke", "alice", `{"toolName":7}`, "", 400, "invalidRequest", "field toolName"},
+		{"seam with an unknown field", "/v1/host/sample/toolhooks/invoke", "alice", `{"principal":"p","toolName":"x","scopes":[]}`, "", 400, "invalidRequest", `unknown field "scopes"`},
+		{"upload as text", "/v1/admin/tenants/a/skills", "admin-a", `{"name":"x","description":"d","content":"c"}`, "text/plain", 415, "unsupportedMediaType", "application/json"},
+		{"upload over 256 KiB", "/v1/admin/tenants/a/skills", "admin-a", strings.Repeat(" ", domain.MaxTenantSpecBytes+1), "", 413, "payloadTooLarge", "larger than"},
+		{"no token", "/v1/tools/invoke", "", `{"toolName":"echo"}`, "", 401, "unauthenticated", "bearer JWT"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest("POST", tc.path, strings.NewReader(tc.body))
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			if tc.contentType != "" {
+				req.Header.Set("Content-Type", tc.contentType)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			var b struct {
+				Error struct {
+					Code, Message, RequestID string
+					Details                  map[string]any
+				}
+			}
+			_ = json.Unmarshal(rec.Body.Bytes(), &b)
+			if rec.Code != tc.status || b.Error.Code != tc.code || !strings.Contains(b.Error.Message, tc.mentions) {
+				t.Fatalf("%d %.300s, want %d %s mentioning %q", rec.Code, rec.Body, tc.status, tc.code, tc.mentions)
+			}
+			if b.Error.RequestID == "" || b.Error.RequestID != rec.Header().Get("X-Request-Id") {
+				t.Fatalf("request id %q, header %q", b.Error.RequestID, rec.Header().Get("X-Request-Id"))
+			}
+			if tc.status == 401 && b.Error.Details["reason"] != "missing_token" {
+				t.Fatalf("401 without details.reason: %s", rec.Body)
+			}
+		})
 	}
 }

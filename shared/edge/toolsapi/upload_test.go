@@ -60,17 +60,40 @@ func TestTenantUploads(t *testing.T) {
 	hs := newHarness(t, defaultVerifier(), false)
 	h := hs.h
 	skill := `{"name":"refunds","description":"refund a customer","content":"open the refunds console"}`
+	// Platform-wide admin is the explicit agentauth:platform-admin scope,
+	// never an admin token without a tenant (issue 9 item 8).
 	for _, tc := range []struct {
 		name, token, path string
 		code              int
+		mentions          string
 	}{
-		{"no admin scope", "no-admin-a", "/v1/admin/tenants/a/skills", 403},
-		{"tenant admin of another tenant", "admin-a", "/v1/admin/tenants/b/skills", 403},
-		{"bad tenant in the path", "admin", "/v1/admin/tenants/-x/skills", 400},
+		{"no admin scope", "no-admin-a", "/v1/admin/tenants/a/skills", 403, "agentauth:admin"},
+		{"tenant admin of another tenant", "admin-a", "/v1/admin/tenants/b/skills", 403, "its own tenant"},
+		{"admin without a tenant claim", "admin", "/v1/admin/tenants/a/skills", 403, "agentauth:platform-admin"},
+		{"admin with a null tenant", "admin-null", "/v1/admin/tenants/a/skills", 403, "agentauth:platform-admin"},
+		{"bad tenant in the path", "platform", "/v1/admin/tenants/-x/skills", 400, "tenant in the path"},
+		{"platform admin in any tenant", "platform", "/v1/admin/tenants/c/skills", 201, ""},
 	} {
-		if rec, m := call(t, h, "POST", tc.path, tc.token, skill); rec.Code != tc.code {
-			t.Fatalf("%s: %d %v", tc.name, rec.Code, m)
+		t.Run(tc.name, func(t *testing.T) {
+			rec, m := call(t, h, "POST", tc.path, tc.token, skill)
+			if rec.Code != tc.code {
+				t.Fatalf("%d %v", rec.Code, m)
+			}
+			if tc.code >= 400 && !strings.Contains(m["error"].(map[string]any)["message"].(string), tc.mentions) {
+				t.Fatalf("message %v, want it to mention %q", m["error"], tc.mentions)
+			}
+		})
+	}
+	for _, token := range []string{"admin", "admin-null"} {
+		if rec, _ := call(t, h, "GET", "/v1/admin/tenants/c/skills", token, ""); rec.Code != 403 {
+			t.Fatalf("%s lists tenant c's uploads: %d", token, rec.Code)
 		}
+		if rec, _ := call(t, h, "DELETE", "/v1/admin/tenants/c/skills/refunds", token, ""); rec.Code != 403 {
+			t.Fatalf("%s deletes tenant c's upload: %d", token, rec.Code)
+		}
+	}
+	if rec, m := call(t, h, "GET", "/v1/admin/tenants/c/skills", "platform", ""); rec.Code != 200 || len(m["data"].([]any)) != 1 {
+		t.Fatalf("platform admin lists tenant c: %d %v", rec.Code, m)
 	}
 	if rec, m := call(t, h, "POST", "/v1/admin/tenants/a/skills", "admin-a", skill); rec.Code != 201 || m["data"].(map[string]any)["name"] != "refunds" {
 		t.Fatalf("upload: %d %v", rec.Code, m)
@@ -85,11 +108,11 @@ func TestTenantUploads(t *testing.T) {
 	}
 
 	// Validation problems by field; a bundle tool's name is refused.
-	rec, m := call(t, h, "POST", "/v1/admin/tenants/a/tools", "admin", `{"id":"menu:x","name":"m","description":"d","inputSchema":{"type":"object"},"sourceId":"menu","transport":"http","method":"GET","url":"http://127.0.0.1:1","auth":{"oauthAppRef":"menu-app"}}`)
+	rec, m := call(t, h, "POST", "/v1/admin/tenants/a/tools", "platform", `{"id":"menu:x","name":"m","description":"d","inputSchema":{"type":"object"},"sourceId":"menu","transport":"http","method":"GET","url":"http://127.0.0.1:1","auth":{"oauthAppRef":"menu-app"}}`)
 	if rec.Code != 400 || !strings.Contains(rec.Body.String(), `"field":"auth"`) {
 		t.Fatalf("tool with auth: %d %v", rec.Code, m)
 	}
-	if rec, m := call(t, h, "POST", "/v1/admin/tenants/a/tools", "admin", `{"id":"x:echo","name":"echo","description":"d","inputSchema":{"type":"object"},"sourceId":"x","transport":"native","tags":["tenant"]}`); rec.Code != 409 {
+	if rec, m := call(t, h, "POST", "/v1/admin/tenants/a/tools", "platform", `{"id":"x:echo","name":"echo","description":"d","inputSchema":{"type":"object"},"sourceId":"x","transport":"native","tags":["tenant"]}`); rec.Code != 409 {
 		t.Fatalf("bundle name: %d %v", rec.Code, m)
 	}
 
@@ -126,7 +149,7 @@ func TestTenantUploads(t *testing.T) {
 	if rec, _ := call(t, h, "DELETE", "/v1/admin/tenants/a/tools/orders:list", "admin-a", ""); rec.Code != 404 {
 		t.Fatalf("second delete: %d", rec.Code)
 	}
-	if rec, _ := call(t, h, "POST", "/v1/admin/tenants/a/skills", "admin", strings.Repeat(" ", domain.MaxTenantSpecBytes+1)); rec.Code != 413 {
+	if rec, _ := call(t, h, "POST", "/v1/admin/tenants/a/skills", "admin-a", strings.Repeat(" ", domain.MaxTenantSpecBytes+1)); rec.Code != 413 {
 		t.Fatalf("oversized upload: %d", rec.Code)
 	}
 }

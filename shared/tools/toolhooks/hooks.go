@@ -83,7 +83,7 @@ type ToolReturned struct {
 	DurationMs *int64 `json:"durationMs,omitempty"`
 }
 
-// Outcome statuses.
+// ToolReturned statuses (the event's wire values).
 const (
 	StatusOK          = "ok"
 	StatusError       = "error"
@@ -91,17 +91,41 @@ const (
 	StatusRateLimited = "rate_limited"
 )
 
+// Verdict is how the hooks ended a call. The caller maps it to its own
+// answer (the HTTP edge to a status code, a turn to a tool result): the
+// hooks never speak HTTP.
+type Verdict string
+
+// Verdicts.
+const (
+	// VerdictOK: the tool ran and Result is its answer (status ok or
+	// authorization_required).
+	VerdictOK Verdict = "ok"
+	// VerdictError: the call ended in an error result — not in the
+	// catalog, invalid arguments, the tool's own error — and Result is
+	// the answer.
+	VerdictError Verdict = "error"
+	// VerdictForbidden: a required scope is missing; the tool never ran
+	// and RequiredScopes lists what it needs.
+	VerdictForbidden Verdict = "forbidden"
+	// VerdictRateLimited: the caller's bucket for the tool is empty; the
+	// tool never ran; retry after RetryAfter.
+	VerdictRateLimited Verdict = "rate_limited"
+	// VerdictUnavailable: the rate limit could not be checked, so the call
+	// was refused (fail closed); Result says so.
+	VerdictUnavailable Verdict = "unavailable"
+)
+
 // Outcome is what a call produced: both events, the result for the model
-// (nil when the call was refused), and how an HTTP layer should answer.
+// (nil when the call was refused) and the verdict.
 type Outcome struct {
+	Verdict      Verdict
 	ToolCalled   ToolCalled
 	ToolReturned ToolReturned
 	Result       *Result
-	// HTTPStatus is 200, 403 (forbidden), 429 (rate limited) or 503
-	// (the rate limit could not be evaluated: fail closed).
-	HTTPStatus int
+	// RetryAfter is set with VerdictRateLimited.
 	RetryAfter time.Duration
-	// RequiredScopes is set on a forbidden outcome (for details).
+	// RequiredScopes is set with VerdictForbidden (for details).
 	RequiredScopes []string
 }
 
@@ -125,14 +149,17 @@ func (h *Hooks) Invoke(ctx context.Context, call Call, tool Tool, run Invoker) O
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	out := Outcome{HTTPStatus: 200}
+	var out Outcome
 	hash, herr := ArgsHash(call.Args, call.KnownSecrets)
 	out.ToolCalled = ToolCalled{Type: "agent.toolCalled", AgentID: call.AgentID, ToolName: call.ToolName, CallID: call.CallID,
 		ArgsHash: hash, Principal: call.Principal, Transport: tool.Transport}
 	out.ToolReturned = ToolReturned{Type: "agent.toolReturned", AgentID: call.AgentID, ToolName: call.ToolName, CallID: call.CallID}
 	h.emit(ctx, log, out.ToolCalled)
-	finish := func(status string, res *Result) Outcome {
-		out.ToolReturned.Status, out.Result = status, res
+	finish := func(v Verdict, res *Result) Outcome {
+		out.Verdict, out.ToolReturned.Status, out.Result = v, string(v), res
+		if v == VerdictUnavailable {
+			out.ToolReturned.Status = StatusError // the event knows four statuses
+		}
 		h.emit(ctx, log, out.ToolReturned)
 		return out
 	}
@@ -141,32 +168,31 @@ func (h *Hooks) Invoke(ctx context.Context, call Call, tool Tool, run Invoker) O
 	// nothing about it (not even its required scopes).
 	if call.Catalog != nil && !slices.Contains(call.Catalog, call.ToolName) {
 		r := ErrorResult("ToolNotInCatalog", CodeNotInCatalog, fmt.Sprintf("tool %q is not in this step's catalog", call.ToolName), tool.ErrorMessageLimit)
-		return finish(StatusError, &r)
+		return finish(VerdictError, &r)
 	}
 	if !authorized(tool.RequiredScopes, call.GrantedScopes) {
-		out.HTTPStatus, out.RequiredScopes = 403, append([]string{}, tool.RequiredScopes...)
-		return finish(StatusForbidden, nil)
+		out.RequiredScopes = append([]string{}, tool.RequiredScopes...)
+		return finish(VerdictForbidden, nil)
 	}
 	if h.Limiter != nil {
 		ok, retry, err := h.Limiter.Allow(ctx, call.Principal, call.ToolName)
 		if err != nil {
 			log.ErrorContext(ctx, "rate limit unavailable; call refused", "toolName", call.ToolName, "err", err)
-			out.HTTPStatus = 503
 			r := ErrorResult("RateLimitUnavailable", "E_TOOL_RATE_LIMIT_UNAVAILABLE", "the rate limit could not be checked; the tool was not run", tool.ErrorMessageLimit)
-			return finish(StatusError, &r)
+			return finish(VerdictUnavailable, &r)
 		}
 		if !ok {
-			out.HTTPStatus, out.RetryAfter = 429, retry
-			return finish(StatusRateLimited, nil)
+			out.RetryAfter = retry
+			return finish(VerdictRateLimited, nil)
 		}
 	}
 	if herr != nil {
 		r := ErrorResult("InvalidArguments", CodeInvalidArgs, "arguments are not valid JSON", tool.ErrorMessageLimit)
-		return finish(StatusError, &r)
+		return finish(VerdictError, &r)
 	}
 	if te := ValidateArgs(tool.Schema, call.Args); te != nil {
 		r := ErrorResult(te.Name, te.Code, te.Message, tool.ErrorMessageLimit)
-		return finish(StatusError, &r)
+		return finish(VerdictError, &r)
 	}
 
 	start := now()
@@ -177,7 +203,7 @@ func (h *Hooks) Invoke(ctx context.Context, call Call, tool Tool, run Invoker) O
 	if errors.As(err, &pending) {
 		// Not an error: the tool needs a user's consent first, and the
 		// caller gets the link as the call's result.
-		return finish(StatusOK, &Result{Status: ResultAuthorizationRequired, Authorization: pending.Authorization})
+		return finish(VerdictOK, &Result{Status: ResultAuthorizationRequired, Authorization: pending.Authorization})
 	}
 	if err != nil {
 		name, code := "Error", CodeTool
@@ -185,9 +211,9 @@ func (h *Hooks) Invoke(ctx context.Context, call Call, tool Tool, run Invoker) O
 			name, code = ce.ToolErrorName(), ce.ToolErrorCode()
 		}
 		r := ErrorResult(name, code, err.Error(), tool.ErrorMessageLimit)
-		return finish(StatusError, &r)
+		return finish(VerdictError, &r)
 	}
-	return finish(StatusOK, &Result{Status: StatusOK, Output: output})
+	return finish(VerdictOK, &Result{Status: StatusOK, Output: output})
 }
 
 // authorized fails closed: every required scope must be granted.

@@ -60,22 +60,22 @@ func TestInvokeScenarios(t *testing.T) {
 		limiter   *fixedLimiter
 		run       Invoker
 		status    string
-		http      int
+		verdict   Verdict
 		ran       bool
 		errorCode string
 	}{
-		{"allowed call runs", nil, &fixedLimiter{allow: true}, okTool, StatusOK, 200, true, ""},
-		{"missing scope: forbidden, never runs", func(c Call) Call { c.GrantedScopes = []string{"web:write"}; return c }, &fixedLimiter{allow: true}, okTool, StatusForbidden, 403, false, ""},
-		{"no scopes at all (no decision): forbidden", func(c Call) Call { c.GrantedScopes = nil; return c }, &fixedLimiter{allow: true}, okTool, StatusForbidden, 403, false, ""},
-		{"bucket exhausted: rate limited, never runs", nil, &fixedLimiter{allow: false}, okTool, StatusRateLimited, 429, false, ""},
-		{"limiter down: fail closed", nil, &fixedLimiter{err: errors.New("store down")}, okTool, StatusError, 503, false, "E_TOOL_RATE_LIMIT_UNAVAILABLE"},
-		{"not in catalog", func(c Call) Call { c.Catalog = []string{"other"}; return c }, nil, okTool, StatusError, 200, false, CodeNotInCatalog},
-		{"invalid args", func(c Call) Call { c.Args = json.RawMessage(`{"x":1}`); return c }, nil, okTool, StatusError, 200, false, CodeInvalidArgs},
+		{"allowed call runs", nil, &fixedLimiter{allow: true}, okTool, StatusOK, VerdictOK, true, ""},
+		{"missing scope: forbidden, never runs", func(c Call) Call { c.GrantedScopes = []string{"web:write"}; return c }, &fixedLimiter{allow: true}, okTool, StatusForbidden, VerdictForbidden, false, ""},
+		{"no scopes at all (no decision): forbidden", func(c Call) Call { c.GrantedScopes = nil; return c }, &fixedLimiter{allow: true}, okTool, StatusForbidden, VerdictForbidden, false, ""},
+		{"bucket exhausted: rate limited, never runs", nil, &fixedLimiter{allow: false}, okTool, StatusRateLimited, VerdictRateLimited, false, ""},
+		{"limiter down: fail closed", nil, &fixedLimiter{err: errors.New("store down")}, okTool, StatusError, VerdictUnavailable, false, "E_TOOL_RATE_LIMIT_UNAVAILABLE"},
+		{"not in catalog", func(c Call) Call { c.Catalog = []string{"other"}; return c }, nil, okTool, StatusError, VerdictError, false, CodeNotInCatalog},
+		{"invalid args", func(c Call) Call { c.Args = json.RawMessage(`{"x":1}`); return c }, nil, okTool, StatusError, VerdictError, false, CodeInvalidArgs},
 		{"tool error is a result, cut to the limit", nil, nil, func(context.Context, json.RawMessage) (json.RawMessage, error) {
 			return nil, errors.New(strings.Repeat("boom ", 50))
-		}, StatusError, 200, true, CodeTool},
-		{"coded tool error keeps name and code", nil, nil, func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, codedErr{} }, StatusError, 200, true, "E_UPSTREAM"},
-		{"a panicking tool is an error result", nil, nil, func(context.Context, json.RawMessage) (json.RawMessage, error) { panic("x") }, StatusError, 200, true, CodeTool},
+		}, StatusError, VerdictError, true, CodeTool},
+		{"coded tool error keeps name and code", nil, nil, func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, codedErr{} }, StatusError, VerdictError, true, "E_UPSTREAM"},
+		{"a panicking tool is an error result", nil, nil, func(context.Context, json.RawMessage) (json.RawMessage, error) { panic("x") }, StatusError, VerdictError, true, CodeTool},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sink := &recSink{}
@@ -94,8 +94,8 @@ func TestInvokeScenarios(t *testing.T) {
 				return tc.run(ctx, a)
 			}
 			out := h.Invoke(context.Background(), call, tool, run)
-			if out.ToolReturned.Status != tc.status || out.HTTPStatus != tc.http || ran != tc.ran {
-				t.Fatalf("status %s http %d ran %v", out.ToolReturned.Status, out.HTTPStatus, ran)
+			if out.ToolReturned.Status != tc.status || out.Verdict != tc.verdict || ran != tc.ran {
+				t.Fatalf("status %s verdict %s ran %v", out.ToolReturned.Status, out.Verdict, ran)
 			}
 			if (out.ToolReturned.DurationMs != nil) != tc.ran {
 				t.Fatalf("durationMs present = %v, tool ran = %v", out.ToolReturned.DurationMs != nil, tc.ran)
@@ -153,7 +153,7 @@ func TestAuthorizationRequiredIsAResult(t *testing.T) {
 		func(context.Context, json.RawMessage) (json.RawMessage, error) {
 			return nil, fmt.Errorf("wrapped: %w", &AuthorizationRequired{Authorization: link})
 		})
-	if out.HTTPStatus != 200 || out.Result == nil || out.Result.Status != ResultAuthorizationRequired || out.Result.Error != nil ||
+	if out.Verdict != VerdictOK || out.Result == nil || out.Result.Status != ResultAuthorizationRequired || out.Result.Error != nil ||
 		string(out.Result.Authorization) != string(link) || out.ToolReturned.Status != StatusOK || out.ToolReturned.DurationMs == nil {
 		t.Fatalf("outcome = %+v, result %+v", out, out.Result)
 	}

@@ -1,6 +1,7 @@
-package httpapi
+package httpx
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
@@ -17,6 +18,14 @@ var (
 	traceparentPattern = regexp.MustCompile(`^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$`)
 	amznTracePattern   = regexp.MustCompile(`Root=([0-9A-Za-z-]{1,64})`)
 )
+
+type requestIDKey struct{}
+
+// RequestID is the request id Observe gave the request ("" outside it).
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
 
 func randomHex(n int) string {
 	b := make([]byte, n)
@@ -63,30 +72,35 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// observe gives every request a request id and trace id (in the context,
-// so every log line of the request carries them, and in X-Request-Id),
-// recovers panics into a generic 500, and writes one access log line with
-// the route pattern — never the query, which may hold a code or state.
-func (s *Server) observe(next http.Handler) http.Handler {
+// Observe gives every request a request id and trace id (in the context,
+// so every log line of the request carries them and every error body its
+// request id, and in X-Request-Id), recovers panics into a generic 500,
+// and writes one access log line with the route pattern — never the
+// query, which may hold a code or state.
+func Observe(log *slog.Logger, next http.Handler) http.Handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		reqID, traceID := requestIDs(r)
 		ctx := logging.WithAttrs(r.Context(), slog.String("requestId", reqID), slog.String("traceId", traceID))
+		ctx = context.WithValue(ctx, requestIDKey{}, reqID)
 		r = r.WithContext(ctx)
 		w.Header().Set("X-Request-Id", reqID)
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
 			if p := recover(); p != nil {
-				s.log.ErrorContext(ctx, "handler panic", "panic", slog.AnyValue(p).String())
+				log.ErrorContext(ctx, "handler panic", "panic", slog.AnyValue(p).String())
 				if sw.status == 0 {
-					writeError(sw, r, http.StatusInternalServerError, "internal", "")
+					WriteError(sw, r, http.StatusInternalServerError, CodeInternal, "")
 				}
 			}
 			route := r.Pattern
 			if route == "" {
 				route = "unmatched"
 			}
-			s.log.InfoContext(ctx, "request",
+			log.InfoContext(ctx, "request",
 				"method", r.Method,
 				"route", strings.TrimPrefix(route, r.Method+" "),
 				"status", sw.status,

@@ -1,0 +1,19 @@
+// Package httpx is the one response vocabulary of agentauth's HTTP edge:
+// every route (runtime, callback, tool plane) answers through it.
+//
+//   - WriteJSON writes a JSON answer that no cache keeps.
+//   - WriteError writes the one error body,
+//     {"error": {"code", "message", "details"?, "requestId"}}. A 5xx
+//     message is fixed by its status, so no handler can put err.Error()
+//     into a response; the request id finds the log line.
+//   - DecodeJSON and ReadBody read a request body by one set of rules:
+//     Content-Type application/json (or none) else 415, a per-route size
+//     limit else 413, and for JSON one object with no unknown field and no
+//     trailing data else 400, naming the field or byte offset.
+//   - Observe gives every request its request id and trace id, recovers
+//     panics into a generic 500 and writes one access-log line.
+//
+// It must never echo a request body, a query or a header value in an
+// answer or a log line: problems are described by field name, byte offset
+// and type.
+package httpx
