@@ -147,18 +147,13 @@ synth: check-tools infra/node_modules/.installed build-lambdas ## synthesize the
 test-unit: ## unit tests only (no browser, no provider)
 	$(GO) test -short -count=1 $$($(GO) list ./... | grep -v /test/e2e)
 
+# FUZZPKG narrows the search, e.g. FUZZPKG=./shared/edge/... (scripts/fuzz.sh).
+FUZZTIME      ?= 30s
+FUZZPKG       ?= ./...
+
 .PHONY: fuzz
-fuzz: ## run each fuzzer for FUZZTIME (default 30s)
-	$(GO) test -run '^$$' -fuzz FuzzStateParse -fuzztime $${FUZZTIME:-30s} ./shared/oauth
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $${FUZZTIME:-30s} ./shared/bundle
-	$(GO) test -run '^$$' -fuzz FuzzTemplate -fuzztime $${FUZZTIME:-30s} ./shared/bundle
-	$(GO) test -run '^$$' -fuzz FuzzCallbackQuery -fuzztime $${FUZZTIME:-30s} ./shared/edge/httpapi
-	$(GO) test -run '^$$' -fuzz FuzzGlob -fuzztime $${FUZZTIME:-30s} ./shared/tools/discovery
-	$(GO) test -run '^$$' -fuzz FuzzClaimPath -fuzztime $${FUZZTIME:-30s} ./shared/tools/discovery
-	$(GO) test -run '^$$' -fuzz FuzzArgsHash -fuzztime $${FUZZTIME:-30s} ./shared/tools/toolhooks
-	$(GO) test -run '^$$' -fuzz FuzzVerify -fuzztime $${FUZZTIME:-30s} ./shared/edge/jwtauth
-	$(GO) test -run '^$$' -fuzz FuzzBuildRequest -fuzztime $${FUZZTIME:-30s} ./shared/tools/httptool
-	$(GO) test -run '^$$' -fuzz FuzzFileSafe -fuzztime $${FUZZTIME:-30s} ./shared/local/filestore
+fuzz: ## run every fuzz target (found with go test -list) for FUZZTIME each (default 30s; FUZZPKG=./shared/...)
+	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZPKG='$(FUZZPKG)' scripts/fuzz.sh
 
 .PHONY: bench
 bench: build ## benchmarks: the warm ready path in-process and over loopback
