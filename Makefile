@@ -49,19 +49,8 @@ build: check-tools ## build bin/agentauth
 
 .PHONY: run
 run: provider-deps build ## run agentauth + the demo OpenID provider locally
-	@mkdir -p $(HOME_DIR)/secrets/demo-oidc && chmod 700 $(HOME_DIR) $(HOME_DIR)/secrets
-	@[ -f $(HOME_DIR)/secrets/demo-oidc/clientSecret ] || { umask 077; printf 'demo-secret\n' > $(HOME_DIR)/secrets/demo-oidc/clientSecret; }
-	@echo "runtime token (Authorization: Bearer …): $$($(BIN) runtime-token --home $(HOME_DIR))"
-	@echo "demo OpenID provider: http://127.0.0.1:$(PROVIDER_PORT) (log in as any name, e.g. alice)"
-	@echo "agent JWT for the tool routes: curl -s -u agentauth-agent:agent-secret -d grant_type=client_credentials -d resource=urn:agentauth:tools -d scope=profile.read http://127.0.0.1:$(PROVIDER_PORT)/token"
-	@PROVIDER_PORT=$(PROVIDER_PORT) node $(PROVIDER_DIR)/provider.mjs > $(HOME_DIR)/provider.log 2>&1 & \
-	  pid=$$!; trap 'kill $$pid 2>/dev/null || true' EXIT INT TERM; \
-	  for i in $$(seq 1 50); do grep -q listening $(HOME_DIR)/provider.log 2>/dev/null && break; sleep 0.2; done; \
-	  grep -q listening $(HOME_DIR)/provider.log || { echo "demo provider did not start:"; cat $(HOME_DIR)/provider.log; exit 1; }; \
-	  AGENTAUTH_JWKS_URL=$${AGENTAUTH_JWKS_URL:-http://127.0.0.1:$(PROVIDER_PORT)/jwks} \
-	  AGENTAUTH_JWT_ISSUER=$${AGENTAUTH_JWT_ISSUER:-http://127.0.0.1:$(PROVIDER_PORT)} \
-	  AGENTAUTH_JWT_AUDIENCE=$${AGENTAUTH_JWT_AUDIENCE:-urn:agentauth:tools} \
-	  $(BIN) serve --bundle $(BUNDLE) --home $(HOME_DIR) --addr $(ADDR)
+	@BIN=$(BIN) HOME_DIR='$(HOME_DIR)' BUNDLE='$(BUNDLE)' ADDR=$(ADDR) \
+	  PROVIDER_DIR=$(PROVIDER_DIR) PROVIDER_PORT=$(PROVIDER_PORT) scripts/run.sh
 
 TOOLS_BIN     := $(CURDIR)/.tools/bin
 ACTIONLINT    := $(TOOLS_BIN)/actionlint
@@ -147,18 +136,13 @@ synth: check-tools infra/node_modules/.installed build-lambdas ## synthesize the
 test-unit: ## unit tests only (no browser, no provider)
 	$(GO) test -short -count=1 $$($(GO) list ./... | grep -v /test/e2e)
 
+# FUZZPKG narrows the search, e.g. FUZZPKG=./shared/edge/... (scripts/fuzz.sh).
+FUZZTIME      ?= 30s
+FUZZPKG       ?= ./...
+
 .PHONY: fuzz
-fuzz: ## run each fuzzer for FUZZTIME (default 30s)
-	$(GO) test -run '^$$' -fuzz FuzzStateParse -fuzztime $${FUZZTIME:-30s} ./shared/oauth
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $${FUZZTIME:-30s} ./shared/bundle
-	$(GO) test -run '^$$' -fuzz FuzzTemplate -fuzztime $${FUZZTIME:-30s} ./shared/bundle
-	$(GO) test -run '^$$' -fuzz FuzzCallbackQuery -fuzztime $${FUZZTIME:-30s} ./shared/edge/httpapi
-	$(GO) test -run '^$$' -fuzz FuzzGlob -fuzztime $${FUZZTIME:-30s} ./shared/tools/discovery
-	$(GO) test -run '^$$' -fuzz FuzzClaimPath -fuzztime $${FUZZTIME:-30s} ./shared/tools/discovery
-	$(GO) test -run '^$$' -fuzz FuzzArgsHash -fuzztime $${FUZZTIME:-30s} ./shared/tools/toolhooks
-	$(GO) test -run '^$$' -fuzz FuzzVerify -fuzztime $${FUZZTIME:-30s} ./shared/edge/jwtauth
-	$(GO) test -run '^$$' -fuzz FuzzBuildRequest -fuzztime $${FUZZTIME:-30s} ./shared/tools/httptool
-	$(GO) test -run '^$$' -fuzz FuzzFileSafe -fuzztime $${FUZZTIME:-30s} ./shared/local/filestore
+fuzz: ## run every fuzz target (found with go test -list) for FUZZTIME each (default 30s; FUZZPKG=./shared/...)
+	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZPKG='$(FUZZPKG)' scripts/fuzz.sh
 
 .PHONY: bench
 bench: build ## benchmarks: the warm ready path in-process and over loopback

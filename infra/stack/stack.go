@@ -12,6 +12,7 @@ package stack
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -360,18 +361,47 @@ func (p *Props) withDefaults() error {
 	return nil
 }
 
-// New adds the agentauth stack to scope.
+// New adds the agentauth stack to scope. Each concern is built by a
+// function of its own, in this order; every construct keeps its id
+// directly under the stack, so the logical ids (and a deployed stack) do
+// not depend on how New is split.
 func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 	if err := props.withDefaults(); err != nil {
 		return nil, err
 	}
 	st := awscdk.NewStack(scope, jsii.String(id), &props.StackProps)
 	s := &Stack{Stack: st, Functions: map[string]awslambda.Function{}}
-	name := func(suffix string) *string { return jsii.String(props.Prefix + "-" + suffix) }
 
-	// One role per function, without AWSLambdaBasicExecutionRole: log
-	// writes are granted on the function's own log group only.
 	fns := props.functions()
+	roles := newRoles(st, fns)
+	s.Key = newKey(st, props, fns, roles)
+	s.Table = newTable(st, props.Prefix, s.Key)
+	s.Queue, s.DLQ, s.DLQAlarm = newEventQueues(st, props.Prefix, props.AlarmTopicARN)
+	s.SessionKeys = newSessionKeys(st, props.Prefix)
+	s.API = newHTTPAPI(st, props.Prefix)
+	publicURL := s.API.ApiEndpoint()
+	if props.PublicURL != "" {
+		publicURL = jsii.String(props.PublicURL)
+	}
+	env := s.sharedEnv(props, publicURL)
+	for _, fn := range fns {
+		s.Functions[fn] = newFunction(st, props, fn, roles[fn], functionEnv(fn, env, props.Tools))
+		grantData(roles[fn], fn, s.Table, s.Queue, s.SessionKeys, props.SecretPrefix)
+	}
+	newSessionSweep(st, props.Prefix, s.Functions[GetToken])
+	s.addRoutes(props)
+	s.addOutputs(props, publicURL)
+	return s, nil
+}
+
+// physicalName is the name of one of the stack's resources: every name
+// starts with the prefix, so two stacks in one account do not collide.
+func physicalName(prefix, suffix string) *string { return jsii.String(prefix + "-" + suffix) }
+
+// newRoles creates one role per function, without
+// AWSLambdaBasicExecutionRole: log writes are granted on the function's own
+// log group only (newFunction).
+func newRoles(st awscdk.Stack, fns []string) map[string]awsiam.Role {
 	roles := map[string]awsiam.Role{}
 	for _, fn := range fns {
 		roles[fn] = awsiam.NewRole(st, jsii.String(fn+"Role"), &awsiam.RoleProps{
@@ -379,15 +409,17 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 			Description: jsii.String("agentauth " + fn + " function"),
 		})
 	}
+	return roles
+}
 
-	s.Key = newKey(st, props, fns, roles)
-
-	// Grants and sessions: one item per record, keyed by pk. Secret fields
-	// are already envelope-sealed by the functions; table SSE with the same
-	// customer-managed key covers the rest of each item (ids, status,
-	// expiry) and puts the whole table under the key's lifecycle.
-	s.Table = awsdynamodb.NewTable(st, jsii.String("Records"), &awsdynamodb.TableProps{
-		TableName:           name("records"),
+// newTable creates the record table: grants and sessions, one item per
+// record, keyed by pk. Secret fields are already envelope-sealed by the
+// functions; table SSE with the same customer-managed key covers the rest
+// of each item (ids, status, expiry) and puts the whole table under the
+// key's lifecycle.
+func newTable(st awscdk.Stack, prefix string, key awskms.Key) awsdynamodb.Table {
+	return awsdynamodb.NewTable(st, jsii.String("Records"), &awsdynamodb.TableProps{
+		TableName:           physicalName(prefix, "records"),
 		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String("pk"), Type: awsdynamodb.AttributeType_STRING},
 		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		TimeToLiveAttribute: jsii.String("ttl"),
@@ -395,26 +427,29 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},
 		Encryption:         awsdynamodb.TableEncryption_CUSTOMER_MANAGED,
-		EncryptionKey:      s.Key,
+		EncryptionKey:      key,
 		DeletionProtection: jsii.Bool(true),
 		RemovalPolicy:      awscdk.RemovalPolicy_RETAIN,
 	})
+}
 
-	// auth.granted events: FIFO, one message group per agent instance,
-	// deduplicated by auth session id (never by content). SQS-managed
-	// encryption: the events hold ids and resume targets, no secret, and a
-	// KMS-encrypted queue would need unconditioned kms:GenerateDataKey for
-	// every producer and consumer on the sealing key.
-	s.DLQ = awssqs.NewQueue(st, jsii.String("EventsDLQ"), &awssqs.QueueProps{
-		QueueName:                 name("events-dlq.fifo"),
+// newEventQueues creates the auth.granted event queue, its dead-letter
+// queue and the alarm on it (notifying alarmTopicARN when set). FIFO, one
+// message group per agent instance, deduplicated by auth session id (never
+// by content). SQS-managed encryption: the events hold ids and resume
+// targets, no secret, and a KMS-encrypted queue would need unconditioned
+// kms:GenerateDataKey for every producer and consumer on the sealing key.
+func newEventQueues(st awscdk.Stack, prefix, alarmTopicARN string) (queue, dlq awssqs.Queue, alarm awscloudwatch.Alarm) {
+	dlq = awssqs.NewQueue(st, jsii.String("EventsDLQ"), &awssqs.QueueProps{
+		QueueName:                 physicalName(prefix, "events-dlq.fifo"),
 		Fifo:                      jsii.Bool(true),
 		ContentBasedDeduplication: jsii.Bool(false),
 		Encryption:                awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:                jsii.Bool(true),
 		RetentionPeriod:           awscdk.Duration_Days(jsii.Number(14)),
 	})
-	s.Queue = awssqs.NewQueue(st, jsii.String("Events"), &awssqs.QueueProps{
-		QueueName:                 name("events.fifo"),
+	queue = awssqs.NewQueue(st, jsii.String("Events"), &awssqs.QueueProps{
+		QueueName:                 physicalName(prefix, "events.fifo"),
 		Fifo:                      jsii.Bool(true),
 		ContentBasedDeduplication: jsii.Bool(false),
 		Encryption:                awssqs.QueueEncryption_SQS_MANAGED,
@@ -423,12 +458,12 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		// Room for a consumer (the turn function) with a timeout up to 30 s
 		// at AWS's recommended six times the function timeout.
 		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(180)),
-		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: s.DLQ, MaxReceiveCount: jsii.Number(5)},
+		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(5)},
 	})
-	s.DLQAlarm = awscloudwatch.NewAlarm(st, jsii.String("EventsDLQNotEmpty"), &awscloudwatch.AlarmProps{
-		AlarmName:        name("events-dlq-not-empty"),
+	alarm = awscloudwatch.NewAlarm(st, jsii.String("EventsDLQNotEmpty"), &awscloudwatch.AlarmProps{
+		AlarmName:        physicalName(prefix, "events-dlq-not-empty"),
 		AlarmDescription: jsii.String("auth.granted or agent events failed delivery 5 times and sit in the DLQ; inspect and redrive"),
-		Metric: s.DLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{
+		Metric: dlq.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{
 			Period:    awscdk.Duration_Minutes(jsii.Number(1)),
 			Statistic: jsii.String("Maximum"),
 		}),
@@ -437,17 +472,20 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		EvaluationPeriods:  jsii.Number(1),
 		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
 	})
-	if props.AlarmTopicARN != "" {
-		topic := awssns.Topic_FromTopicArn(st, jsii.String("AlarmTopic"), jsii.String(props.AlarmTopicARN))
-		s.DLQAlarm.AddAlarmAction(awscloudwatchactions.NewSnsAction(topic))
+	if alarmTopicARN != "" {
+		topic := awssns.Topic_FromTopicArn(st, jsii.String("AlarmTopic"), jsii.String(alarmTopicARN))
+		alarm.AddAlarmAction(awscloudwatchactions.NewSnsAction(topic))
 	}
+	return queue, dlq, alarm
+}
 
-	// Session and state keys: generated by Secrets Manager, never seen by
-	// CloudFormation or the template. Retained: deleting it would make
-	// every pending session and outstanding state unreadable. Rotate by
-	// prepending a new string (see lambdaentry.SessionKeys).
-	s.SessionKeys = awssecretsmanager.NewSecret(st, jsii.String("SessionKeys"), &awssecretsmanager.SecretProps{
-		SecretName:  name("session-keys"),
+// newSessionKeys creates the session and state keys: generated by Secrets
+// Manager, never seen by CloudFormation or the template. Retained: deleting
+// it would make every pending session and outstanding state unreadable.
+// Rotate by prepending a new string (see lambdaentry.SessionKeys).
+func newSessionKeys(st awscdk.Stack, prefix string) awssecretsmanager.Secret {
+	return awssecretsmanager.NewSecret(st, jsii.String("SessionKeys"), &awssecretsmanager.SecretProps{
+		SecretName:  physicalName(prefix, "session-keys"),
 		Description: jsii.String("agentauth: keys that seal OAuth sessions and sign state (comma-separated, first current)"),
 		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
 			PasswordLength:     jsii.Number(SessionKeyLength),
@@ -456,22 +494,24 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		},
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
 	})
+}
 
-	// The API exists before the functions: the functions read its endpoint
-	// from their environment (Api -> Function), while routes, integrations
-	// and invoke permissions come after both (Function -> Integration ->
-	// Route), so there is no cycle.
-	s.API = awsapigatewayv2.NewHttpApi(st, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{
-		ApiName:            name("http"),
+// newHTTPAPI creates the HTTP API, without routes. It exists before the
+// functions: the functions read its endpoint from their environment
+// (Api -> Function), while routes, integrations and invoke permissions
+// come after both (Function -> Integration -> Route, addRoutes), so there
+// is no cycle.
+func newHTTPAPI(st awscdk.Stack, prefix string) awsapigatewayv2.HttpApi {
+	return awsapigatewayv2.NewHttpApi(st, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{
+		ApiName:            physicalName(prefix, "http"),
 		Description:        jsii.String("agentauth runtime (IAM), OAuth callback (public) and tool (JWT checked by the function) routes"),
 		CreateDefaultStage: jsii.Bool(true),
 	})
-	publicURL := s.API.ApiEndpoint()
-	if props.PublicURL != "" {
-		publicURL = jsii.String(props.PublicURL)
-	}
+}
 
-	env := map[string]*string{
+// sharedEnv is the environment every function gets.
+func (s *Stack) sharedEnv(props Props, publicURL *string) map[string]*string {
+	return map[string]*string{
 		EnvTable:     s.Table.TableName(),
 		EnvKMSKeyID:  s.Key.KeyArn(),
 		EnvQueueURL:  s.Queue.QueueUrl(),
@@ -481,93 +521,114 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		EnvSessionKeysSecret: s.SessionKeys.SecretArn(),
 		EnvSecretPrefix:      jsii.String(props.SecretPrefix),
 	}
-	timeouts := map[string]float64{GetToken: GetTokenTimeoutSeconds, Callback: CallbackTimeoutSeconds, Tools: ToolsTimeoutSeconds}
-	for _, fn := range fns {
-		fnEnv := map[string]*string{}
-		for k, v := range env {
-			fnEnv[k] = v
-		}
-		switch fn {
-		case GetToken:
-			fnEnv[EnvMaxWaitSeconds] = jsii.String(fmt.Sprint(MaxWaitSeconds))
-		case Tools:
-			for k, v := range toolsEnv(props.Tools) {
-				fnEnv[k] = jsii.String(v)
-			}
-		}
-		logs := awslogs.NewLogGroup(st, jsii.String(fn+"Logs"), &awslogs.LogGroupProps{
-			LogGroupName:  jsii.String("/aws/lambda/" + props.Prefix + "-" + fn),
-			Retention:     props.LogRetention,
-			RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
-		})
-		logs.GrantWrite(roles[fn])
-		f := awslambda.NewFunction(st, jsii.String(fn+"Function"), &awslambda.FunctionProps{
-			FunctionName: name(fn),
-			Description:  jsii.String("agentauth " + fn),
-			Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
-			Handler:      jsii.String("bootstrap"),
-			Architecture: props.Architecture,
-			Code:         awslambda.Code_FromAsset(jsii.String(filepath.Join(props.AssetDir, fn)), nil),
-			MemorySize:   jsii.Number(256),
-			Timeout:      awscdk.Duration_Seconds(jsii.Number(timeouts[fn])),
-			Environment:  &fnEnv,
-			Role:         roles[fn],
-			LogGroup:     logs,
-		})
-		s.Functions[fn] = f
-		grantData(roles[fn], fn, s.Table, s.Queue, s.SessionKeys, props.SecretPrefix)
-	}
+}
 
-	// The session sweep: expire pending sessions, re-send auth.granted
-	// events whose first send failed (so none is lost), delete finished
-	// sessions. gettoken runs it on a schedule (its role already has the
-	// table and the queue); see shared/edge/lambdaentry.
+// functionEnv is fn's environment: the shared one, plus gettoken's wait cap
+// or the tools function's settings.
+func functionEnv(fn string, shared map[string]*string, tools ToolsProps) map[string]*string {
+	env := maps.Clone(shared)
+	switch fn {
+	case GetToken:
+		env[EnvMaxWaitSeconds] = jsii.String(fmt.Sprint(MaxWaitSeconds))
+	case Tools:
+		for k, v := range toolsEnv(tools) {
+			env[k] = jsii.String(v)
+		}
+	}
+	return env
+}
+
+// functionTimeouts are the functions' timeouts, in seconds.
+var functionTimeouts = map[string]float64{GetToken: GetTokenTimeoutSeconds, Callback: CallbackTimeoutSeconds, Tools: ToolsTimeoutSeconds}
+
+// newFunction creates fn from its prebuilt package <AssetDir>/<fn>, with a
+// log group of its own that only its role may write to.
+func newFunction(st awscdk.Stack, props Props, fn string, role awsiam.Role, env map[string]*string) awslambda.Function {
+	logs := awslogs.NewLogGroup(st, jsii.String(fn+"Logs"), &awslogs.LogGroupProps{
+		LogGroupName:  jsii.String("/aws/lambda/" + props.Prefix + "-" + fn),
+		Retention:     props.LogRetention,
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	logs.GrantWrite(role)
+	return awslambda.NewFunction(st, jsii.String(fn+"Function"), &awslambda.FunctionProps{
+		FunctionName: physicalName(props.Prefix, fn),
+		Description:  jsii.String("agentauth " + fn),
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Handler:      jsii.String("bootstrap"),
+		Architecture: props.Architecture,
+		Code:         awslambda.Code_FromAsset(jsii.String(filepath.Join(props.AssetDir, fn)), nil),
+		MemorySize:   jsii.Number(256),
+		Timeout:      awscdk.Duration_Seconds(jsii.Number(functionTimeouts[fn])),
+		Environment:  &env,
+		Role:         role,
+		LogGroup:     logs,
+	})
+}
+
+// newSessionSweep schedules the session sweep on gettoken (whose role
+// already has the table and the queue): expire pending sessions, re-send
+// auth.granted events whose first send failed (so none is lost), delete
+// finished sessions; see shared/edge/lambdaentry.
+func newSessionSweep(st awscdk.Stack, prefix string, gettoken awslambda.Function) {
 	awsevents.NewRule(st, jsii.String("SessionSweep"), &awsevents.RuleProps{
-		RuleName:    name("session-sweep"),
+		RuleName:    physicalName(prefix, "session-sweep"),
 		Description: jsii.String("agentauth session sweep (cleanup, late auth.granted delivery)"),
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(SweepMinutes))),
-		Targets:     &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(s.Functions[GetToken], nil)},
+		Targets:     &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(gettoken, nil)},
 	})
+}
 
+// addRoutes routes the API to the functions: the runtime routes under IAM
+// authorization, /healthz and the callback paths public, and the tool (and
+// seam) routes public too, since the tools function checks the JWT itself
+// (see ToolRoutes). Without a tools function the synth warns.
+func (s *Stack) addRoutes(props Props) {
 	iamAuth := awsapigatewayv2authorizers.NewHttpIamAuthorizer()
 	noAuth := awsapigatewayv2.NewHttpNoneAuthorizer()
-	integ := func(fn string) awsapigatewayv2.HttpRouteIntegration {
-		return awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String(fn+"Integration"), s.Functions[fn],
-			&awsapigatewayv2integrations.HttpLambdaIntegrationProps{
-				PayloadFormatVersion: awsapigatewayv2.PayloadFormatVersion_VERSION_2_0(),
-			})
-	}
-	runtimeInteg, callbackInteg := integ(GetToken), integ(Callback)
-	route := func(r Route, in awsapigatewayv2.HttpRouteIntegration, auth awsapigatewayv2.IHttpRouteAuthorizer) {
-		s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
-			Path: jsii.String(r.Path), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)},
-			Integration: in, Authorizer: auth,
-		})
-	}
+	runtimeInteg, callbackInteg := s.integration(GetToken), s.integration(Callback)
 	for _, r := range RuntimeRoutes {
-		route(r, runtimeInteg, iamAuth)
+		s.route(r, runtimeInteg, iamAuth)
 	}
-	route(Route{Method: "GET", Path: "/healthz"}, runtimeInteg, noAuth)
+	s.route(Route{Method: "GET", Path: "/healthz"}, runtimeInteg, noAuth)
 	for _, cp := range props.CallbackPaths {
-		route(Route{Method: "GET", Path: cp}, callbackInteg, noAuth)
+		s.route(Route{Method: "GET", Path: cp}, callbackInteg, noAuth)
 	}
-	if props.Tools.Enabled() {
-		toolsInteg := integ(Tools)
-		routes := ToolRoutes
-		if props.Tools.Seam {
-			routes = append(append([]Route(nil), ToolRoutes...), SeamRoutes...)
-		}
-		for _, r := range routes {
-			route(r, toolsInteg, noAuth)
-		}
-	} else {
-		awscdk.Annotations_Of(st).AddWarningV2(jsii.String("agentauth:noToolsFunction"), jsii.String(
+	if !props.Tools.Enabled() {
+		awscdk.Annotations_Of(s.Stack).AddWarningV2(jsii.String("agentauth:noToolsFunction"), jsii.String(
 			"no tools function and no tool routes: context jwksUrl is not set "+
 				"(deploy them with -c jwksUrl=<JWKS URL> -c jwtIssuer=<iss> -c jwtAudience=<aud>)"))
+		return
 	}
+	toolsInteg := s.integration(Tools)
+	routes := ToolRoutes
+	if props.Tools.Seam {
+		routes = append(append([]Route(nil), ToolRoutes...), SeamRoutes...)
+	}
+	for _, r := range routes {
+		s.route(r, toolsInteg, noAuth)
+	}
+}
 
+// integration is the payload-2.0 Lambda integration of fn.
+func (s *Stack) integration(fn string) awsapigatewayv2.HttpRouteIntegration {
+	return awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String(fn+"Integration"), s.Functions[fn],
+		&awsapigatewayv2integrations.HttpLambdaIntegrationProps{
+			PayloadFormatVersion: awsapigatewayv2.PayloadFormatVersion_VERSION_2_0(),
+		})
+}
+
+func (s *Stack) route(r Route, in awsapigatewayv2.HttpRouteIntegration, auth awsapigatewayv2.IHttpRouteAuthorizer) {
+	s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		Path: jsii.String(r.Path), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)},
+		Integration: in, Authorizer: auth,
+	})
+}
+
+// addOutputs adds the stack outputs that deploy-local, the tests and an
+// operator read.
+func (s *Stack) addOutputs(props Props, publicURL *string) {
 	out := func(id, desc string, v *string) {
-		awscdk.NewCfnOutput(st, jsii.String(id), &awscdk.CfnOutputProps{Value: v, Description: jsii.String(desc)})
+		awscdk.NewCfnOutput(s.Stack, jsii.String(id), &awscdk.CfnOutputProps{Value: v, Description: jsii.String(desc)})
 	}
 	out("ApiUrl", "HTTP API endpoint (runtime routes, SigV4-signed)", s.API.ApiEndpoint())
 	out("PublicUrl", "base URL of the OAuth callback routes", publicURL)
@@ -585,7 +646,6 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		out("ToolsUrl", "base URL of the tool routes (GET <ToolsUrl>/v1/agents/tools, Bearer JWT)", publicURL)
 		out("ToolsFunctionName", "tools function", s.Functions[Tools].FunctionName())
 	}
-	return s, nil
 }
 
 // toolsEnv is what the tools function reads on top of the shared

@@ -70,6 +70,9 @@ func schemaShape(n *yaml.Node) (tooDeep, tooLarge bool) {
 	return tooDeep, tooLarge
 }
 
+// decodeTool reads a Tool document into the bundle. Each part of the spec
+// is read by its own function; the Tool is added only when its id is valid
+// and unused, while every other problem is reported and the load goes on.
 func decodeTool(r *res, d *document) {
 	spec := r.mapping("spec", d.SpecLine, d.Spec,
 		"id", "name", "description", "inputSchema", "sourceId", "sourcePath", "method",
@@ -83,56 +86,14 @@ func decodeTool(r *res, d *document) {
 		return
 	}
 	t := &Tool{Name: d.Name, Labels: d.Labels, File: r.file, Line: r.line}
-
-	src := spec.requireStr("sourceId", "")
-	if src.OK {
-		if !discovery.ValidSourceID(src.Value) {
-			r.errorf(src.Line, spec.field("sourceId"), "%q is not a source id: want letters, digits, '_', '.' and '-', starting with a letter or digit", src.Value)
-		} else {
-			t.SourceID = src.Value
-		}
-	}
-	id := spec.requireStr("id", "")
-	if id.OK {
-		source, _, ok := discovery.SplitToolID(id.Value)
-		switch {
-		case !ok:
-			r.errorf(id.Line, spec.field("id"), "%q is not a tool id: want <source>:<operation>, both of letters, digits, '_', '.' and '-', at most %d characters", id.Value, discovery.MaxToolIDLength)
-		case t.SourceID != "" && source != t.SourceID:
-			r.errorf(id.Line, spec.field("id"), "the source part %q of %q must be spec.sourceId %q", source, id.Value, t.SourceID)
-		default:
-			t.ID = id.Value
-		}
-	}
-
-	if s := spec.requireStr("name", ""); s.OK {
-		switch {
-		case noControl(s.Value) != "":
-			r.errorf(s.Line, spec.field("name"), "%s", noControl(s.Value))
-		case utf8.RuneCountInString(s.Value) > maxToolName:
-			r.errorf(s.Line, spec.field("name"), "must be at most %d characters", maxToolName)
-		default:
-			t.ToolName = s.Value
-			if !modelToolName.MatchString(s.Value) {
-				r.warnf(s.Line, spec.field("name"), "%q: model APIs accept tool names of 1 to 64 letters, digits, '_' and '-' only", s.Value)
-			}
-		}
-	}
+	t.SourceID = toolSourceID(r, spec)
+	idLine := toolID(r, spec, t)
+	t.ToolName = toolName(r, spec)
 	if s := spec.requireStr("description", ""); s.OK {
 		t.Description = s.Value
 	}
 	t.InputSchema, t.InputSchemaJSON, t.Schema = inputSchema(r, spec)
-
-	if s := spec.str("sourcePath"); s.OK {
-		switch {
-		case !strings.HasPrefix(s.Value, "/"):
-			r.errorf(s.Line, spec.field("sourcePath"), "must start with /")
-		case noSpaces(s.Value) != "":
-			r.errorf(s.Line, spec.field("sourcePath"), "must not contain spaces or control characters")
-		default:
-			t.SourcePath = s.Value
-		}
-	}
+	t.SourcePath = toolSourcePath(r, spec)
 	method := spec.oneOf("method", false, httpMethods...)
 	if method.OK {
 		t.Method = method.Value
@@ -144,16 +105,101 @@ func decodeTool(r *res, d *document) {
 	}
 	t.Enabled = spec.optBool("enabled", true)
 	t.RequiredScopes, _ = spec.stringList("requiredScopes", noSpaces)
+	t.ErrorMessageLimit = errorMessageLimit(r, spec)
+	toolTransport(r, spec, t, method)
+	t.Auth = toolAuth(r, spec, t)
+	addTool(r, spec, t, idLine)
+}
 
-	t.ErrorMessageLimit = DefaultErrorMessageLimit
-	if v, line, present, ok := spec.integer("errorMessageLimit"); present && ok {
-		if v <= 0 || v > maxErrorMessageLimit {
-			r.errorf(line, spec.field("errorMessageLimit"), "must be between 1 and %d", maxErrorMessageLimit)
-		} else {
-			t.ErrorMessageLimit = v
-		}
+// toolSourceID reads spec.sourceId ("" when missing or invalid, reported).
+func toolSourceID(r *res, spec *mapping) string {
+	src := spec.requireStr("sourceId", "")
+	if !src.OK {
+		return ""
 	}
+	if !discovery.ValidSourceID(src.Value) {
+		r.errorf(src.Line, spec.field("sourceId"), "%q is not a source id: want letters, digits, '_', '.' and '-', starting with a letter or digit", src.Value)
+		return ""
+	}
+	return src.Value
+}
 
+// toolID reads spec.id into t.ID when it is a tool id whose source part is
+// t.SourceID (read first), and returns its line for later messages.
+func toolID(r *res, spec *mapping, t *Tool) int {
+	id := spec.requireStr("id", "")
+	if !id.OK {
+		return id.Line
+	}
+	source, _, ok := discovery.SplitToolID(id.Value)
+	switch {
+	case !ok:
+		r.errorf(id.Line, spec.field("id"), "%q is not a tool id: want <source>:<operation>, both of letters, digits, '_', '.' and '-', at most %d characters", id.Value, discovery.MaxToolIDLength)
+	case t.SourceID != "" && source != t.SourceID:
+		r.errorf(id.Line, spec.field("id"), "the source part %q of %q must be spec.sourceId %q", source, id.Value, t.SourceID)
+	default:
+		t.ID = id.Value
+	}
+	return id.Line
+}
+
+// toolName reads spec.name, the name models see: at most maxToolName
+// characters, no control characters; one that model APIs would refuse is
+// a warning, not an error.
+func toolName(r *res, spec *mapping) string {
+	s := spec.requireStr("name", "")
+	if !s.OK {
+		return ""
+	}
+	switch {
+	case noControl(s.Value) != "":
+		r.errorf(s.Line, spec.field("name"), "%s", noControl(s.Value))
+		return ""
+	case utf8.RuneCountInString(s.Value) > maxToolName:
+		r.errorf(s.Line, spec.field("name"), "must be at most %d characters", maxToolName)
+		return ""
+	}
+	if !modelToolName.MatchString(s.Value) {
+		r.warnf(s.Line, spec.field("name"), "%q: model APIs accept tool names of 1 to 64 letters, digits, '_' and '-' only", s.Value)
+	}
+	return s.Value
+}
+
+// toolSourcePath reads the optional spec.sourcePath: an absolute path
+// without spaces.
+func toolSourcePath(r *res, spec *mapping) string {
+	s := spec.str("sourcePath")
+	if !s.OK {
+		return ""
+	}
+	switch {
+	case !strings.HasPrefix(s.Value, "/"):
+		r.errorf(s.Line, spec.field("sourcePath"), "must start with /")
+		return ""
+	case noSpaces(s.Value) != "":
+		r.errorf(s.Line, spec.field("sourcePath"), "must not contain spaces or control characters")
+		return ""
+	}
+	return s.Value
+}
+
+// errorMessageLimit reads spec.errorMessageLimit, DefaultErrorMessageLimit
+// when it is missing or invalid (reported).
+func errorMessageLimit(r *res, spec *mapping) int {
+	v, line, present, ok := spec.integer("errorMessageLimit")
+	if !present || !ok {
+		return DefaultErrorMessageLimit
+	}
+	if v <= 0 || v > maxErrorMessageLimit {
+		r.errorf(line, spec.field("errorMessageLimit"), "must be between 1 and %d", maxErrorMessageLimit)
+		return DefaultErrorMessageLimit
+	}
+	return v
+}
+
+// toolTransport reads spec.transport into t, and spec.url, which an http
+// tool needs (with spec.method, read by the caller) and no other may have.
+func toolTransport(r *res, spec *mapping, t *Tool, method scalar) {
 	transport := spec.oneOf("transport", true, TransportHTTP, TransportMCP, TransportNative)
 	if transport.OK {
 		t.Transport = transport.Value
@@ -172,13 +218,16 @@ func decodeTool(r *res, d *document) {
 	case u.Present:
 		r.errorf(u.Line, spec.field("url"), "only for transport http, not %s", t.Transport)
 	}
-	t.Auth = toolAuth(r, spec, t)
+}
 
+// addTool adds t to the bundle unless its id is missing (reported) or
+// already used by another Tool.
+func addTool(r *res, spec *mapping, t *Tool, idLine int) {
 	if t.ID == "" {
-		return // reported
+		return
 	}
 	if first, dup := r.l.b.Tools[t.ID]; dup {
-		r.errorf(id.Line, spec.field("id"), "duplicate tool id %q: already used by %s (%s:%d)", t.ID, first.Ref(), first.File, first.Line)
+		r.errorf(idLine, spec.field("id"), "duplicate tool id %q: already used by %s (%s:%d)", t.ID, first.Ref(), first.File, first.Line)
 		return
 	}
 	r.l.b.Tools[t.ID] = t

@@ -290,6 +290,10 @@ func TestToolRules(t *testing.T) {
 			at: "name: xx", want: "Tool/clock: spec.name: must be at most 128 characters"},
 		{name: "description missing", old: "  description: The current time\n", new: "",
 			at: "spec:\n  id: native", want: "Tool/clock: spec.description: required"},
+		{name: "spec missing", old: "metadata: {name: clock}\nspec:\n  id: native:now\n  name: now\n  description: The current time\n  inputSchema: {type: object}\n  sourceId: native\n  transport: native\n", new: "metadata: {name: clock}\n",
+			at: "apiVersion: agents.example.io/v1alpha1\nkind: Tool\nmetadata: {name: clock}", want: "Tool/clock: spec: required"},
+		{name: "spec not a mapping", old: "metadata: {name: clock}\nspec:\n  id: native:now\n  name: now\n  description: The current time\n  inputSchema: {type: object}\n  sourceId: native\n  transport: native\n", new: "metadata: {name: clock}\nspec: [native:now]\n",
+			at: "spec: [native:now]", want: "Tool/clock: spec: must be a mapping, got a list"},
 		{name: "unknown field", old: "  transport: native\n", new: "  transport: native\n  sourceID: x\n",
 			at: "sourceID", want: "Tool/clock: spec.sourceID: unknown field; did you mean sourceId?"},
 

@@ -40,24 +40,34 @@ func (r *res) valueSource(parent *mapping, key string, secret bool) (string, boo
 		r.errorf(vs.line, p, "set only one of value and valueFrom")
 		return "", false
 	case value.Present:
-		if !value.OK {
-			return "", false
-		}
-		if value.Value == "" {
-			r.errorf(value.Line, vs.field("value"), "must not be empty")
-			return "", false
-		}
-		if secret {
-			r.warnf(value.Line, vs.field("value"), "a literal secret in the bundle is for tests and demos; use valueFrom (env or secretRef) (spec 2.4 rule 4)")
-		}
-		return value.Value, true
+		return r.literalValue(vs, value, secret)
 	case !from.present:
 		r.errorf(vs.line, p, "needs one of value, valueFrom.env or valueFrom.secretRef")
 		return "", false
 	case from.bad:
 		return "", false
 	}
+	return r.valueFrom(from)
+}
 
+// literalValue is {value}: a non-empty string, warned about when it is a
+// secret.
+func (r *res) literalValue(vs *mapping, value scalar, secret bool) (string, bool) {
+	if !value.OK {
+		return "", false
+	}
+	if value.Value == "" {
+		r.errorf(value.Line, vs.field("value"), "must not be empty")
+		return "", false
+	}
+	if secret {
+		r.warnf(value.Line, vs.field("value"), "a literal secret in the bundle is for tests and demos; use valueFrom (env or secretRef) (spec 2.4 rule 4)")
+	}
+	return value.Value, true
+}
+
+// valueFrom resolves {valueFrom: …}: exactly one of env and secretRef.
+func (r *res) valueFrom(from *mapping) (string, bool) {
 	env := from.str("env")
 	refNode, refLine := from.get("secretRef")
 	switch {
@@ -65,36 +75,45 @@ func (r *res) valueSource(parent *mapping, key string, secret bool) (string, boo
 		r.errorf(from.line, from.path, "set only one of env and secretRef")
 		return "", false
 	case env.Present:
-		if !env.OK {
-			return "", false
-		}
-		if env.Value == "" {
-			r.errorf(env.Line, from.field("env"), "must name an environment variable")
-			return "", false
-		}
-		v, ok := r.l.opts.LookupEnv(env.Value)
-		switch {
-		case !ok:
-			r.errorf(env.Line, from.field("env"), "environment variable %q is not set", env.Value)
-			return "", false
-		case v == "":
-			r.errorf(env.Line, from.field("env"), "environment variable %q is empty", env.Value)
-			return "", false
-		}
-		return v, true
+		return r.envValue(from, env)
 	case refNode == nil:
 		r.errorf(from.line, from.path, "needs env or secretRef")
 		return "", false
 	}
+	return r.secretRefValue(r.mapping(from.field("secretRef"), refLine, refNode, "ref", "key"))
+}
 
-	sr := r.mapping(from.field("secretRef"), refLine, refNode, "ref", "key")
+// envValue is {valueFrom: {env}}: the value of a set, non-empty variable.
+func (r *res) envValue(from *mapping, env scalar) (string, bool) {
+	if !env.OK {
+		return "", false
+	}
+	if env.Value == "" {
+		r.errorf(env.Line, from.field("env"), "must name an environment variable")
+		return "", false
+	}
+	v, ok := r.l.opts.LookupEnv(env.Value)
+	switch {
+	case !ok:
+		r.errorf(env.Line, from.field("env"), "environment variable %q is not set", env.Value)
+		return "", false
+	case v == "":
+		r.errorf(env.Line, from.field("env"), "environment variable %q is empty", env.Value)
+		return "", false
+	}
+	return v, true
+}
+
+// secretRefValue is {valueFrom: {secretRef: {ref: Secret/<name>, key}}}:
+// the non-empty value the configured SecretResolver holds.
+func (r *res) secretRefValue(sr *mapping) (string, bool) {
 	ref := sr.requireStr("ref", "")
 	k := sr.requireStr("key", "")
 	if !ref.OK || !k.OK {
 		return "", false
 	}
-	kind, name, found := strings.Cut(ref.Value, "/")
-	if !found || kind != "Secret" || name == "" || strings.Contains(name, "/") {
+	name, ok := secretName(ref.Value)
+	if !ok {
 		r.errorf(ref.Line, sr.field("ref"), "%q: want Secret/<name>", ref.Value)
 		return "", false
 	}
@@ -112,6 +131,16 @@ func (r *res) valueSource(parent *mapping, key string, secret bool) (string, boo
 		return "", false
 	}
 	return v.Reveal(), true
+}
+
+// secretName is the name in a secretRef's ref, which must be spelt out as
+// Secret/<name> (no bare name: a ref names its kind).
+func secretName(ref string) (string, bool) {
+	kind, name, found := strings.Cut(ref, "/")
+	if !found || kind != "Secret" || name == "" || strings.Contains(name, "/") {
+		return "", false
+	}
+	return name, true
 }
 
 // maxOptionValues bounds the values in spec.options, aliases counted each

@@ -166,90 +166,160 @@ func (s *Store) CompleteSession(ctx context.Context, sessionID string, at time.T
 	if err != nil {
 		return fail(err)
 	}
-	sess, ok := s.known.session(sessionID)
-	if !ok {
-		if _, sess, err = s.readSession(ctx, sessionID); err != nil {
-			return fail(err)
-		}
+	var guess completionGuess
+	if guess.sess, err = s.knownSession(ctx, sessionID); err != nil {
+		return fail(err)
 	}
-	grant := s.known.grant(g.ID)
+	guess.grant = s.known.grant(g.ID)
 	for attempt := 1; ; attempt++ {
-		in, done, written, err := s.completion(sessionID, sess, atText, g, grant)
+		in, done, written, err := s.completion(sessionID, guess.sess, atText, g, guess.grant)
 		if err != nil {
 			return fail(err)
 		}
 		_, err = s.api.TransactWriteItems(ctx, in)
 		if err == nil {
-			s.rememberSession(sessionID, done)
-			st, _ := grantStateOf(written)
-			s.known.setGrant(g.ID, st)
-			doneSess, _, derr := decodeSession(sessionID, done)
-			if derr != nil {
-				return fail(derr)
+			sess, grant, err := s.completed(sessionID, g.ID, done, written)
+			if err != nil {
+				return fail(err)
 			}
-			doneGrant, derr := decodeGrant(g.ID, written)
-			if derr != nil {
-				return fail(derr)
-			}
-			return doneSess, doneGrant, nil
+			return sess, grant, nil
 		}
 		var canceled *types.TransactionCanceledException
 		if !errors.As(err, &canceled) {
 			return fail(s.apiError(err))
 		}
-		reasons := canceled.CancellationReasons
-		if len(reasons) != 2 {
-			return fail(fmt.Errorf("transaction canceled (%s)", reasonCodes(reasons)))
-		}
-		busy := false
-		switch code := aws.ToString(reasons[0].Code); code {
-		case "None", "":
-		case "ConditionalCheckFailed":
-			if len(reasons[0].Item) == 0 {
-				s.known.dropSession(sessionID)
-				return fail(domain.ErrNotFound)
-			}
-			_, cur, err := decodeSession(sessionID, reasons[0].Item)
-			if err != nil {
-				return fail(err)
-			}
-			s.known.setSession(sessionID, cur)
-			if cur.status != domain.SessionPending {
-				return fail(fmt.Errorf("status is %s, not pending: %w", cur.status, domain.ErrConflict))
-			}
-			sess = cur
-		default:
-			if !retryableReason(code) {
-				return fail(fmt.Errorf("transaction canceled (%s)", reasonCodes(reasons)))
-			}
-			busy = true
-		}
-		switch code := aws.ToString(reasons[1].Code); code {
-		case "None", "":
-		case "ConditionalCheckFailed":
-			cur, err := grantStateOf(reasons[1].Item)
-			if err != nil {
-				return fail(fmt.Errorf("grant %s: %w", g.ID, err))
-			}
-			s.known.setGrant(g.ID, cur)
-			grant = cur
-		default:
-			if !retryableReason(code) {
-				return fail(fmt.Errorf("transaction canceled (%s)", reasonCodes(reasons)))
-			}
-			busy = true
+		var busy bool
+		if guess, busy, err = s.nextGuess(sessionID, g.ID, canceled.CancellationReasons, guess); err != nil {
+			return fail(err)
 		}
 		if attempt == maxCompleteAttempts {
 			return fail(fmt.Errorf("the session or grant kept changing; gave up after %d transactions: %w", attempt, domain.ErrConflict))
 		}
 		if busy {
-			// Another transaction holds an item: back off a little, with jitter.
-			d := time.Duration(attempt)*20*time.Millisecond + rand.N(20*time.Millisecond)
-			if err := sleepCtx(ctx, d); err != nil {
+			if err := sleepCtx(ctx, completeBackoff(attempt)); err != nil {
 				return fail(err)
 			}
 		}
 	}
+}
+
+// completionGuess is what CompleteSession's next transaction assumes the
+// session and grant items hold; its conditions fail when a guess is stale.
+type completionGuess struct {
+	sess  sessionState
+	grant grantState
+}
+
+// knownSession is the state this Store last saw of the session, read once
+// when it has seen none.
+func (s *Store) knownSession(ctx context.Context, id string) (sessionState, error) {
+	if st, ok := s.known.session(id); ok {
+		return st, nil
+	}
+	_, st, err := s.readSession(ctx, id)
+	return st, err
+}
+
+// completed remembers the two items a successful completion wrote and
+// returns them decoded.
+func (s *Store) completed(sessionID, grantID string, done, written map[string]types.AttributeValue) (domain.Session, domain.Grant, error) {
+	s.rememberSession(sessionID, done)
+	st, _ := grantStateOf(written)
+	s.known.setGrant(grantID, st)
+	sess, _, err := decodeSession(sessionID, done)
+	if err != nil {
+		return domain.Session{}, domain.Grant{}, err
+	}
+	grant, err := decodeGrant(grantID, written)
+	if err != nil {
+		return domain.Session{}, domain.Grant{}, err
+	}
+	return sess, grant, nil
+}
+
+// reasonKind sorts the cancellation reason of one transaction member.
+type reasonKind int
+
+const (
+	reasonNone      reasonKind = iota // the member did not cancel the transaction
+	reasonCondition                   // its condition failed; the reason holds the stored item
+	reasonBusy                        // transient (conflict, throttling): try again after a pause
+	reasonFatal                       // anything else: trying again would fail again
+)
+
+func reasonKindOf(r types.CancellationReason) reasonKind {
+	switch code := aws.ToString(r.Code); {
+	case code == "None" || code == "":
+		return reasonNone
+	case code == "ConditionalCheckFailed":
+		return reasonCondition
+	case retryableReason(code):
+		return reasonBusy
+	}
+	return reasonFatal
+}
+
+// nextGuess reads a canceled completion's reasons (session first, then
+// grant) and returns the guess for the next attempt, and whether to pause
+// before it. A session that is missing or no longer pending, and a reason
+// that is not transient, end CompleteSession with an error.
+func (s *Store) nextGuess(sessionID, grantID string, reasons []types.CancellationReason, guess completionGuess) (completionGuess, bool, error) {
+	if len(reasons) != 2 {
+		return guess, false, fmt.Errorf("transaction canceled (%s)", reasonCodes(reasons))
+	}
+	busy := false
+	switch reasonKindOf(reasons[0]) {
+	case reasonCondition:
+		cur, err := s.pendingSessionFrom(sessionID, reasons[0].Item)
+		if err != nil {
+			return guess, false, err
+		}
+		guess.sess = cur
+	case reasonBusy:
+		busy = true
+	case reasonFatal:
+		return guess, false, fmt.Errorf("transaction canceled (%s)", reasonCodes(reasons))
+	}
+	switch reasonKindOf(reasons[1]) {
+	case reasonCondition:
+		cur, err := grantStateOf(reasons[1].Item)
+		if err != nil {
+			return guess, false, fmt.Errorf("grant %s: %w", grantID, err)
+		}
+		s.known.setGrant(grantID, cur)
+		guess.grant = cur
+	case reasonBusy:
+		busy = true
+	case reasonFatal:
+		return guess, false, fmt.Errorf("transaction canceled (%s)", reasonCodes(reasons))
+	}
+	return guess, busy, nil
+}
+
+// pendingSessionFrom reads the session item a failed condition returned:
+// ErrNotFound when there is none, ErrConflict when it is no longer pending,
+// else its state, which this Store remembers.
+func (s *Store) pendingSessionFrom(id string, item map[string]types.AttributeValue) (sessionState, error) {
+	if len(item) == 0 {
+		s.known.dropSession(id)
+		return sessionState{}, domain.ErrNotFound
+	}
+	_, cur, err := decodeSession(id, item)
+	if err != nil {
+		return sessionState{}, err
+	}
+	s.known.setSession(id, cur)
+	if cur.status != domain.SessionPending {
+		return sessionState{}, fmt.Errorf("status is %s, not pending: %w", cur.status, domain.ErrConflict)
+	}
+	return cur, nil
+}
+
+// completeBackoff is the pause before the next attempt when another
+// transaction held an item: longer with each attempt, with jitter so that
+// racing callers spread out.
+func completeBackoff(attempt int) time.Duration {
+	return time.Duration(attempt)*20*time.Millisecond + rand.N(20*time.Millisecond)
 }
 
 // completion builds CompleteSession's transaction from what is known of

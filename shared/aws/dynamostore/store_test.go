@@ -394,6 +394,25 @@ func TestCompleteSessionCancellation(t *testing.T) {
 			func(*dynamodb.TransactWriteItemsInput) error {
 				return canceled(reason("ValidationError", nil), reason("None", nil))
 			}}},
+		{name: "grant validation error: not retried", calls: 1, errText: "transaction canceled (None, ValidationError)", script: script{
+			func(*dynamodb.TransactWriteItemsInput) error {
+				return canceled(reason("None", nil), reason("ValidationError", nil))
+			}}},
+		{name: "one reason instead of two: not retried", calls: 1, errText: "transaction canceled (ConditionalCheckFailed)", script: script{
+			func(*dynamodb.TransactWriteItemsInput) error {
+				return canceled(reason("ConditionalCheckFailed", pending))
+			}}},
+		{name: "not a cancellation: not retried", calls: 1, errText: "InternalServerError", script: script{
+			func(*dynamodb.TransactWriteItemsInput) error {
+				return &types.InternalServerError{Message: aws.String("try later")}
+			}}},
+		{name: "session busy, then completed by another", calls: 2, want: domain.ErrConflict, errText: "status is completed", script: script{
+			func(*dynamodb.TransactWriteItemsInput) error {
+				return canceled(reason("ThrottlingError", nil), reason("None", nil))
+			},
+			func(*dynamodb.TransactWriteItemsInput) error {
+				return canceled(reason("ConditionalCheckFailed", done), reason("None", nil))
+			}}},
 		{name: "always busy: gives up", calls: maxCompleteAttempts, want: domain.ErrConflict, script: func() script {
 			var sc script
 			for range maxCompleteAttempts {

@@ -102,40 +102,64 @@ func (s *Store) CompleteSession(ctx context.Context, sessionID string, at time.T
 		return fail(err)
 	}
 	defer sl.release(false)
-	sess, err := s.sessions.load(sessionID)
+	sess, err := s.pendingSession(sessionID)
 	if err != nil {
 		return fail(err)
-	}
-	if sess.Status != domain.SessionPending {
-		return fail(fmt.Errorf("status is %s, not pending: %w", sess.Status, domain.ErrConflict))
 	}
 	gl, err := s.lock(ctx, s.grants.lockName(g.ID))
 	if err != nil {
 		return fail(err)
 	}
 	defer gl.release(false)
+	grant, err := s.upsertGrantLocked(g)
+	if err != nil {
+		return fail(fmt.Errorf("grant %s: %w", g.ID, err))
+	}
+	written, err := s.sessions.write(sess.ID, completedSession(sess, at))
+	if err != nil {
+		return fail(err)
+	}
+	return written, grant, nil
+}
+
+// pendingSession loads the session with id, which must be pending; the
+// caller holds its lock.
+func (s *Store) pendingSession(id string) (domain.Session, error) {
+	sess, err := s.sessions.load(id)
+	if err != nil {
+		return domain.Session{}, err
+	}
+	if sess.Status != domain.SessionPending {
+		return domain.Session{}, fmt.Errorf("status is %s, not pending: %w", sess.Status, domain.ErrConflict)
+	}
+	return sess, nil
+}
+
+// upsertGrantLocked writes g as the next version of the stored grant, or as
+// version 1 when there is none; the caller holds the grant's lock. A new
+// consent renews a grant, it does not create one, so a stored grant's
+// CreatedAt is kept.
+func (s *Store) upsertGrantLocked(g domain.Grant) (domain.Grant, error) {
 	prev, err := s.grants.load(g.ID)
 	switch {
 	case errors.Is(err, domain.ErrNotFound):
 		g.Version = 1
 	case err != nil:
-		return fail(fmt.Errorf("grant %s: %w", g.ID, err))
+		return domain.Grant{}, err
 	default:
 		g.Version = prev.Version + 1
-		g.CreatedAt = prev.CreatedAt // a new consent renews a grant, it does not create one
+		g.CreatedAt = prev.CreatedAt
 	}
-	grant, err := s.grants.write(g.ID, g)
-	if err != nil {
-		return fail(fmt.Errorf("grant %s: %w", g.ID, err))
-	}
+	return s.grants.write(g.ID, g)
+}
+
+// completedSession is sess, pending, moved to completed at at: the next
+// version.
+func completedSession(sess domain.Session, at time.Time) domain.Session {
 	sess.Status = domain.SessionCompleted
 	sess.CompletedAt = &at
 	sess.Version++
-	written, err := s.sessions.write(sess.ID, sess)
-	if err != nil {
-		return fail(err)
-	}
-	return written, grant, nil
+	return sess
 }
 
 // ListSessions returns every readable session in id order, plus one error

@@ -41,80 +41,117 @@ type verdict struct {
 //   - GitHub: "ghp_" "gho_" "ghu_" "ghs_" "ghr_" and at least 30 of
 //     [A-Za-z0-9]; "github_pat_" and at least 22 of [A-Za-z0-9_].
 func (r *redactor) classify(s string) verdict {
-	var v verdict
-	for _, k := range r.known {
-		if strings.Contains(s, k) {
-			v.secret = true
-			break
-		}
+	words := wordTokens(s)
+	v := verdict{
+		secret:    r.holdsKnown(s) || hasHexRun(s) || words.secret,
+		awsKeyID:  words.awsKeyID,
+		awsSecret: hasAWSSecretShape(s),
 	}
-	hexRun := 0
-	b64Start := -1
-	var b64Lower, b64Upper, b64Other bool
-	for i := 0; i <= len(s); i++ {
-		var c byte
-		if i < len(s) {
-			c = s[i]
-		}
-		// Runs of base64 characters, for the AWS secret access key shape.
-		if i < len(s) && isBase64(c) {
-			if b64Start < 0 {
-				b64Start, b64Lower, b64Upper, b64Other = i, false, false, false
-			}
-			switch {
-			case 'a' <= c && c <= 'z':
-				b64Lower = true
-			case 'A' <= c && c <= 'Z':
-				b64Upper = true
-			default:
-				b64Other = true
-			}
-		} else if b64Start >= 0 {
-			if i-b64Start == 40 && b64Lower && b64Upper && b64Other {
-				v.awsSecret = true
-			}
-			b64Start = -1
-		}
-		if i == len(s) {
-			break
-		}
-		if isHex(c) {
-			if hexRun++; hexRun >= 32 {
-				v.secret = true
-			}
-		} else {
-			hexRun = 0
-		}
-		if i > 0 && isAlnum(s[i-1]) {
-			continue
-		}
-		switch rest := s[i:]; c {
-		case 's':
-			if strings.HasPrefix(rest, "sk-") && runLen(rest[3:], isKeyChar) >= 20 {
-				v.secret = true
-			}
-		case 'b', 'B':
-			if isBearer(rest) {
-				v.secret = true
-			}
-		case 'A':
-			if isAWSKeyID(rest) {
-				v.secret, v.awsKeyID = true, true
-			}
-		case 'x':
-			if isSlackToken(rest) {
-				v.secret = true
-			}
-		case 'g':
-			if isGitHubToken(rest) {
-				v.secret = true
-			}
-		}
-	}
+	// Last and only when needed: it is the one rule that decodes.
 	if !v.secret && strings.Count(s, ".") >= 2 && hasJWT(s) {
 		v.secret = true
 	}
 	return v
+}
+
+// holdsKnown reports whether s contains one of the call's known secrets.
+func (r *redactor) holdsKnown(s string) bool {
+	for _, k := range r.known {
+		if strings.Contains(s, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// minHexRun is the shortest run of hex digits taken for a secret: 128 bits
+// (a UUID's longest run is 12).
+const minHexRun = 32
+
+// hasHexRun reports whether s holds minHexRun or more hex digits in a row,
+// wherever they are.
+func hasHexRun(s string) bool {
+	run := 0
+	for i := 0; i < len(s); i++ {
+		if !isHex(s[i]) {
+			run = 0
+			continue
+		}
+		if run++; run >= minHexRun {
+			return true
+		}
+	}
+	return false
+}
+
+// hasAWSSecretShape reports whether s holds a run of exactly 40 base64
+// characters with upper case, lower case and at least one digit, '+' or
+// '/'.
+func hasAWSSecretShape(s string) bool {
+	for i := 0; i < len(s); {
+		n := runLen(s[i:], isBase64)
+		if n == 0 {
+			i++
+			continue
+		}
+		if n == 40 && mixesBase64Classes(s[i:i+n]) {
+			return true
+		}
+		i += n
+	}
+	return false
+}
+
+// mixesBase64Classes reports whether run, all base64 characters, has a lower
+// case letter, an upper case letter and a character that is neither.
+func mixesBase64Classes(run string) bool {
+	var lower, upper, other bool
+	for i := 0; i < len(run); i++ {
+		switch c := run[i]; {
+		case 'a' <= c && c <= 'z':
+			lower = true
+		case 'A' <= c && c <= 'Z':
+			upper = true
+		default:
+			other = true
+		}
+	}
+	return lower && upper && other
+}
+
+// wordTokens applies the token shapes that must start a word (see classify)
+// at every word start of s. It looks at every word, even after a secret is
+// found, because an access key id later in s still matters to its siblings.
+func wordTokens(s string) verdict {
+	var v verdict
+	for i := 0; i < len(s); i++ {
+		if i > 0 && isAlnum(s[i-1]) {
+			continue
+		}
+		t := tokenAt(s[i:])
+		v.secret = v.secret || t.secret
+		v.awsKeyID = v.awsKeyID || t.awsKeyID
+	}
+	return v
+}
+
+// tokenAt reports which word-start token shape s, a non-empty string,
+// begins with; the first byte selects the only shape that can match.
+func tokenAt(s string) verdict {
+	switch s[0] {
+	case 's':
+		return verdict{secret: isAPIKey(s)}
+	case 'b', 'B':
+		return verdict{secret: isBearer(s)}
+	case 'A':
+		id := isAWSKeyID(s)
+		return verdict{secret: id, awsKeyID: id}
+	case 'x':
+		return verdict{secret: isSlackToken(s)}
+	case 'g':
+		return verdict{secret: isGitHubToken(s)}
+	}
+	return verdict{}
 }
 
 func isAlnum(c byte) bool {
@@ -166,6 +203,10 @@ func isBearer(s string) bool {
 		}
 	}
 	return false
+}
+
+func isAPIKey(s string) bool {
+	return strings.HasPrefix(s, "sk-") && runLen(s[3:], isKeyChar) >= 20
 }
 
 func isAWSKeyID(s string) bool {

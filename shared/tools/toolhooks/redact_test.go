@@ -147,6 +147,42 @@ func TestAWSSecretNextToKeyID(t *testing.T) {
 	}
 }
 
+// TestClassifyVerdict checks the AWS flags classify reports alongside
+// secret: a sibling's secret access key is redacted on them alone, so they
+// must be set whatever else the string holds.
+func TestClassifyVerdict(t *testing.T) {
+	const known = "hunter2"
+	lower40 := strings.Repeat("abcdefghij", 4)
+	tests := []struct {
+		name string
+		s    string
+		want verdict
+	}{
+		{"key id", awsKeyID, verdict{secret: true, awsKeyID: true}},
+		{"key id after a known secret", known + " " + awsKeyID, verdict{secret: true, awsKeyID: true}},
+		{"key id after another token", apiKey + " " + awsKeyID, verdict{secret: true, awsKeyID: true}},
+		{"key id after long hex", hex32 + " " + awsSTSID, verdict{secret: true, awsKeyID: true}},
+		{"secret access key shape", awsSecret, verdict{awsSecret: true}},
+		{"secret access key shape in text", "s=" + awsSecret + ";", verdict{awsSecret: true}},
+		{"secret access key shape next to a known secret", known + ":" + awsSecret, verdict{secret: true, awsSecret: true}},
+		{"key id and secret access key", awsKeyID + ":" + awsSecret, verdict{secret: true, awsKeyID: true, awsSecret: true}},
+		{"second run of 40 counts", strings.Repeat("z", 41) + " " + awsSecret, verdict{awsSecret: true}},
+		{"near miss: 39 characters", awsSecret[1:], verdict{}},
+		{"near miss: no upper case", strings.ToLower(awsSecret), verdict{}},
+		{"near miss: no lower case", strings.ToUpper(awsSecret), verdict{}},
+		{"near miss: letters only", lower40[:20] + strings.ToUpper(lower40[:20]), verdict{}},
+		{"near miss: key id prefix alone", "AKIA", verdict{}},
+	}
+	r := newRedactor([]string{known})
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := r.classify(tc.s); got != tc.want {
+				t.Fatalf("classify(%q) = %+v, want %+v", tc.s, got, tc.want)
+			}
+		})
+	}
+}
+
 // TestCanary puts a known secret value everywhere it can hide and checks it
 // reaches neither the canonical form nor anything ArgsHash returns.
 func TestCanary(t *testing.T) {

@@ -318,52 +318,14 @@ func (p *Plane) Upload(ctx context.Context, tenant, kind string, spec []byte) (s
 		return "", err
 	}
 	cur := p.snap.Load()
-	var name string
-	switch kind {
-	case domain.TenantKindSkill:
-		x, err := bundle.ParseTenantSkill(tenant, spec)
-		if err != nil {
-			return "", err
-		}
-		name = x.SkillName
-		for _, bs := range p.cfg.Bundle.Skills {
-			if bs.TenantID == tenant && bs.SkillName == name {
-				return "", conflict("name", "the bundle already defines this tenant's skill %q", name)
-			}
-		}
-		spec = mustJSON(map[string]any{"name": x.SkillName, "description": x.Description, "content": x.Content})
-	case domain.TenantKindTool:
-		t, err := p.parseTool(spec)
-		if err != nil {
-			return "", err
-		}
-		name = t.ID
-		for id, e := range cur.Tools {
-			if e.Tool.ToolName != t.ToolName {
-				continue
-			}
-			if e.Tenant == "" {
-				return "", conflict("name", "%q is the name of a bundle tool (%s): the model could not tell them apart", t.ToolName, id)
-			}
-			if e.Tenant == tenant && e.Tool.ID != t.ID {
-				return "", conflict("name", "%q is already the name of this tenant's tool %s", t.ToolName, e.Tool.ID)
-			}
-		}
-	default:
-		return "", fmt.Errorf("kind %q: want %s or %s", kind, domain.TenantKindSkill, domain.TenantKindTool)
+	name, stored, err := p.checkUpload(cur, tenant, kind, spec)
+	if err != nil {
+		return "", err
 	}
-	n := 0
-	replace := false
-	for _, u := range cur.uploads {
-		if u.Tenant == tenant && u.Kind == kind {
-			n++
-			replace = replace || u.Name == name
-		}
+	if err := cur.roomFor(tenant, kind, name); err != nil {
+		return "", err
 	}
-	if !replace && n >= MaxPerTenant {
-		return "", fmt.Errorf("tenant %s already has %d uploaded %ss, the most allowed: %w", tenant, n, kind, ErrLimit)
-	}
-	r := domain.TenantResource{Tenant: tenant, Kind: kind, Name: name, Spec: compact(spec), UpdatedAt: p.cfg.Now().UTC()}
+	r := domain.TenantResource{Tenant: tenant, Kind: kind, Name: name, Spec: compact(stored), UpdatedAt: p.cfg.Now().UTC()}
 	if err := r.Validate(); err != nil {
 		return "", err
 	}
@@ -371,6 +333,76 @@ func (p *Plane) Upload(ctx context.Context, tenant, kind string, spec []byte) (s
 		return "", fmt.Errorf("storing the upload: %w", err)
 	}
 	return name, p.Reload(ctx)
+}
+
+// checkUpload validates spec as kind against cur and returns the name it
+// is stored under and the spec to store.
+func (p *Plane) checkUpload(cur *Snapshot, tenant, kind string, spec []byte) (name string, stored []byte, err error) {
+	switch kind {
+	case domain.TenantKindSkill:
+		return p.checkSkillUpload(tenant, spec)
+	case domain.TenantKindTool:
+		name, err := p.checkToolUpload(cur, tenant, spec)
+		return name, spec, err
+	}
+	return "", nil, fmt.Errorf("kind %q: want %s or %s", kind, domain.TenantKindSkill, domain.TenantKindTool)
+}
+
+// checkSkillUpload validates a tenant's skill, which must not be one the
+// bundle defines for that tenant, and returns its name and the spec as
+// stored (the fields the bundle reads, nothing more).
+func (p *Plane) checkSkillUpload(tenant string, spec []byte) (string, []byte, error) {
+	x, err := bundle.ParseTenantSkill(tenant, spec)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, bs := range p.cfg.Bundle.Skills {
+		if bs.TenantID == tenant && bs.SkillName == x.SkillName {
+			return "", nil, conflict("name", "the bundle already defines this tenant's skill %q", x.SkillName)
+		}
+	}
+	return x.SkillName, mustJSON(map[string]any{"name": x.SkillName, "description": x.Description, "content": x.Content}), nil
+}
+
+// checkToolUpload validates a tenant's tool and returns its id. Its name
+// is what the model sees, so it must differ from every bundle tool's and
+// from the tenant's other tools'.
+func (p *Plane) checkToolUpload(cur *Snapshot, tenant string, spec []byte) (string, error) {
+	t, err := p.parseTool(spec)
+	if err != nil {
+		return "", err
+	}
+	for id, e := range cur.Tools {
+		if e.Tool.ToolName != t.ToolName {
+			continue
+		}
+		if e.Tenant == "" {
+			return "", conflict("name", "%q is the name of a bundle tool (%s): the model could not tell them apart", t.ToolName, id)
+		}
+		if e.Tenant == tenant && e.Tool.ID != t.ID {
+			return "", conflict("name", "%q is already the name of this tenant's tool %s", t.ToolName, e.Tool.ID)
+		}
+	}
+	return t.ID, nil
+}
+
+// roomFor reports ErrLimit when tenant has MaxPerTenant uploads of kind
+// and name is not one of them (a replacement always fits).
+func (s *Snapshot) roomFor(tenant, kind, name string) error {
+	n := 0
+	for _, u := range s.uploads {
+		if u.Tenant != tenant || u.Kind != kind {
+			continue
+		}
+		if u.Name == name {
+			return nil
+		}
+		n++
+	}
+	if n >= MaxPerTenant {
+		return fmt.Errorf("tenant %s already has %d uploaded %ss, the most allowed: %w", tenant, n, kind, ErrLimit)
+	}
+	return nil
 }
 
 // Delete removes a tenant's upload and reloads; domain.ErrNotFound when

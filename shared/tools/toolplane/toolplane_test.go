@@ -152,6 +152,71 @@ func TestUploadRules(t *testing.T) {
 	}
 }
 
+// putFailing refuses every write.
+type putFailing struct{ domain.TenantStore }
+
+func (putFailing) PutTenantResource(context.Context, domain.TenantResource) error {
+	return errors.New("disk full")
+}
+
+// TestUploadRefusals: what Upload refuses before it stores anything, and
+// a store that refuses the write.
+func TestUploadRefusals(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{t: time.Unix(1_800_000_000, 0)}
+	tests := []struct {
+		name       string
+		store      domain.TenantStore // nil: uploads off
+		kind, spec string
+		wantIs     error  // errors.Is
+		wantText   string // in the message
+		validation bool   // a *bundle.ValidationError
+	}{
+		{name: "uploads off", kind: domain.TenantKindTool, spec: orderTool, wantIs: ErrUploadsOff},
+		{name: "spec too large", store: NewMemoryTenants(), kind: domain.TenantKindSkill,
+			spec:     `{"name":"big","description":"d","content":"` + strings.Repeat("x", domain.MaxTenantSpecBytes) + `"}`,
+			wantText: "at most " + strconv.Itoa(domain.MaxTenantSpecBytes)},
+		{name: "invalid skill", store: NewMemoryTenants(), kind: domain.TenantKindSkill, spec: `{"name":"s"}`, validation: true},
+		{name: "invalid tool", store: NewMemoryTenants(), kind: domain.TenantKindTool, spec: `{"id":"orders:list"}`, validation: true},
+		{name: "unknown kind", store: NewMemoryTenants(), kind: "prompt", spec: orderTool,
+			wantText: `kind "prompt": want Skill or Tool`},
+		{name: "store refuses the write", store: putFailing{NewMemoryTenants()}, kind: domain.TenantKindTool, spec: orderTool,
+			wantText: "storing the upload: disk full"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var p *Plane
+			if tc.store == nil {
+				b, err := bundle.Parse([]bundle.File{{Name: "b.yaml", Data: []byte(planeBundle)}}, bundle.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p, err = New(ctx, Config{Bundle: b, Now: clk.now}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				p = newPlane(t, tc.store, clk)
+			}
+			name, err := p.Upload(ctx, "a", tc.kind, []byte(tc.spec))
+			if err == nil || name != "" {
+				t.Fatalf("Upload = %q, %v; want a refusal", name, err)
+			}
+			var ve *bundle.ValidationError
+			switch {
+			case tc.wantIs != nil && !errors.Is(err, tc.wantIs):
+				t.Fatalf("err %v, want %v", err, tc.wantIs)
+			case tc.wantText != "" && !strings.Contains(err.Error(), tc.wantText):
+				t.Fatalf("err %q, want it to say %q", err, tc.wantText)
+			case tc.validation && !errors.As(err, &ve):
+				t.Fatalf("err %T %v, want a *bundle.ValidationError", err, err)
+			}
+			if ups := p.Uploads(ctx, "a", tc.kind); len(ups) != 0 {
+				t.Fatalf("a refused upload was stored: %+v", ups)
+			}
+		})
+	}
+}
+
 func TestUploadLimit(t *testing.T) {
 	ctx := context.Background()
 	p := newPlane(t, NewMemoryTenants(), &clock{t: time.Unix(1_800_000_000, 0)})

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs agentauth locally with the demo OpenID provider (`make run`): creates
+# the home directory and the demo client's secret on first use, prints the
+# runtime token and how to get an agent JWT, starts the provider, waits until
+# it listens, and serves the bundle until interrupted. The provider is stopped
+# when this script exits, whatever the reason.
+#
+# The Makefile passes its variables:
+#   BIN            the agentauth binary (built by `make build`)
+#   HOME_DIR       state: secrets/, runtime-token, provider.log, …
+#   BUNDLE         the bundle directory to serve
+#   ADDR           agentauth's listen address
+#   PROVIDER_DIR   the demo provider (test/e2e/provider, npm ci done)
+#   PROVIDER_PORT  the demo provider's port on 127.0.0.1
+# AGENTAUTH_JWKS_URL, AGENTAUTH_JWT_ISSUER and AGENTAUTH_JWT_AUDIENCE default
+# to the demo provider, so the tool routes accept its agent JWTs.
+set -euo pipefail
+
+: "${BIN:?}" "${HOME_DIR:?}" "${BUNDLE:?}" "${ADDR:?}" "${PROVIDER_DIR:?}" "${PROVIDER_PORT:?}"
+
+# The demo client's secret lives where the bundle's secretRef points; the
+# home holds secrets, so only its owner may enter it.
+mkdir -p "$HOME_DIR/secrets/demo-oidc"
+chmod 700 "$HOME_DIR" "$HOME_DIR/secrets"
+if [ ! -f "$HOME_DIR/secrets/demo-oidc/clientSecret" ]; then
+  (umask 077 && printf 'demo-secret\n' >"$HOME_DIR/secrets/demo-oidc/clientSecret")
+fi
+
+echo "runtime token (Authorization: Bearer …): $("$BIN" runtime-token --home "$HOME_DIR")"
+echo "demo OpenID provider: http://127.0.0.1:$PROVIDER_PORT (log in as any name, e.g. alice)"
+echo "agent JWT for the tool routes: curl -s -u agentauth-agent:agent-secret -d grant_type=client_credentials -d resource=urn:agentauth:tools -d scope=profile.read http://127.0.0.1:$PROVIDER_PORT/token"
+
+PROVIDER_PORT=$PROVIDER_PORT node "$PROVIDER_DIR/provider.mjs" >"$HOME_DIR/provider.log" 2>&1 &
+provider=$!
+# A background job of a script ignores Ctrl-C, so the provider is stopped
+# here rather than by the terminal.
+trap 'kill $provider 2>/dev/null || true' EXIT INT TERM
+
+for _ in $(seq 1 50); do
+  grep -q listening "$HOME_DIR/provider.log" 2>/dev/null && break
+  sleep 0.2
+done
+grep -q listening "$HOME_DIR/provider.log" || {
+  echo "demo provider did not start:"
+  cat "$HOME_DIR/provider.log"
+  exit 1
+}
+
+AGENTAUTH_JWKS_URL=${AGENTAUTH_JWKS_URL:-http://127.0.0.1:$PROVIDER_PORT/jwks} \
+AGENTAUTH_JWT_ISSUER=${AGENTAUTH_JWT_ISSUER:-http://127.0.0.1:$PROVIDER_PORT} \
+AGENTAUTH_JWT_AUDIENCE=${AGENTAUTH_JWT_AUDIENCE:-urn:agentauth:tools} \
+  "$BIN" serve --bundle "$BUNDLE" --home "$HOME_DIR" --addr "$ADDR"
