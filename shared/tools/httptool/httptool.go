@@ -5,9 +5,16 @@
 //
 // A token never leaves the Authorization header: it is scrubbed from
 // anything the upstream sends back before that reaches the model, and it
-// is never logged. Uploaded (tenant) tools run on a client that refuses
-// loopback, private and link-local addresses, so a tenant cannot aim the
-// tools function at the cloud metadata endpoint or the local network.
+// is never logged.
+//
+// Uploaded (tenant) tools run on a client that refuses loopback, private
+// and link-local addresses, so a tenant cannot aim the tools function at
+// the cloud metadata endpoint or the local network. A refused address and
+// a name that does not resolve get the tenant one generic refusal
+// (E_TOOL_UPSTREAM_NOT_ALLOWED); the detail (the host, the address it
+// resolved to and the rule, or the resolver's answer) goes to the
+// operator's log only, so that a tenant cannot map internal names by
+// probing them.
 package httptool
 
 import (
@@ -17,6 +24,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"sort"
@@ -47,6 +56,7 @@ type Runner struct {
 	open        *http.Client // bundle tools: the operator chose the URL
 	guarded     *http.Client // tenant tools: public addresses only
 	maxResponse int64
+	log         *slog.Logger
 }
 
 // Options of a Runner.
@@ -58,12 +68,17 @@ type Options struct {
 	Timeout time.Duration
 	// MaxResponse bounds the upstream body read (DefaultMaxResponse).
 	MaxResponse int64
-	// AllowPrivateUpstreams lets tenant tools reach loopback and private
-	// addresses (local development and tests only).
+	// AllowPrivateUpstreams lets tenant tools reach every address the
+	// guard refuses, loopback and private ones included (local development
+	// and tests only). They still never use a proxy from the environment.
 	AllowPrivateUpstreams bool
 	// Transport, when set, is used by both clients instead of their own
 	// (tests).
 	Transport http.RoundTripper
+	// Log gets what a tenant must not see: why the guard refused an
+	// uploaded tool's upstream (the host, the address it resolved to, the
+	// resolver's answer). Nil: discarded.
+	Log *slog.Logger
 }
 
 // New builds a Runner.
@@ -80,7 +95,11 @@ func New(o Options) *Runner {
 		open = http.DefaultTransport.(*http.Transport).Clone()
 		guarded = guardedTransport(o.AllowPrivateUpstreams)
 	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
 	return &Runner{
+		log:         o.Log,
 		tokens:      o.Tokens,
 		open:        &http.Client{Timeout: o.Timeout, Transport: open, CheckRedirect: sameOrigin},
 		guarded:     &http.Client{Timeout: o.Timeout, Transport: guarded, CheckRedirect: sameOrigin},
@@ -105,9 +124,12 @@ type Error = toolhooks.ToolError
 
 // Error codes of http tools.
 const (
-	CodeUpstream      = "E_TOOL_UPSTREAM"
-	CodeUpstreamAuth  = "E_TOOL_UPSTREAM_UNAUTHORIZED"
-	CodeUnreachable   = "E_TOOL_UPSTREAM_UNREACHABLE"
+	CodeUpstream     = "E_TOOL_UPSTREAM"
+	CodeUpstreamAuth = "E_TOOL_UPSTREAM_UNAUTHORIZED"
+	CodeUnreachable  = "E_TOOL_UPSTREAM_UNREACHABLE"
+	// CodeNotAllowed: an uploaded tool's host is not a public address
+	// (or does not resolve); the operator's log says which.
+	CodeNotAllowed    = "E_TOOL_UPSTREAM_NOT_ALLOWED"
 	CodeAuth          = "E_TOOL_AUTH"
 	CodeArgs          = toolhooks.CodeInvalidArgs
 	CodeResponseLimit = "E_TOOL_UPSTREAM_TOO_LARGE"
@@ -157,9 +179,7 @@ func (r *Runner) run(ctx context.Context, t *bundle.Tool, auth domain.TurnAuth, 
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		// url.Error names the URL; the query may hold arguments, so say
-		// only the host.
-		return nil, toolhooks.NewToolError("UpstreamUnreachable", CodeUnreachable, fmt.Sprintf("%s %s: %s", req.Method, req.URL.Host, scrub(unwrapURLError(err), token)))
+		return nil, r.unreachable(ctx, t, req, err, token, tenant)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, r.maxResponse+1))
@@ -182,6 +202,28 @@ func (r *Runner) run(ctx context.Context, t *bundle.Tool, auth domain.TurnAuth, 
 		return nil, toolhooks.NewToolError("UpstreamError", code, msg)
 	}
 	return output(text), nil
+}
+
+// notAllowedMessage is all a tenant learns when the guard refuses its
+// tool's host, or the host does not resolve: the same answer for both, so
+// that probing names tells a tenant neither which internal names exist nor
+// what they resolve to.
+const notAllowedMessage = "upstream address not allowed: the host does not resolve to a public address, and uploaded tools reach public addresses only (the operator's log has the detail)"
+
+// unreachable is the tool error of a call that got no answer. url.Error
+// names the URL; the query may hold arguments, so it says only the host.
+// For an uploaded tool, a refused address or a failed lookup is answered
+// with notAllowedMessage, and the detail (the address it resolved to, the
+// rule, the resolver's answer) goes to the operator's log.
+func (r *Runner) unreachable(ctx context.Context, t *bundle.Tool, req *http.Request, err error, token string, tenant bool) error {
+	var refused *refusedError
+	var lookup *net.DNSError
+	if tenant && (errors.As(err, &refused) || errors.As(err, &lookup)) {
+		r.log.WarnContext(ctx, "uploaded tool's upstream refused", "toolId", t.ID, "toolName", t.ToolName,
+			"method", req.Method, "host", req.URL.Host, "reason", unwrapURLError(err))
+		return toolhooks.NewToolError("UpstreamNotAllowed", CodeNotAllowed, fmt.Sprintf("%s %s: %s", req.Method, req.URL.Host, notAllowedMessage))
+	}
+	return toolhooks.NewToolError("UpstreamUnreachable", CodeUnreachable, fmt.Sprintf("%s %s: %s", req.Method, req.URL.Host, scrub(unwrapURLError(err), token)))
 }
 
 func unwrapURLError(err error) string {

@@ -1,13 +1,17 @@
 package httptool
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -190,8 +194,8 @@ func TestTenantToolsReachPublicAddressesOnly(t *testing.T) {
 	srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{}`) })
 	_, err := New(Options{}).Invoker(tool(srv.URL, "GET", "/", false), domain.TurnAuth{}, true)(context.Background(), nil)
 	var e *Error
-	if !errors.As(err, &e) || e.Code != CodeUnreachable || !strings.Contains(e.Message, "not public") {
-		t.Fatalf("tenant tool to loopback: err = %v, want it refused", err)
+	if !errors.As(err, &e) || e.Code != CodeNotAllowed {
+		t.Fatalf("tenant tool to loopback: err = %v, want it refused with %s", err, CodeNotAllowed)
 	}
 	if _, err := New(Options{AllowPrivateUpstreams: true}).Invoker(tool(srv.URL, "GET", "/", false), domain.TurnAuth{}, true)(context.Background(), nil); err != nil {
 		t.Fatalf("with AllowPrivateUpstreams: %v", err)
@@ -199,6 +203,54 @@ func TestTenantToolsReachPublicAddressesOnly(t *testing.T) {
 	// The same URL as a bundle tool: the operator chose it.
 	if _, err := New(Options{}).Invoker(tool(srv.URL, "GET", "/", false), domain.TurnAuth{}, false)(context.Background(), nil); err != nil {
 		t.Fatalf("bundle tool to loopback: %v", err)
+	}
+}
+
+// TestRefusalNamesNoAddress: a tenant who points a tool at an internal
+// name learns that it was refused, never what it resolved to; the
+// operator's log has the host, the address and the rule.
+func TestRefusalNamesNoAddress(t *testing.T) {
+	srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) { t.Error("the guard let a tenant tool reach loopback") })
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	var logged bytes.Buffer
+	r := New(Options{Log: slog.New(slog.NewJSONHandler(&logged, nil))})
+	_, err := r.Invoker(tool("http://localhost:"+port, "GET", "/secret?q=1", false), domain.TurnAuth{}, true)(context.Background(), nil)
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("err = %v, want a tool error", err)
+	}
+	want := "GET localhost:" + port + ": " + notAllowedMessage
+	if e.Code != CodeNotAllowed || e.Message != want {
+		t.Fatalf("caller sees %s %q, want %s %q", e.Code, e.Message, CodeNotAllowed, want)
+	}
+	log := logged.String()
+	if !strings.Contains(log, `"host":"localhost:`+port+`"`) || !strings.Contains(log, "loopback") ||
+		!(strings.Contains(log, "127.0.0.1") || strings.Contains(log, "::1")) || strings.Contains(log, "secret") {
+		t.Fatalf("operator log = %s, want the host, the resolved address and the rule, not the path", log)
+	}
+}
+
+// TestResolverFailureNamesNoResolver: a name that does not resolve answers
+// like one that resolves to a refused address (a tenant cannot tell which
+// internal names exist) and never names the resolver.
+func TestResolverFailureNamesNoResolver(t *testing.T) {
+	var logged bytes.Buffer
+	r := New(Options{Log: slog.New(slog.NewJSONHandler(&logged, nil))})
+	tl := tool("https://db.corp.internal", "GET", "/", false)
+	req, _ := buildRequest(context.Background(), tl, nil)
+	dnsErr := &net.DNSError{Err: "no such host", Name: "db.corp.internal", Server: "10.0.0.2:53", IsNotFound: true}
+	err := r.unreachable(context.Background(), tl, req, &url.Error{Op: "Get", URL: req.URL.String(), Err: &net.OpError{Op: "dial", Net: "tcp", Err: dnsErr}}, "", true)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeNotAllowed || e.Message != "GET db.corp.internal: "+notAllowedMessage {
+		t.Fatalf("caller sees %v, want %s with the generic message", err, CodeNotAllowed)
+	}
+	if !strings.Contains(logged.String(), "10.0.0.2:53") {
+		t.Fatalf("operator log = %s, want the resolver's answer", logged.String())
+	}
+	// A bundle tool's operator chose the URL: the detail stays in its error.
+	err = r.unreachable(context.Background(), tl, req, &url.Error{Op: "Get", URL: req.URL.String(), Err: &net.OpError{Op: "dial", Net: "tcp", Err: dnsErr}}, "", false)
+	if !errors.As(err, &e) || e.Code != CodeUnreachable || !strings.Contains(e.Message, "no such host") {
+		t.Fatalf("bundle tool: %v", err)
 	}
 }
 
