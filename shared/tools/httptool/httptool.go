@@ -7,14 +7,42 @@
 // anything the upstream sends back before that reaches the model, and it
 // is never logged.
 //
-// Uploaded (tenant) tools run on a client that refuses loopback, private
-// and link-local addresses, so a tenant cannot aim the tools function at
-// the cloud metadata endpoint or the local network. A refused address and
-// a name that does not resolve get the tenant one generic refusal
-// (E_TOOL_UPSTREAM_NOT_ALLOWED); the detail (the host, the address it
-// resolved to and the rule, or the resolver's answer) goes to the
-// operator's log only, so that a tenant cannot map internal names by
-// probing them.
+// Uploaded (tenant) tools run on a guarded client, so a tenant cannot aim
+// the tools function at the cloud metadata endpoint, the local network or
+// anything else that is not the public internet. The guard:
+//
+//   - checks the address actually dialled, after DNS, so a name that
+//     resolves (or re-resolves) to a refused address is refused too;
+//   - refuses every block of the IANA IPv4 and IPv6 Special-Purpose
+//     Address Registries (RFC 6890 and its updates), IPv4 multicast and
+//     every IPv6 address outside 2000::/3 (which also refuses the
+//     deprecated IPv4-compatible ::a.b.c.d). Blocks the registries mark
+//     globally reachable are refused as well (PCP, TURN and SRP anycast,
+//     AS112, AMT, ORCHIDv2, DRIP): none is a web API, and an anycast
+//     address reaches whichever instance is nearest, which can be one
+//     inside the operator's network;
+//   - judges an IPv4-mapped address (::ffff:a.b.c.d) as the IPv4 address,
+//     which is what the kernel dials, and a NAT64 address of the
+//     well-known prefix 64:ff9b::/96 by the IPv4 address in its last 32
+//     bits: an IPv6-only subnet with DNS64 (AWS offers it) reaches every
+//     IPv4-only API that way, and the translator would dial a private
+//     address as readily as a public one. The local-use NAT64 prefix
+//     64:ff9b:1::/48, 6to4 (2002::/16) and Teredo (2001::/32) are refused
+//     whatever IPv4 address they carry: the registry does not call them
+//     globally reachable, a translator or relay on the path would dial the
+//     embedded address for us, and a real API does not sit behind them;
+//   - never uses a proxy from the environment (HTTP_PROXY and the like): a
+//     proxy would dial for us, past the check;
+//   - answers the tenant with one generic refusal (E_TOOL_UPSTREAM_NOT_ALLOWED)
+//     for a refused address and for a name that does not resolve, and
+//     puts the detail (the host, the address it resolved to and the rule,
+//     or the resolver's answer) in the operator's log only, so that a
+//     tenant cannot map internal names by probing them.
+//
+// It must never let an uploaded tool's request leave for an address the
+// guard has not checked (AllowPrivateUpstreams turns the check off, for
+// local development only). Bundle tools run on an unguarded client: the
+// operator chose their URLs.
 package httptool
 
 import (

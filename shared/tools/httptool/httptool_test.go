@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
@@ -251,18 +250,5 @@ func TestResolverFailureNamesNoResolver(t *testing.T) {
 	err = r.unreachable(context.Background(), tl, req, &url.Error{Op: "Get", URL: req.URL.String(), Err: &net.OpError{Op: "dial", Net: "tcp", Err: dnsErr}}, "", false)
 	if !errors.As(err, &e) || e.Code != CodeUnreachable || !strings.Contains(e.Message, "no such host") {
 		t.Fatalf("bundle tool: %v", err)
-	}
-}
-
-func TestPublicAddr(t *testing.T) {
-	for addr, want := range map[string]bool{
-		"8.8.8.8": true, "2606:4700::1111": true,
-		"127.0.0.1": false, "::1": false, "10.1.2.3": false, "172.16.0.1": false, "192.168.1.1": false,
-		"169.254.169.254": false, "fe80::1": false, "fd00::1": false, "100.64.0.1": false, "0.0.0.0": false,
-		"::ffff:127.0.0.1": false, "::ffff:169.254.169.254": false, "224.0.0.1": false,
-	} {
-		if got := publicAddr(netip.MustParseAddr(addr)); got != want {
-			t.Errorf("publicAddr(%s) = %v, want %v", addr, got, want)
-		}
 	}
 }
