@@ -11,7 +11,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -250,5 +253,48 @@ func TestResolverFailureNamesNoResolver(t *testing.T) {
 	err = r.unreachable(context.Background(), tl, req, &url.Error{Op: "Get", URL: req.URL.String(), Err: &net.OpError{Op: "dial", Net: "tcp", Err: dnsErr}}, "", false)
 	if !errors.As(err, &e) || e.Code != CodeUnreachable || !strings.Contains(e.Message, "no such host") {
 		t.Fatalf("bundle tool: %v", err)
+	}
+}
+
+// TestNoProxyFromEnvironment: with every proxy variable naming a proxy, an
+// uploaded tool's request still goes straight to the upstream. A proxy
+// would dial for us, past the guard, to wherever the tenant asks.
+//
+// net/http reads the proxy variables once per process, so the call runs in
+// a fresh copy of this test binary whose environment names the proxy. The
+// guard is off in it (AllowPrivateUpstreams only lifts the address check):
+// a loopback proxy would otherwise be refused by the guard and hide a
+// transport that uses it. The upstream is dialled as 0.0.0.0, which reaches
+// the local listener but, unlike loopback addresses, is not exempt from
+// the proxy variables.
+func TestNoProxyFromEnvironment(t *testing.T) {
+	if os.Getenv("HTTPTOOL_PROXY_CHILD") == "1" {
+		srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"via":"direct"}`) })
+		port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+		out, err := New(Options{AllowPrivateUpstreams: true, Timeout: 5 * time.Second}).
+			Invoker(tool("http://0.0.0.0:"+port, "GET", "/", false), domain.TurnAuth{}, true)(context.Background(), nil)
+		if err != nil || string(out) != `{"via":"direct"}` {
+			t.Fatalf("output %s, err %v: want the upstream's own answer", out, err)
+		}
+		return
+	}
+	var hits atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, `{"via":"proxy"}`)
+	}))
+	defer proxy.Close()
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"} {
+		t.Setenv(k, proxy.URL)
+	}
+	t.Setenv("NO_PROXY", "")
+	t.Setenv("no_proxy", "")
+	t.Setenv("HTTPTOOL_PROXY_CHILD", "1")
+	out, err := exec.Command(os.Args[0], "-test.run=^TestNoProxyFromEnvironment$", "-test.count=1", "-test.v").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestNoProxyFromEnvironment") {
+		t.Fatalf("the call in a process with proxy variables: %v\n%s", err, out)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the proxy from the environment got %d requests", n)
 	}
 }
