@@ -188,7 +188,7 @@ func buildTools(ctx context.Context, t *config.Tools, b *bundle.Bundle, tokens h
 	return toolsapi.New(toolsapi.Config{
 		Verifier:      v,
 		Plane:         plane,
-		Runner:        httptool.New(httptool.Options{Tokens: tokens, AllowPrivateUpstreams: t.AllowPrivateUpstreams}),
+		Runner:        httptool.New(httptool.Options{Tokens: tokens, AllowPrivateUpstreams: t.AllowPrivateUpstreams, Log: log}),
 		Native:        opts.Native,
 		Hooks:         &toolhooks.Hooks{Limiter: lim, Sink: toolhooks.LogSink{Log: log}, Log: log},
 		TenantClaim:   t.TenantClaim,

@@ -5,9 +5,44 @@
 //
 // A token never leaves the Authorization header: it is scrubbed from
 // anything the upstream sends back before that reaches the model, and it
-// is never logged. Uploaded (tenant) tools run on a client that refuses
-// loopback, private and link-local addresses, so a tenant cannot aim the
-// tools function at the cloud metadata endpoint or the local network.
+// is never logged.
+//
+// Uploaded (tenant) tools run on a guarded client, so a tenant cannot aim
+// the tools function at the cloud metadata endpoint, the local network or
+// anything else that is not the public internet. The guard:
+//
+//   - checks the address actually dialled, after DNS, so a name that
+//     resolves (or re-resolves) to a refused address is refused too;
+//   - refuses every block of the IANA IPv4 and IPv6 Special-Purpose
+//     Address Registries (RFC 6890 and its updates), IPv4 multicast and
+//     every IPv6 address outside 2000::/3 (which also refuses the
+//     deprecated IPv4-compatible ::a.b.c.d). Blocks the registries mark
+//     globally reachable are refused as well (PCP, TURN and SRP anycast,
+//     AS112, AMT, ORCHIDv2, DRIP): none is a web API, and an anycast
+//     address reaches whichever instance is nearest, which can be one
+//     inside the operator's network;
+//   - judges an IPv4-mapped address (::ffff:a.b.c.d) as the IPv4 address,
+//     which is what the kernel dials, and a NAT64 address of the
+//     well-known prefix 64:ff9b::/96 by the IPv4 address in its last 32
+//     bits: an IPv6-only subnet with DNS64 (AWS offers it) reaches every
+//     IPv4-only API that way, and the translator would dial a private
+//     address as readily as a public one. The local-use NAT64 prefix
+//     64:ff9b:1::/48, 6to4 (2002::/16) and Teredo (2001::/32) are refused
+//     whatever IPv4 address they carry: the registry does not call them
+//     globally reachable, a translator or relay on the path would dial the
+//     embedded address for us, and a real API does not sit behind them;
+//   - never uses a proxy from the environment (HTTP_PROXY and the like): a
+//     proxy would dial for us, past the check;
+//   - answers the tenant with one generic refusal (E_TOOL_UPSTREAM_NOT_ALLOWED)
+//     for a refused address and for a name that does not resolve, and
+//     puts the detail (the host, the address it resolved to and the rule,
+//     or the resolver's answer) in the operator's log only, so that a
+//     tenant cannot map internal names by probing them.
+//
+// It must never let an uploaded tool's request leave for an address the
+// guard has not checked (AllowPrivateUpstreams turns the check off, for
+// local development only). Bundle tools run on an unguarded client: the
+// operator chose their URLs.
 package httptool
 
 import (
@@ -17,6 +52,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"sort"
@@ -47,6 +84,7 @@ type Runner struct {
 	open        *http.Client // bundle tools: the operator chose the URL
 	guarded     *http.Client // tenant tools: public addresses only
 	maxResponse int64
+	log         *slog.Logger
 }
 
 // Options of a Runner.
@@ -58,12 +96,17 @@ type Options struct {
 	Timeout time.Duration
 	// MaxResponse bounds the upstream body read (DefaultMaxResponse).
 	MaxResponse int64
-	// AllowPrivateUpstreams lets tenant tools reach loopback and private
-	// addresses (local development and tests only).
+	// AllowPrivateUpstreams lets tenant tools reach every address the
+	// guard refuses, loopback and private ones included (local development
+	// and tests only). They still never use a proxy from the environment.
 	AllowPrivateUpstreams bool
 	// Transport, when set, is used by both clients instead of their own
 	// (tests).
 	Transport http.RoundTripper
+	// Log gets what a tenant must not see: why the guard refused an
+	// uploaded tool's upstream (the host, the address it resolved to, the
+	// resolver's answer). Nil: discarded.
+	Log *slog.Logger
 }
 
 // New builds a Runner.
@@ -80,7 +123,11 @@ func New(o Options) *Runner {
 		open = http.DefaultTransport.(*http.Transport).Clone()
 		guarded = guardedTransport(o.AllowPrivateUpstreams)
 	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
 	return &Runner{
+		log:         o.Log,
 		tokens:      o.Tokens,
 		open:        &http.Client{Timeout: o.Timeout, Transport: open, CheckRedirect: sameOrigin},
 		guarded:     &http.Client{Timeout: o.Timeout, Transport: guarded, CheckRedirect: sameOrigin},
@@ -105,9 +152,12 @@ type Error = toolhooks.ToolError
 
 // Error codes of http tools.
 const (
-	CodeUpstream      = "E_TOOL_UPSTREAM"
-	CodeUpstreamAuth  = "E_TOOL_UPSTREAM_UNAUTHORIZED"
-	CodeUnreachable   = "E_TOOL_UPSTREAM_UNREACHABLE"
+	CodeUpstream     = "E_TOOL_UPSTREAM"
+	CodeUpstreamAuth = "E_TOOL_UPSTREAM_UNAUTHORIZED"
+	CodeUnreachable  = "E_TOOL_UPSTREAM_UNREACHABLE"
+	// CodeNotAllowed: an uploaded tool's host is not a public address
+	// (or does not resolve); the operator's log says which.
+	CodeNotAllowed    = "E_TOOL_UPSTREAM_NOT_ALLOWED"
 	CodeAuth          = "E_TOOL_AUTH"
 	CodeArgs          = toolhooks.CodeInvalidArgs
 	CodeResponseLimit = "E_TOOL_UPSTREAM_TOO_LARGE"
@@ -157,9 +207,7 @@ func (r *Runner) run(ctx context.Context, t *bundle.Tool, auth domain.TurnAuth, 
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		// url.Error names the URL; the query may hold arguments, so say
-		// only the host.
-		return nil, toolhooks.NewToolError("UpstreamUnreachable", CodeUnreachable, fmt.Sprintf("%s %s: %s", req.Method, req.URL.Host, scrub(unwrapURLError(err), token)))
+		return nil, r.unreachable(ctx, t, req, err, token, tenant)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, r.maxResponse+1))
@@ -182,6 +230,28 @@ func (r *Runner) run(ctx context.Context, t *bundle.Tool, auth domain.TurnAuth, 
 		return nil, toolhooks.NewToolError("UpstreamError", code, msg)
 	}
 	return output(text), nil
+}
+
+// notAllowedMessage is all a tenant learns when the guard refuses its
+// tool's host, or the host does not resolve: the same answer for both, so
+// that probing names tells a tenant neither which internal names exist nor
+// what they resolve to.
+const notAllowedMessage = "upstream address not allowed: the host does not resolve to a public address, and uploaded tools reach public addresses only (the operator's log has the detail)"
+
+// unreachable is the tool error of a call that got no answer. url.Error
+// names the URL; the query may hold arguments, so it says only the host.
+// For an uploaded tool, a refused address or a failed lookup is answered
+// with notAllowedMessage, and the detail (the address it resolved to, the
+// rule, the resolver's answer) goes to the operator's log.
+func (r *Runner) unreachable(ctx context.Context, t *bundle.Tool, req *http.Request, err error, token string, tenant bool) error {
+	var refused *refusedError
+	var lookup *net.DNSError
+	if tenant && (errors.As(err, &refused) || errors.As(err, &lookup)) {
+		r.log.WarnContext(ctx, "uploaded tool's upstream refused", "toolId", t.ID, "toolName", t.ToolName,
+			"method", req.Method, "host", req.URL.Host, "reason", unwrapURLError(err))
+		return toolhooks.NewToolError("UpstreamNotAllowed", CodeNotAllowed, fmt.Sprintf("%s %s: %s", req.Method, req.URL.Host, notAllowedMessage))
+	}
+	return toolhooks.NewToolError("UpstreamUnreachable", CodeUnreachable, fmt.Sprintf("%s %s: %s", req.Method, req.URL.Host, scrub(unwrapURLError(err), token)))
 }
 
 func unwrapURLError(err error) string {

@@ -1,14 +1,20 @@
 package httptool
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
+	"net/url"
+	"os"
+	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -190,8 +196,8 @@ func TestTenantToolsReachPublicAddressesOnly(t *testing.T) {
 	srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{}`) })
 	_, err := New(Options{}).Invoker(tool(srv.URL, "GET", "/", false), domain.TurnAuth{}, true)(context.Background(), nil)
 	var e *Error
-	if !errors.As(err, &e) || e.Code != CodeUnreachable || !strings.Contains(e.Message, "not public") {
-		t.Fatalf("tenant tool to loopback: err = %v, want it refused", err)
+	if !errors.As(err, &e) || e.Code != CodeNotAllowed {
+		t.Fatalf("tenant tool to loopback: err = %v, want it refused with %s", err, CodeNotAllowed)
 	}
 	if _, err := New(Options{AllowPrivateUpstreams: true}).Invoker(tool(srv.URL, "GET", "/", false), domain.TurnAuth{}, true)(context.Background(), nil); err != nil {
 		t.Fatalf("with AllowPrivateUpstreams: %v", err)
@@ -202,15 +208,93 @@ func TestTenantToolsReachPublicAddressesOnly(t *testing.T) {
 	}
 }
 
-func TestPublicAddr(t *testing.T) {
-	for addr, want := range map[string]bool{
-		"8.8.8.8": true, "2606:4700::1111": true,
-		"127.0.0.1": false, "::1": false, "10.1.2.3": false, "172.16.0.1": false, "192.168.1.1": false,
-		"169.254.169.254": false, "fe80::1": false, "fd00::1": false, "100.64.0.1": false, "0.0.0.0": false,
-		"::ffff:127.0.0.1": false, "::ffff:169.254.169.254": false, "224.0.0.1": false,
-	} {
-		if got := publicAddr(netip.MustParseAddr(addr)); got != want {
-			t.Errorf("publicAddr(%s) = %v, want %v", addr, got, want)
+// TestRefusalNamesNoAddress: a tenant who points a tool at an internal
+// name learns that it was refused, never what it resolved to; the
+// operator's log has the host, the address and the rule.
+func TestRefusalNamesNoAddress(t *testing.T) {
+	srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) { t.Error("the guard let a tenant tool reach loopback") })
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	var logged bytes.Buffer
+	r := New(Options{Log: slog.New(slog.NewJSONHandler(&logged, nil))})
+	_, err := r.Invoker(tool("http://localhost:"+port, "GET", "/secret?q=1", false), domain.TurnAuth{}, true)(context.Background(), nil)
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("err = %v, want a tool error", err)
+	}
+	want := "GET localhost:" + port + ": " + notAllowedMessage
+	if e.Code != CodeNotAllowed || e.Message != want {
+		t.Fatalf("caller sees %s %q, want %s %q", e.Code, e.Message, CodeNotAllowed, want)
+	}
+	log := logged.String()
+	if !strings.Contains(log, `"host":"localhost:`+port+`"`) || !strings.Contains(log, "loopback") ||
+		!(strings.Contains(log, "127.0.0.1") || strings.Contains(log, "::1")) || strings.Contains(log, "secret") {
+		t.Fatalf("operator log = %s, want the host, the resolved address and the rule, not the path", log)
+	}
+}
+
+// TestResolverFailureNamesNoResolver: a name that does not resolve answers
+// like one that resolves to a refused address (a tenant cannot tell which
+// internal names exist) and never names the resolver.
+func TestResolverFailureNamesNoResolver(t *testing.T) {
+	var logged bytes.Buffer
+	r := New(Options{Log: slog.New(slog.NewJSONHandler(&logged, nil))})
+	tl := tool("https://db.corp.internal", "GET", "/", false)
+	req, _ := buildRequest(context.Background(), tl, nil)
+	dnsErr := &net.DNSError{Err: "no such host", Name: "db.corp.internal", Server: "10.0.0.2:53", IsNotFound: true}
+	err := r.unreachable(context.Background(), tl, req, &url.Error{Op: "Get", URL: req.URL.String(), Err: &net.OpError{Op: "dial", Net: "tcp", Err: dnsErr}}, "", true)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeNotAllowed || e.Message != "GET db.corp.internal: "+notAllowedMessage {
+		t.Fatalf("caller sees %v, want %s with the generic message", err, CodeNotAllowed)
+	}
+	if !strings.Contains(logged.String(), "10.0.0.2:53") {
+		t.Fatalf("operator log = %s, want the resolver's answer", logged.String())
+	}
+	// A bundle tool's operator chose the URL: the detail stays in its error.
+	err = r.unreachable(context.Background(), tl, req, &url.Error{Op: "Get", URL: req.URL.String(), Err: &net.OpError{Op: "dial", Net: "tcp", Err: dnsErr}}, "", false)
+	if !errors.As(err, &e) || e.Code != CodeUnreachable || !strings.Contains(e.Message, "no such host") {
+		t.Fatalf("bundle tool: %v", err)
+	}
+}
+
+// TestNoProxyFromEnvironment: with every proxy variable naming a proxy, an
+// uploaded tool's request still goes straight to the upstream. A proxy
+// would dial for us, past the guard, to wherever the tenant asks.
+//
+// net/http reads the proxy variables once per process, so the call runs in
+// a fresh copy of this test binary whose environment names the proxy. The
+// guard is off in it (AllowPrivateUpstreams only lifts the address check):
+// a loopback proxy would otherwise be refused by the guard and hide a
+// transport that uses it. The upstream is dialled as 0.0.0.0, which reaches
+// the local listener but, unlike loopback addresses, is not exempt from
+// the proxy variables.
+func TestNoProxyFromEnvironment(t *testing.T) {
+	if os.Getenv("HTTPTOOL_PROXY_CHILD") == "1" {
+		srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"via":"direct"}`) })
+		port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+		out, err := New(Options{AllowPrivateUpstreams: true, Timeout: 5 * time.Second}).
+			Invoker(tool("http://0.0.0.0:"+port, "GET", "/", false), domain.TurnAuth{}, true)(context.Background(), nil)
+		if err != nil || string(out) != `{"via":"direct"}` {
+			t.Fatalf("output %s, err %v: want the upstream's own answer", out, err)
 		}
+		return
+	}
+	var hits atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, `{"via":"proxy"}`)
+	}))
+	defer proxy.Close()
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"} {
+		t.Setenv(k, proxy.URL)
+	}
+	t.Setenv("NO_PROXY", "")
+	t.Setenv("no_proxy", "")
+	t.Setenv("HTTPTOOL_PROXY_CHILD", "1")
+	out, err := exec.Command(os.Args[0], "-test.run=^TestNoProxyFromEnvironment$", "-test.count=1", "-test.v").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestNoProxyFromEnvironment") {
+		t.Fatalf("the call in a process with proxy variables: %v\n%s", err, out)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the proxy from the environment got %d requests", n)
 	}
 }
