@@ -26,7 +26,7 @@ func (m *Manager) prepareDeviceSession(ctx context.Context, rt *appRuntime, s *d
 	defer cancel()
 	da, err := cfg.DeviceAuth(pctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: device authorization: %w", errProvider, err)
+		return nil, atProvider("device authorization", err)
 	}
 	if da.DeviceCode == "" || da.UserCode == "" || da.VerificationURI == "" {
 		return nil, fmt.Errorf("%w: device authorization response lacks device_code, user_code or verification_uri", errProvider)
@@ -109,6 +109,7 @@ func (m *Manager) pollDevice(ctx context.Context, id string) {
 		Interval:        int64(d.Interval),
 	})
 	if err != nil {
+		err = atProvider("device access token", err)
 		switch {
 		case ctx.Err() != nil:
 			return // shutting down: the next start resumes polling

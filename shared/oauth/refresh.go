@@ -95,7 +95,7 @@ func (m *Manager) refreshLeased(ctx context.Context, rt *appRuntime, seen domain
 			}
 			return domain.Grant{}, errGrantRevoked
 		}
-		return domain.Grant{}, fmt.Errorf("%w: refresh %s: %w", errProvider, cur.ID, err)
+		return domain.Grant{}, atProvider("refresh "+cur.ID, err)
 	}
 	next, err := m.applyToken(ctx, cur, tok, started)
 	if err != nil {
