@@ -262,8 +262,8 @@ func (m *Manager) fromGrant(ctx context.Context, rt *appRuntime, g domain.Grant,
 		return Result{}, false
 	}
 	now := m.now()
-	if TokenValid(g, minTTL, now) {
-		return m.ready(ctx, g)
+	if TokenValid(g, minTTL, now) || youngShortLived(g, minTTL, now) {
+		return m.ready(ctx, g, minTTL)
 	}
 	if g.Token.RefreshToken == nil {
 		return Result{}, false
@@ -279,10 +279,31 @@ func (m *Manager) fromGrant(ctx context.Context, rt *appRuntime, g domain.Grant,
 	if fresh.Revoked {
 		return Result{}, false
 	}
-	return m.ready(ctx, fresh)
+	return m.ready(ctx, fresh, minTTL)
 }
 
-func (m *Manager) ready(ctx context.Context, g domain.Grant) (Result, bool) {
+// youngShortLived reports whether g's token was issued with a lifetime no
+// longer than minTTL and still has more than half of it left. Such a
+// provider can never hand out a token that lives minTTL; refreshing on
+// every call would only hammer it (and rotate the refresh token each
+// time). So a short-lived token is refreshed once half its lifetime is
+// gone: one refresh per grant per half lifetime, decided from the stored
+// grant alone, so it holds across processes. The answer then says the
+// token is shorter than asked.
+func youngShortLived(g domain.Grant, minTTL int, now time.Time) bool {
+	if g.Revoked || g.Token.ExpiresAt == nil || g.Token.IssuedAt.IsZero() {
+		return false
+	}
+	life := g.Token.ExpiresAt.Sub(g.Token.IssuedAt)
+	if life <= 0 || life > time.Duration(minTTL)*time.Second {
+		return false
+	}
+	return g.Token.ExpiresAt.Sub(now) > life/2
+}
+
+// ready opens g's access token into a ready result; TTLShorterThanRequested
+// is set when the token has no more than minTTL seconds left.
+func (m *Manager) ready(ctx context.Context, g domain.Grant, minTTL int) (Result, bool) {
 	tok, err := m.cfg.Sealer.Open(ctx, g.Token.AccessToken, domain.GrantBinding(g, domain.FieldAccessToken))
 	if err != nil {
 		m.log.ErrorContext(ctx, "grant access token does not open", "grantId", g.ID, "keyId", g.Token.AccessToken.KeyID, "err", err)
@@ -294,6 +315,8 @@ func (m *Manager) ready(ctx context.Context, g domain.Grant) (Result, bool) {
 		TokenType:   g.Token.TokenType,
 		ExpiresAt:   g.Token.ExpiresAt,
 		Scopes:      g.ScopesGranted,
+		// The provider issues shorter tokens than minTTL asks for.
+		TTLShorterThanRequested: !TokenValid(g, minTTL, m.now()),
 	}, true
 }
 

@@ -696,3 +696,54 @@ func TestSessionSealerSealsSessionsOnly(t *testing.T) {
 		t.Fatalf("grant sealer %v, session sealer %v", grants.records, sessions.records)
 	}
 }
+
+// A provider whose tokens live shorter than minTtlSeconds can never satisfy
+// the request; refreshing on every call only hammers it (issue 9.4). The
+// token is refreshed once half its lifetime is gone, and the answer says
+// it is shorter than asked.
+func TestMinTTLLongerThanTheProviderIssues(t *testing.T) {
+	h := newHarness(t)
+	h.p.expiresIn = 600
+	first := h.consent("global", "team")
+	if first.TTLShorterThanRequested {
+		t.Fatal("a 600 s token flagged for the default minTtlSeconds of 300")
+	}
+	asked := 3600
+	long := func(r *TokenRequest) { r.MinTTLSeconds = &asked }
+	calls := func(n int, step time.Duration) []Result {
+		t.Helper()
+		var out []Result
+		for i := range n {
+			res := h.request("global", long)
+			if res.Status != StatusReady || !res.TTLShorterThanRequested {
+				t.Fatalf("call %d: want ready, flagged shorter than requested: %+v", i, res)
+			}
+			if left := res.ExpiresAt.Sub(h.clock.Now()); left < 300*time.Second {
+				t.Fatalf("call %d: token with %s left, want at least half its 600 s lifetime", i, left)
+			}
+			out = append(out, res)
+			h.clock.Advance(step)
+		}
+		return out
+	}
+	// A fresh token: 20 calls over 200 s refresh nothing.
+	calls(20, 10*time.Second)
+	if n := h.p.refreshes(); n != 0 {
+		t.Fatalf("%d refreshes in 20 calls on a fresh token, want 0", n)
+	}
+	// Past half its lifetime: one refresh, then the new token is used.
+	h.clock.Advance(150 * time.Second)
+	got := calls(20, time.Second)
+	if n := h.p.refreshes(); n != 1 {
+		t.Fatalf("%d refreshes in 20 calls on an aging token, want 1", n)
+	}
+	if got[0].AccessToken.Reveal() == first.AccessToken.Reveal() || got[19].AccessToken.Reveal() != got[0].AccessToken.Reveal() {
+		t.Fatal("want one new token for all 20 calls")
+	}
+	// Half a lifetime later, the next one.
+	h.clock.Advance(300 * time.Second)
+	calls(1, 0)
+	if n := h.p.refreshes(); n != 2 {
+		t.Fatalf("%d refreshes after another half lifetime, want 2", n)
+	}
+}

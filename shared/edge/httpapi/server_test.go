@@ -343,3 +343,18 @@ func FuzzCallbackQuery(f *testing.F) {
 		}
 	})
 }
+
+func TestTokenReadyShorterThanRequested(t *testing.T) {
+	f := newFixture(t)
+	f.seed(t, "demo:team:T1", "the-access-token") // lives one hour
+	for _, tc := range []struct {
+		minTTL string
+		want   any
+	}{{"300", nil}, {"7200", true}} {
+		rec := f.do("POST", "/v1/oauth/token", `{"oauthAppRef":"OAuthApp/team","minTtlSeconds":`+tc.minTTL+`,"turn":{"auth":{"subjects":{"global":"demo:team:T1"}}}}`, nil)
+		m := decode(t, rec)
+		if m["status"] != "ready" || m["ttlShorterThanRequested"] != tc.want {
+			t.Fatalf("minTtlSeconds %s: %v, want ttlShorterThanRequested %v", tc.minTTL, m, tc.want)
+		}
+	}
+}
