@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -365,10 +366,12 @@ func (m *Manager) startSession(ctx context.Context, rt *appRuntime, subject stri
 	}
 	var prompt *DeviceCodePrompt
 	var err error
+	link := ""
 	if app.Flow == bundle.FlowDeviceCode {
 		prompt, err = m.prepareDeviceSession(ctx, rt, &s)
+		link = s.AuthorizationURL
 	} else {
-		err = m.prepareCodeSession(ctx, rt, &s, now)
+		link, err = m.prepareCodeSession(ctx, rt, &s, now)
 	}
 	if err != nil {
 		m.log.ErrorContext(ctx, "auth session not started", "oauthApp", app.Name, "err", err)
@@ -388,7 +391,7 @@ func (m *Manager) startSession(ctx context.Context, rt *appRuntime, subject stri
 	return Result{
 		Status:           StatusAuthorizationRequired,
 		AuthSessionID:    s.ID,
-		AuthorizationURL: s.AuthorizationURL,
+		AuthorizationURL: link,
 		SessionExpiresAt: s.ExpiresAt,
 		Message:          promptMessage(app.Provider, prompt),
 		DeviceCode:       prompt,
@@ -403,17 +406,19 @@ func promptMessage(provider string, d *DeviceCodePrompt) string {
 }
 
 // prepareCodeSession fills the PKCE pair, the sealed state and the
-// authorization URL of an Authorization Code session.
-func (m *Manager) prepareCodeSession(ctx context.Context, rt *appRuntime, s *domain.Session, now time.Time) error {
+// authorization URL of an Authorization Code session, and returns the link
+// the user opens. The state is sealed at rest (spec 001 §5.3), so the
+// session's stored URL lacks it; linkOf adds it back.
+func (m *Manager) prepareCodeSession(ctx context.Context, rt *appRuntime, s *domain.Session, now time.Time) (string, error) {
 	verifier := oauth2.GenerateVerifier()
 	state := m.state.Encode(s.ID, now)
 	sealedVerifier, err := m.cfg.SessionSealer.Seal(ctx, []byte(verifier), domain.SessionBinding(*s, domain.FieldCodeVerifier))
 	if err != nil {
-		return fmt.Errorf("seal code verifier: %w", err)
+		return "", fmt.Errorf("seal code verifier: %w", err)
 	}
 	sealedState, err := m.cfg.SessionSealer.Seal(ctx, []byte(state), domain.SessionBinding(*s, domain.FieldState))
 	if err != nil {
-		return fmt.Errorf("seal state: %w", err)
+		return "", fmt.Errorf("seal state: %w", err)
 	}
 	s.Flow = domain.SessionFlow{
 		Type: domain.FlowAuthorizationCode,
@@ -424,15 +429,15 @@ func (m *Manager) prepareCodeSession(ctx context.Context, rt *appRuntime, s *dom
 		},
 		State: sealedState,
 	}
-	s.AuthorizationURL = m.authorizationURL(rt, s, state, verifier)
-	return nil
+	s.AuthorizationURL = m.authorizationURL(rt, s, verifier)
+	return withState(s.AuthorizationURL, state), nil
 }
 
-// authorizationURL builds the spec's URL: response_type=code, client_id,
-// redirect_uri, space-joined scope, state, code_challenge (S256), string
-// options as extra parameters, and a nonce when the subject is verified
-// from an id_token.
-func (m *Manager) authorizationURL(rt *appRuntime, s *domain.Session, state, verifier string) string {
+// authorizationURL builds the spec's URL without its state:
+// response_type=code, client_id, redirect_uri, space-joined scope,
+// code_challenge (S256), string options as extra parameters, and a nonce
+// when the subject is verified from an id_token.
+func (m *Manager) authorizationURL(rt *appRuntime, s *domain.Session, verifier string) string {
 	cfg := *rt.oauth
 	cfg.Scopes = s.RequestedScopes
 	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier)}
@@ -449,7 +454,39 @@ func (m *Manager) authorizationURL(rt *appRuntime, s *domain.Session, state, ver
 	if rt.idTokens != nil {
 		opts = append(opts, oauth2.SetAuthURLParam("nonce", m.state.nonceFor(s.ID)))
 	}
-	return cfg.AuthCodeURL(state, opts...)
+	return cfg.AuthCodeURL("", opts...)
+}
+
+// withState appends the state parameter to a stored authorization URL.
+func withState(link, state string) string {
+	sep := "&"
+	if !strings.Contains(link, "?") {
+		sep = "?"
+	}
+	return link + sep + "state=" + url.QueryEscape(state)
+}
+
+// linkOf returns the authorization link of s as the user opens it: the
+// stored URL with the session's state, opened from its sealed copy. A code
+// session written before the state was kept out of the URL holds it
+// already and is returned as stored; so is a device session's
+// verification URI.
+func (m *Manager) linkOf(ctx context.Context, s domain.Session) (string, error) {
+	if s.Flow.Type != domain.FlowAuthorizationCode || s.Flow.State.IsZero() {
+		return s.AuthorizationURL, nil
+	}
+	u, err := url.Parse(s.AuthorizationURL)
+	if err != nil {
+		return "", fmt.Errorf("session %s: stored authorization URL does not parse", s.ID)
+	}
+	if u.Query().Has("state") {
+		return s.AuthorizationURL, nil
+	}
+	state, err := m.cfg.SessionSealer.Open(ctx, s.Flow.State, domain.SessionBinding(s, domain.FieldState))
+	if err != nil {
+		return "", fmt.Errorf("session %s: open state: %w", s.ID, err)
+	}
+	return withState(s.AuthorizationURL, string(state)), nil
 }
 
 func quoteList(ss []string) string {
