@@ -100,7 +100,6 @@ func (m *Manager) pollDevice(ctx context.Context, id string) {
 	cfg := *rt.oauth
 	cfg.Scopes = s.RequestedScopes
 	pctx := context.WithValue(ctx, oauth2.HTTPClient, m.cfg.HTTPClient)
-	issued := m.now()
 	tok, err := cfg.DeviceAccessToken(pctx, &oauth2.DeviceAuthResponse{
 		DeviceCode:      string(code),
 		UserCode:        d.UserCode,
@@ -121,6 +120,10 @@ func (m *Manager) pollDevice(ctx context.Context, id string) {
 		}
 		return
 	}
+	// The call blocks for as long as the user takes to approve: the token's
+	// lifetime counts from the response (late by one poll's round trip at
+	// most), not from when polling started.
+	issued := m.now()
 	if _, err := m.finish(ctx, rt, s, tok, issued); err != nil {
 		m.log.WarnContext(ctx, "device authorization not completed", "authSessionId", s.ID, "err", err)
 	}

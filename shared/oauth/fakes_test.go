@@ -43,6 +43,7 @@ type fakeProvider struct {
 	userinfoSub   string // override the sub userinfo reports
 	deviceScript  []string
 	deviceSubject string
+	onDevicePoll  func() // runs as a device poll arrives (e.g. moves the clock)
 }
 
 type fakeCode struct{ challenge, sub, scope, redirect string }
@@ -169,6 +170,9 @@ func (p *fakeProvider) token(w http.ResponseWriter, r *http.Request) {
 		p.tokenResponse(w, sub, "read write")
 	case "urn:ietf:params:oauth:grant-type:device_code":
 		p.devicePolls = append(p.devicePolls, time.Now())
+		if p.onDevicePoll != nil {
+			p.onDevicePoll()
+		}
 		if len(p.deviceScript) > 0 {
 			step := p.deviceScript[0]
 			p.deviceScript = p.deviceScript[1:]

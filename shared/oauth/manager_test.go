@@ -667,6 +667,29 @@ func TestDeviceFlow(t *testing.T) {
 	}
 }
 
+// A device token's lifetime counts from the token response, not from when
+// polling started: the user's time to approve is not taken off it.
+func TestDeviceTokenExpiryCountsFromTheResponse(t *testing.T) {
+	h := newHarness(t)
+	h.p.deviceSubject = "team"
+	h.p.deviceScript = []string{"ok"}
+	h.p.onDevicePoll = func() { h.clock.Advance(45 * time.Second) } // the user takes 45 s to approve
+	start := h.clock.Now()
+	res := h.request("device")
+	st, err := h.m.SessionStatus(context.Background(), res.AuthSessionID, 10*time.Second)
+	if err != nil || st.Status != domain.SessionCompleted {
+		t.Fatalf("device session %+v %v", st, err)
+	}
+	g, err := h.store.GetGrant(context.Background(), GrantID(appRef("device"), "demo:team:T1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := start.Add(45 * time.Second)
+	if g.Token.ExpiresAt == nil || !g.Token.ExpiresAt.Equal(answered.Add(time.Hour)) || !g.Token.IssuedAt.Equal(answered) {
+		t.Fatalf("issued %s, expires %v; want issued %s (the response), expiring an hour later", g.Token.IssuedAt, g.Token.ExpiresAt, answered)
+	}
+}
+
 // recordingSealer notes which records it sealed.
 type recordingSealer struct {
 	domain.Sealer
