@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -355,6 +356,31 @@ func TestTokenReadyShorterThanRequested(t *testing.T) {
 		m := decode(t, rec)
 		if m["status"] != "ready" || m["ttlShorterThanRequested"] != tc.want {
 			t.Fatalf("minTtlSeconds %s: %v, want ttlShorterThanRequested %v", tc.minTTL, m, tc.want)
+		}
+	}
+}
+
+// A hostile provider error value never reaches the page or the log: the
+// page shows the code only when it is a plain RFC 6749-style code.
+func TestCallbackPageProviderError(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct{ value, want string }{
+		{"access_denied", "access_denied"},
+		{`<img src=x onerror=alert(1)>ZQXJ"` + "\n\x00\xff", "unknown_error"},
+	} {
+		rec := f.do("POST", "/v1/oauth/token", `{"oauthAppRef":"OAuthApp/team","turn":{"auth":{"subjects":{"global":"demo:team:T3"}}}}`, nil)
+		u, err := url.Parse(decode(t, rec)["authorizationUrl"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := url.Values{"state": {u.Query().Get("state")}, "error": {tc.value}, "error_description": {"<b>ZQXJ</b>"}}
+		rec = f.do("GET", "/oauth/callback/team?"+q.Encode(), "", map[string]string{"Authorization": ""})
+		body := rec.Body.String()
+		if rec.Code != 400 || !strings.Contains(body, `data-reason="provider_error"`) || !strings.Contains(body, "<code>"+tc.want+"</code>") {
+			t.Fatalf("%q: page %d %s", tc.value, rec.Code, body)
+		}
+		if strings.Contains(body, "ZQXJ") || strings.Contains(f.logs.String(), "ZQXJ") || strings.Contains(body, "<img") {
+			t.Fatalf("%q: provider text on the page or in the log", tc.value)
 		}
 	}
 }
