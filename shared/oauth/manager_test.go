@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -350,8 +351,24 @@ func TestCallbackFailures(t *testing.T) {
 	t.Run("subject mismatch gives the token back", func(t *testing.T) {
 		s := pending(t, "user", "bob")
 		_, _ = s.h.m.HandleCallback(context.Background(), s.h.bundle.OAuthApps["user"], s.query)
-		if len(s.h.p.revoked) == 0 {
-			t.Fatal("mismatched token was not revoked at the provider")
+		p := s.h.p
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		hints := append([]string(nil), p.revoked...)
+		sort.Strings(hints)
+		if strings.Join(hints, ",") != "access_token,refresh_token" {
+			t.Fatalf("provider saw revocations %v, want the access and the refresh token", p.revoked)
+		}
+		// Each hint named the right token: bob holds no live token.
+		for tok, sub := range p.access {
+			if sub == "bob" {
+				t.Fatalf("access token %s of the mismatched user still live", tok)
+			}
+		}
+		for tok, sub := range p.refresh {
+			if sub == "bob" {
+				t.Fatalf("refresh token %s of the mismatched user still live", tok)
+			}
 		}
 	})
 }
