@@ -104,8 +104,9 @@ type Session struct {
 	Subject         string      `json:"subject"`
 	RequestedScopes []string    `json:"requestedScopes"`
 	Flow            SessionFlow `json:"flow"`
-	// AuthorizationURL is public (it is shown to the user); it holds the
-	// state, which is single use and bound to this session.
+	// AuthorizationURL is public (it is shown to the user). A code
+	// session's URL is stored without its state, which is sealed in
+	// Flow.State; oauth adds it back when it hands the link out.
 	AuthorizationURL string        `json:"authorizationUrl"`
 	Status           SessionStatus `json:"status"`
 	StatusReason     string        `json:"statusReason,omitempty"`

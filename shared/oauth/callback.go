@@ -131,6 +131,7 @@ func (m *Manager) HandleCallback(ctx context.Context, app *bundle.OAuthApp, q ur
 	tok, err := cfg.Exchange(pctx, code, oauth2.VerifierOption(string(verifier)))
 	cancel()
 	if err != nil {
+		err = atProvider("code exchange", err)
 		reason := ReasonTokenExchangeFailed
 		if errors.Is(err, context.DeadlineExceeded) {
 			reason = ReasonTokenExchangeTimeout

@@ -26,7 +26,7 @@ func (m *Manager) prepareDeviceSession(ctx context.Context, rt *appRuntime, s *d
 	defer cancel()
 	da, err := cfg.DeviceAuth(pctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: device authorization: %w", errProvider, err)
+		return nil, atProvider("device authorization", err)
 	}
 	if da.DeviceCode == "" || da.UserCode == "" || da.VerificationURI == "" {
 		return nil, fmt.Errorf("%w: device authorization response lacks device_code, user_code or verification_uri", errProvider)
@@ -100,7 +100,6 @@ func (m *Manager) pollDevice(ctx context.Context, id string) {
 	cfg := *rt.oauth
 	cfg.Scopes = s.RequestedScopes
 	pctx := context.WithValue(ctx, oauth2.HTTPClient, m.cfg.HTTPClient)
-	issued := m.now()
 	tok, err := cfg.DeviceAccessToken(pctx, &oauth2.DeviceAuthResponse{
 		DeviceCode:      string(code),
 		UserCode:        d.UserCode,
@@ -109,6 +108,7 @@ func (m *Manager) pollDevice(ctx context.Context, id string) {
 		Interval:        int64(d.Interval),
 	})
 	if err != nil {
+		err = atProvider("device access token", err)
 		switch {
 		case ctx.Err() != nil:
 			return // shutting down: the next start resumes polling
@@ -120,6 +120,10 @@ func (m *Manager) pollDevice(ctx context.Context, id string) {
 		}
 		return
 	}
+	// The call blocks for as long as the user takes to approve: the token's
+	// lifetime counts from the response (late by one poll's round trip at
+	// most), not from when polling started.
+	issued := m.now()
 	if _, err := m.finish(ctx, rt, s, tok, issued); err != nil {
 		m.log.WarnContext(ctx, "device authorization not completed", "authSessionId", s.ID, "err", err)
 	}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"regexp"
+	"syscall"
 
 	"golang.org/x/oauth2"
 )
@@ -15,17 +17,24 @@ var (
 	// (invalid_grant) and the grant was revoked locally.
 	errGrantRevoked = errors.New("grant revoked")
 	// errProvider marks a failure reported by or talking to the provider.
+	// Every call to a provider wraps its error with it: only marked errors
+	// are described as the provider's, so an operator looks at the right
+	// system.
 	errProvider = errors.New("provider error")
 )
+
+// atProvider marks err as the failure of a call to the provider.
+func atProvider(what string, err error) error {
+	return fmt.Errorf("%w: %s: %w", errProvider, what, err)
+}
 
 var oauthErrorCode = regexp.MustCompile(`^[a-z0-9_.:-]{1,64}$`)
 
 // safeReason describes err without anything a provider or a token could
 // have put into it: x/oauth2's RetrieveError.Error() quotes the response
-// body, which we never repeat.
+// body, which we never repeat, and paths and host names stay in the log.
 func safeReason(err error) string {
 	var re *oauth2.RetrieveError
-	var ne net.Error
 	switch {
 	case errors.As(err, &re):
 		code := "unknown_error"
@@ -36,14 +45,51 @@ func safeReason(err error) string {
 			return fmt.Sprintf("provider answered %s (HTTP %d)", code, re.Response.StatusCode)
 		}
 		return "provider answered " + code
-	case errors.Is(err, context.DeadlineExceeded):
-		return "provider did not answer in time"
-	case errors.As(err, &ne):
-		return "provider unreachable"
 	case errors.Is(err, errGrantRevoked):
 		return "refresh token rejected; grant revoked"
 	}
+	provider := errors.Is(err, errProvider)
+	network := fromNetwork(err)
+	switch {
+	case provider && errors.Is(err, context.DeadlineExceeded):
+		return "provider did not answer in time"
+	case provider && network:
+		return "provider unreachable"
+	case provider:
+		return "provider response unusable"
+	case network:
+		// A transport error of the store or the key service (DynamoDB,
+		// KMS): not the provider's.
+		return "store or key service unreachable"
+	}
+	if errno, ok := localIO(err); ok {
+		return "local storage failed (" + errno.Error() + ")"
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "timed out inside agentauth (waiting for the store or another refresher)"
+	}
 	return "internal error"
+}
+
+// fromNetwork reports whether err came out of a network transport. The
+// HTTP client wraps every failure in *url.Error; dialers and resolvers use
+// *net.OpError and *net.DNSError. These may wrap a syscall.Errno
+// (ECONNREFUSED), which is why localIO must not be asked first: an Errno
+// alone satisfies net.Error and says nothing about where it came from.
+func fromNetwork(err error) bool {
+	var ue *url.Error
+	var oe *net.OpError
+	var de *net.DNSError
+	return errors.As(err, &ue) || errors.As(err, &oe) || errors.As(err, &de)
+}
+
+// localIO returns the errno of a failed system call outside any network
+// transport: the store's or the key files' ENOSPC, EROFS, EACCES, EIO…
+// (wrapped in *fs.PathError, *os.LinkError or *os.SyscallError).
+func localIO(err error) (syscall.Errno, bool) {
+	var errno syscall.Errno
+	ok := errors.As(err, &errno) && !fromNetwork(err)
+	return errno, ok
 }
 
 // providerCode is the RFC 6749 error code of err, or "".

@@ -43,9 +43,14 @@ type fakeProvider struct {
 	userinfoSub   string // override the sub userinfo reports
 	deviceScript  []string
 	deviceSubject string
+	onDevicePoll  func() // runs as a device poll arrives (e.g. moves the clock)
+	// idToken, when set, gives code exchanges an id_token: it gets the
+	// subject and the nonce of the authorization request.
+	idToken func(sub, nonce string) string
+	jwks    []byte // served at /jwks
 }
 
-type fakeCode struct{ challenge, sub, scope, redirect string }
+type fakeCode struct{ challenge, sub, scope, redirect, nonce string }
 
 func newFakeProvider(t *testing.T) *fakeProvider {
 	p := &fakeProvider{t: t, codes: map[string]fakeCode{}, access: map[string]string{}, refresh: map[string]string{}, used: map[string]bool{}, expiresIn: 3600}
@@ -54,6 +59,12 @@ func newFakeProvider(t *testing.T) *fakeProvider {
 	mux.HandleFunc("GET /userinfo", p.userinfo)
 	mux.HandleFunc("POST /revoke", p.revoke)
 	mux.HandleFunc("POST /device", p.device)
+	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, _ *http.Request) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(p.jwks)
+	})
 	p.srv = httptest.NewServer(mux)
 	t.Cleanup(p.srv.Close)
 	return p
@@ -87,15 +98,18 @@ func (p *fakeProvider) approve(authURL, sub string) (code, state string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	code = p.next("code")
-	p.codes[code] = fakeCode{challenge: q.Get("code_challenge"), sub: sub, scope: q.Get("scope"), redirect: q.Get("redirect_uri")}
+	p.codes[code] = fakeCode{challenge: q.Get("code_challenge"), sub: sub, scope: q.Get("scope"), redirect: q.Get("redirect_uri"), nonce: q.Get("nonce")}
 	return code, q.Get("state")
 }
 
-func (p *fakeProvider) tokenResponse(w http.ResponseWriter, sub, scope string) {
+func (p *fakeProvider) tokenResponse(w http.ResponseWriter, sub, scope, idToken string) {
 	at, rt := p.next("at"), p.next("rt")
 	p.access[at] = sub
 	p.refresh[rt] = sub
 	resp := map[string]any{"access_token": at, "token_type": "Bearer", "refresh_token": rt, "scope": scope}
+	if idToken != "" {
+		resp["id_token"] = idToken
+	}
 	if p.expiresIn > 0 {
 		resp["expires_in"] = p.expiresIn
 	}
@@ -151,7 +165,11 @@ func (p *fakeProvider) token(w http.ResponseWriter, r *http.Request) {
 			oauthError(w, http.StatusBadRequest, "invalid_grant")
 			return
 		}
-		p.tokenResponse(w, c.sub, c.scope)
+		idt := ""
+		if p.idToken != nil {
+			idt = p.idToken(c.sub, c.nonce)
+		}
+		p.tokenResponse(w, c.sub, c.scope, idt)
 	case "refresh_token":
 		p.refreshCalls++
 		rt := r.PostForm.Get("refresh_token")
@@ -166,9 +184,12 @@ func (p *fakeProvider) token(w http.ResponseWriter, r *http.Request) {
 		}
 		p.used[rt] = true
 		delete(p.refresh, rt)
-		p.tokenResponse(w, sub, "read write")
+		p.tokenResponse(w, sub, "read write", "")
 	case "urn:ietf:params:oauth:grant-type:device_code":
 		p.devicePolls = append(p.devicePolls, time.Now())
+		if p.onDevicePoll != nil {
+			p.onDevicePoll()
+		}
 		if len(p.deviceScript) > 0 {
 			step := p.deviceScript[0]
 			p.deviceScript = p.deviceScript[1:]
@@ -177,7 +198,7 @@ func (p *fakeProvider) token(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		p.tokenResponse(w, p.deviceSubject, "read write")
+		p.tokenResponse(w, p.deviceSubject, "read write", "")
 	default:
 		oauthError(w, http.StatusBadRequest, "unsupported_grant_type")
 	}

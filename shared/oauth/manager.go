@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -262,8 +263,8 @@ func (m *Manager) fromGrant(ctx context.Context, rt *appRuntime, g domain.Grant,
 		return Result{}, false
 	}
 	now := m.now()
-	if TokenValid(g, minTTL, now) {
-		return m.ready(ctx, g)
+	if TokenValid(g, minTTL, now) || youngShortLived(g, minTTL, now) {
+		return m.ready(ctx, g, minTTL)
 	}
 	if g.Token.RefreshToken == nil {
 		return Result{}, false
@@ -279,10 +280,31 @@ func (m *Manager) fromGrant(ctx context.Context, rt *appRuntime, g domain.Grant,
 	if fresh.Revoked {
 		return Result{}, false
 	}
-	return m.ready(ctx, fresh)
+	return m.ready(ctx, fresh, minTTL)
 }
 
-func (m *Manager) ready(ctx context.Context, g domain.Grant) (Result, bool) {
+// youngShortLived reports whether g's token was issued with a lifetime no
+// longer than minTTL and still has more than half of it left. Such a
+// provider can never hand out a token that lives minTTL; refreshing on
+// every call would only hammer it (and rotate the refresh token each
+// time). So a short-lived token is refreshed once half its lifetime is
+// gone: one refresh per grant per half lifetime, decided from the stored
+// grant alone, so it holds across processes. The answer then says the
+// token is shorter than asked.
+func youngShortLived(g domain.Grant, minTTL int, now time.Time) bool {
+	if g.Revoked || g.Token.ExpiresAt == nil || g.Token.IssuedAt.IsZero() {
+		return false
+	}
+	life := g.Token.ExpiresAt.Sub(g.Token.IssuedAt)
+	if life <= 0 || life > time.Duration(minTTL)*time.Second {
+		return false
+	}
+	return g.Token.ExpiresAt.Sub(now) > life/2
+}
+
+// ready opens g's access token into a ready result; TTLShorterThanRequested
+// is set when the token has no more than minTTL seconds left.
+func (m *Manager) ready(ctx context.Context, g domain.Grant, minTTL int) (Result, bool) {
 	tok, err := m.cfg.Sealer.Open(ctx, g.Token.AccessToken, domain.GrantBinding(g, domain.FieldAccessToken))
 	if err != nil {
 		m.log.ErrorContext(ctx, "grant access token does not open", "grantId", g.ID, "keyId", g.Token.AccessToken.KeyID, "err", err)
@@ -294,6 +316,8 @@ func (m *Manager) ready(ctx context.Context, g domain.Grant) (Result, bool) {
 		TokenType:   g.Token.TokenType,
 		ExpiresAt:   g.Token.ExpiresAt,
 		Scopes:      g.ScopesGranted,
+		// The provider issues shorter tokens than minTTL asks for.
+		TTLShorterThanRequested: !TokenValid(g, minTTL, m.now()),
 	}, true
 }
 
@@ -342,10 +366,12 @@ func (m *Manager) startSession(ctx context.Context, rt *appRuntime, subject stri
 	}
 	var prompt *DeviceCodePrompt
 	var err error
+	link := ""
 	if app.Flow == bundle.FlowDeviceCode {
 		prompt, err = m.prepareDeviceSession(ctx, rt, &s)
+		link = s.AuthorizationURL
 	} else {
-		err = m.prepareCodeSession(ctx, rt, &s, now)
+		link, err = m.prepareCodeSession(ctx, rt, &s, now)
 	}
 	if err != nil {
 		m.log.ErrorContext(ctx, "auth session not started", "oauthApp", app.Name, "err", err)
@@ -365,7 +391,7 @@ func (m *Manager) startSession(ctx context.Context, rt *appRuntime, subject stri
 	return Result{
 		Status:           StatusAuthorizationRequired,
 		AuthSessionID:    s.ID,
-		AuthorizationURL: s.AuthorizationURL,
+		AuthorizationURL: link,
 		SessionExpiresAt: s.ExpiresAt,
 		Message:          promptMessage(app.Provider, prompt),
 		DeviceCode:       prompt,
@@ -380,17 +406,19 @@ func promptMessage(provider string, d *DeviceCodePrompt) string {
 }
 
 // prepareCodeSession fills the PKCE pair, the sealed state and the
-// authorization URL of an Authorization Code session.
-func (m *Manager) prepareCodeSession(ctx context.Context, rt *appRuntime, s *domain.Session, now time.Time) error {
+// authorization URL of an Authorization Code session, and returns the link
+// the user opens. The state is sealed at rest (spec 001 §5.3), so the
+// session's stored URL lacks it; linkOf adds it back.
+func (m *Manager) prepareCodeSession(ctx context.Context, rt *appRuntime, s *domain.Session, now time.Time) (string, error) {
 	verifier := oauth2.GenerateVerifier()
 	state := m.state.Encode(s.ID, now)
 	sealedVerifier, err := m.cfg.SessionSealer.Seal(ctx, []byte(verifier), domain.SessionBinding(*s, domain.FieldCodeVerifier))
 	if err != nil {
-		return fmt.Errorf("seal code verifier: %w", err)
+		return "", fmt.Errorf("seal code verifier: %w", err)
 	}
 	sealedState, err := m.cfg.SessionSealer.Seal(ctx, []byte(state), domain.SessionBinding(*s, domain.FieldState))
 	if err != nil {
-		return fmt.Errorf("seal state: %w", err)
+		return "", fmt.Errorf("seal state: %w", err)
 	}
 	s.Flow = domain.SessionFlow{
 		Type: domain.FlowAuthorizationCode,
@@ -401,15 +429,15 @@ func (m *Manager) prepareCodeSession(ctx context.Context, rt *appRuntime, s *dom
 		},
 		State: sealedState,
 	}
-	s.AuthorizationURL = m.authorizationURL(rt, s, state, verifier)
-	return nil
+	s.AuthorizationURL = m.authorizationURL(rt, s, verifier)
+	return withState(s.AuthorizationURL, state), nil
 }
 
-// authorizationURL builds the spec's URL: response_type=code, client_id,
-// redirect_uri, space-joined scope, state, code_challenge (S256), string
-// options as extra parameters, and a nonce when the subject is verified
-// from an id_token.
-func (m *Manager) authorizationURL(rt *appRuntime, s *domain.Session, state, verifier string) string {
+// authorizationURL builds the spec's URL without its state:
+// response_type=code, client_id, redirect_uri, space-joined scope,
+// code_challenge (S256), string options as extra parameters, and a nonce
+// when the subject is verified from an id_token.
+func (m *Manager) authorizationURL(rt *appRuntime, s *domain.Session, verifier string) string {
 	cfg := *rt.oauth
 	cfg.Scopes = s.RequestedScopes
 	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier)}
@@ -426,7 +454,39 @@ func (m *Manager) authorizationURL(rt *appRuntime, s *domain.Session, state, ver
 	if rt.idTokens != nil {
 		opts = append(opts, oauth2.SetAuthURLParam("nonce", m.state.nonceFor(s.ID)))
 	}
-	return cfg.AuthCodeURL(state, opts...)
+	return cfg.AuthCodeURL("", opts...)
+}
+
+// withState appends the state parameter to a stored authorization URL.
+func withState(link, state string) string {
+	sep := "&"
+	if !strings.Contains(link, "?") {
+		sep = "?"
+	}
+	return link + sep + "state=" + url.QueryEscape(state)
+}
+
+// linkOf returns the authorization link of s as the user opens it: the
+// stored URL with the session's state, opened from its sealed copy. A code
+// session written before the state was kept out of the URL holds it
+// already and is returned as stored; so is a device session's
+// verification URI.
+func (m *Manager) linkOf(ctx context.Context, s domain.Session) (string, error) {
+	if s.Flow.Type != domain.FlowAuthorizationCode || s.Flow.State.IsZero() {
+		return s.AuthorizationURL, nil
+	}
+	u, err := url.Parse(s.AuthorizationURL)
+	if err != nil {
+		return "", fmt.Errorf("session %s: stored authorization URL does not parse", s.ID)
+	}
+	if u.Query().Has("state") {
+		return s.AuthorizationURL, nil
+	}
+	state, err := m.cfg.SessionSealer.Open(ctx, s.Flow.State, domain.SessionBinding(s, domain.FieldState))
+	if err != nil {
+		return "", fmt.Errorf("session %s: open state: %w", s.ID, err)
+	}
+	return withState(s.AuthorizationURL, string(state)), nil
 }
 
 func quoteList(ss []string) string {

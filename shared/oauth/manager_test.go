@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -350,8 +351,24 @@ func TestCallbackFailures(t *testing.T) {
 	t.Run("subject mismatch gives the token back", func(t *testing.T) {
 		s := pending(t, "user", "bob")
 		_, _ = s.h.m.HandleCallback(context.Background(), s.h.bundle.OAuthApps["user"], s.query)
-		if len(s.h.p.revoked) == 0 {
-			t.Fatal("mismatched token was not revoked at the provider")
+		p := s.h.p
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		hints := append([]string(nil), p.revoked...)
+		sort.Strings(hints)
+		if strings.Join(hints, ",") != "access_token,refresh_token" {
+			t.Fatalf("provider saw revocations %v, want the access and the refresh token", p.revoked)
+		}
+		// Each hint named the right token: bob holds no live token.
+		for tok, sub := range p.access {
+			if sub == "bob" {
+				t.Fatalf("access token %s of the mismatched user still live", tok)
+			}
+		}
+		for tok, sub := range p.refresh {
+			if sub == "bob" {
+				t.Fatalf("refresh token %s of the mismatched user still live", tok)
+			}
 		}
 	})
 }
@@ -667,6 +684,29 @@ func TestDeviceFlow(t *testing.T) {
 	}
 }
 
+// A device token's lifetime counts from the token response, not from when
+// polling started: the user's time to approve is not taken off it.
+func TestDeviceTokenExpiryCountsFromTheResponse(t *testing.T) {
+	h := newHarness(t)
+	h.p.deviceSubject = "team"
+	h.p.deviceScript = []string{"ok"}
+	h.p.onDevicePoll = func() { h.clock.Advance(45 * time.Second) } // the user takes 45 s to approve
+	start := h.clock.Now()
+	res := h.request("device")
+	st, err := h.m.SessionStatus(context.Background(), res.AuthSessionID, 10*time.Second)
+	if err != nil || st.Status != domain.SessionCompleted {
+		t.Fatalf("device session %+v %v", st, err)
+	}
+	g, err := h.store.GetGrant(context.Background(), GrantID(appRef("device"), "demo:team:T1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := start.Add(45 * time.Second)
+	if g.Token.ExpiresAt == nil || !g.Token.ExpiresAt.Equal(answered.Add(time.Hour)) || !g.Token.IssuedAt.Equal(answered) {
+		t.Fatalf("issued %s, expires %v; want issued %s (the response), expiring an hour later", g.Token.IssuedAt, g.Token.ExpiresAt, answered)
+	}
+}
+
 // recordingSealer notes which records it sealed.
 type recordingSealer struct {
 	domain.Sealer
@@ -694,5 +734,56 @@ func TestSessionSealerSealsSessionsOnly(t *testing.T) {
 	h.consent("global", "team")
 	if grants.records["session"] != 0 || grants.records["grant"] != 2 || sessions.records["grant"] != 0 || sessions.records["session"] != 2 {
 		t.Fatalf("grant sealer %v, session sealer %v", grants.records, sessions.records)
+	}
+}
+
+// A provider whose tokens live shorter than minTtlSeconds can never satisfy
+// the request; refreshing on every call only hammers it (issue 9.4). The
+// token is refreshed once half its lifetime is gone, and the answer says
+// it is shorter than asked.
+func TestMinTTLLongerThanTheProviderIssues(t *testing.T) {
+	h := newHarness(t)
+	h.p.expiresIn = 600
+	first := h.consent("global", "team")
+	if first.TTLShorterThanRequested {
+		t.Fatal("a 600 s token flagged for the default minTtlSeconds of 300")
+	}
+	asked := 3600
+	long := func(r *TokenRequest) { r.MinTTLSeconds = &asked }
+	calls := func(n int, step time.Duration) []Result {
+		t.Helper()
+		var out []Result
+		for i := range n {
+			res := h.request("global", long)
+			if res.Status != StatusReady || !res.TTLShorterThanRequested {
+				t.Fatalf("call %d: want ready, flagged shorter than requested: %+v", i, res)
+			}
+			if left := res.ExpiresAt.Sub(h.clock.Now()); left < 300*time.Second {
+				t.Fatalf("call %d: token with %s left, want at least half its 600 s lifetime", i, left)
+			}
+			out = append(out, res)
+			h.clock.Advance(step)
+		}
+		return out
+	}
+	// A fresh token: 20 calls over 200 s refresh nothing.
+	calls(20, 10*time.Second)
+	if n := h.p.refreshes(); n != 0 {
+		t.Fatalf("%d refreshes in 20 calls on a fresh token, want 0", n)
+	}
+	// Past half its lifetime: one refresh, then the new token is used.
+	h.clock.Advance(150 * time.Second)
+	got := calls(20, time.Second)
+	if n := h.p.refreshes(); n != 1 {
+		t.Fatalf("%d refreshes in 20 calls on an aging token, want 1", n)
+	}
+	if got[0].AccessToken.Reveal() == first.AccessToken.Reveal() || got[19].AccessToken.Reveal() != got[0].AccessToken.Reveal() {
+		t.Fatal("want one new token for all 20 calls")
+	}
+	// Half a lifetime later, the next one.
+	h.clock.Advance(300 * time.Second)
+	calls(1, 0)
+	if n := h.p.refreshes(); n != 2 {
+		t.Fatalf("%d refreshes after another half lifetime, want 2", n)
 	}
 }

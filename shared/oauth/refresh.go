@@ -95,7 +95,7 @@ func (m *Manager) refreshLeased(ctx context.Context, rt *appRuntime, seen domain
 			}
 			return domain.Grant{}, errGrantRevoked
 		}
-		return domain.Grant{}, fmt.Errorf("%w: refresh %s: %w", errProvider, cur.ID, err)
+		return domain.Grant{}, atProvider("refresh "+cur.ID, err)
 	}
 	next, err := m.applyToken(ctx, cur, tok, started)
 	if err != nil {
@@ -133,7 +133,9 @@ func (m *Manager) applyToken(ctx context.Context, g domain.Grant, tok *oauth2.To
 	}
 	g.Token.TokenType = tokenType(tok)
 	g.Token.IssuedAt = issued.UTC()
-	// Expiry counts from when we asked (our clock), so it errs early.
+	// Expiry counts from issued, on our clock: when we asked (code
+	// exchange, refresh: it errs early) or, for the device flow, when the
+	// token response arrived.
 	g.Token.ExpiresAt = nil
 	switch {
 	case tok.ExpiresIn > 0:

@@ -38,6 +38,10 @@ type Result struct {
 	TokenType   string
 	ExpiresAt   *time.Time
 	Scopes      []string
+	// TTLShorterThanRequested: the token has no more than minTtlSeconds
+	// left because the provider issues tokens that live shorter than that;
+	// it is refreshed once half its lifetime is gone, not on every call.
+	TTLShorterThanRequested bool
 
 	// authorization_required
 	AuthSessionID    string

@@ -103,7 +103,7 @@ func (m *Manager) revokeAtProvider(ctx context.Context, rt *appRuntime, token, h
 	}
 	resp, err := m.cfg.HTTPClient.Do(req)
 	if err != nil {
-		m.log.WarnContext(ctx, "provider revocation failed", "oauthApp", rt.app.Name, "tokenType", hint, "reason", safeReason(err))
+		m.log.WarnContext(ctx, "provider revocation failed", "oauthApp", rt.app.Name, "tokenType", hint, "reason", safeReason(atProvider("revocation", err)))
 		return false
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))

@@ -148,12 +148,18 @@ func (m *Manager) PendingBlock(ctx context.Context, instanceKey, agentName strin
 	sort.Strings(keys)
 	for _, k := range keys {
 		s := newest[k]
+		link, err := m.linkOf(ctx, s)
+		if err != nil {
+			// Its callback could not match the state either: no link.
+			m.log.WarnContext(ctx, "auth.pending skipped a session whose link cannot be rebuilt", "authSessionId", s.ID, "err", err)
+			continue
+		}
 		item := AuthPendingItem{
 			AuthSessionID:    s.ID,
 			OAuthAppRef:      s.OAuthAppRef,
 			Provider:         s.Provider,
 			SubjectMode:      s.SubjectMode,
-			AuthorizationURL: s.AuthorizationURL,
+			AuthorizationURL: link,
 			ExpiresAt:        s.ExpiresAt,
 		}
 		var prompt *DeviceCodePrompt

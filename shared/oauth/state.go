@@ -57,7 +57,11 @@ func (c *StateCodec) Encode(sessionID string, now time.Time) string {
 	var n [16]byte
 	_, _ = rand.Read(n[:])
 	p, _ := json.Marshal(StatePayload{SessionID: sessionID, Nonce: hex.EncodeToString(n[:]), IssuedAt: now.Unix()})
-	body := base64.RawURLEncoding.EncodeToString(p)
+	return c.sign(base64.RawURLEncoding.EncodeToString(p))
+}
+
+// sign returns body "." the base64url MAC of body under the current key.
+func (c *StateCodec) sign(body string) string {
 	return body + "." + base64.RawURLEncoding.EncodeToString(c.mac(c.keys[0], body))
 }
 
@@ -70,13 +74,12 @@ func (c *StateCodec) Parse(state string) (StatePayload, error) {
 	if !ok || body == "" || sig == "" {
 		return StatePayload{}, ErrInvalidState
 	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil {
-		return StatePayload{}, ErrInvalidState
-	}
+	// Compare the signature as text, not decoded: a decoder skips
+	// newlines and ignores the last character's spare bits, so several
+	// strings decode to one MAC. Exactly one string per body is ours.
 	valid := false
 	for _, k := range c.keys {
-		if hmac.Equal(got, c.mac(k, body)) {
+		if hmac.Equal([]byte(sig), []byte(base64.RawURLEncoding.EncodeToString(c.mac(k, body)))) {
 			valid = true
 			break
 		}

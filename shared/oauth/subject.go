@@ -61,7 +61,7 @@ func (m *Manager) userInfo(ctx context.Context, rt *appRuntime, tok *oauth2.Toke
 	req.Header.Set("Accept", "application/json")
 	resp, err := m.cfg.HTTPClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("userinfo: %s", safeReason(err))
+		return nil, fmt.Errorf("userinfo: %s", safeReason(atProvider("userinfo", err)))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -69,7 +69,7 @@ func (m *Manager) userInfo(ctx context.Context, rt *appRuntime, tok *oauth2.Toke
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUserInfoBytes))
 	if err != nil {
-		return nil, fmt.Errorf("userinfo read: %s", safeReason(err))
+		return nil, fmt.Errorf("userinfo read: %s", safeReason(atProvider("userinfo", err)))
 	}
 	return decodeClaims(body)
 }

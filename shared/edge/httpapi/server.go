@@ -149,6 +149,7 @@ type tokenResponse struct {
 	TokenType        string                  `json:"tokenType,omitempty"`
 	ExpiresAt        *time.Time              `json:"expiresAt,omitempty"`
 	Scopes           []string                `json:"scopes,omitempty"`
+	TTLShorter       bool                    `json:"ttlShorterThanRequested,omitempty"`
 	AuthSessionID    string                  `json:"authSessionId,omitempty"`
 	AuthorizationURL string                  `json:"authorizationUrl,omitempty"`
 	Message          string                  `json:"message,omitempty"`
@@ -208,6 +209,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		// The one place a token leaves agentauth.
 		resp.AccessToken = res.AccessToken.Reveal()
 		resp.TokenType, resp.ExpiresAt, resp.Scopes = res.TokenType, res.ExpiresAt, res.Scopes
+		resp.TTLShorter = res.TTLShorterThanRequested
 	case oauth.StatusAuthorizationRequired:
 		exp := res.SessionExpiresAt
 		resp.AuthSessionID, resp.AuthorizationURL, resp.ExpiresAt = res.AuthSessionID, res.AuthorizationURL, &exp

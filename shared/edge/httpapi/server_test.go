@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -352,4 +353,44 @@ func FuzzCallbackQuery(f *testing.F) {
 			t.Fatalf("page echoes the code")
 		}
 	})
+}
+
+func TestTokenReadyShorterThanRequested(t *testing.T) {
+	f := newFixture(t)
+	f.seed(t, "demo:team:T1", "the-access-token") // lives one hour
+	for _, tc := range []struct {
+		minTTL string
+		want   any
+	}{{"300", nil}, {"7200", true}} {
+		rec := f.do("POST", "/v1/oauth/token", `{"oauthAppRef":"OAuthApp/team","minTtlSeconds":`+tc.minTTL+`,"turn":{"auth":{"subjects":{"global":"demo:team:T1"}}}}`, nil)
+		m := decode(t, rec)
+		if m["status"] != "ready" || m["ttlShorterThanRequested"] != tc.want {
+			t.Fatalf("minTtlSeconds %s: %v, want ttlShorterThanRequested %v", tc.minTTL, m, tc.want)
+		}
+	}
+}
+
+// A hostile provider error value never reaches the page or the log: the
+// page shows the code only when it is a plain RFC 6749-style code.
+func TestCallbackPageProviderError(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct{ value, want string }{
+		{"access_denied", "access_denied"},
+		{`<img src=x onerror=alert(1)>ZQXJ"` + "\n\x00\xff", "unknown_error"},
+	} {
+		rec := f.do("POST", "/v1/oauth/token", `{"oauthAppRef":"OAuthApp/team","turn":{"auth":{"subjects":{"global":"demo:team:T3"}}}}`, nil)
+		u, err := url.Parse(decode(t, rec)["authorizationUrl"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := url.Values{"state": {u.Query().Get("state")}, "error": {tc.value}, "error_description": {"<b>ZQXJ</b>"}}
+		rec = f.do("GET", "/oauth/callback/team?"+q.Encode(), "", map[string]string{"Authorization": ""})
+		body := rec.Body.String()
+		if rec.Code != 400 || !strings.Contains(body, `data-reason="provider_error"`) || !strings.Contains(body, "<code>"+tc.want+"</code>") {
+			t.Fatalf("%q: page %d %s", tc.value, rec.Code, body)
+		}
+		if strings.Contains(body, "ZQXJ") || strings.Contains(f.logs.String(), "ZQXJ") || strings.Contains(body, "<img") {
+			t.Fatalf("%q: provider text on the page or in the log", tc.value)
+		}
+	}
 }

@@ -105,7 +105,12 @@ func TestVerify(t *testing.T) {
 			return tok[:strings.LastIndex(tok, ".")+1] + "***"
 		}, reason: ReasonMalformed},
 		{name: "json serialization refused", token: func(*testing.T) string { return `{"payload":"e30","signatures":[]}` }, reason: ReasonMalformed},
-		{name: "too long", token: func(*testing.T) string { return strings.Repeat("a", maxTokenBytes+1) }, reason: ReasonMalformed},
+		// Correctly signed and otherwise valid: only the size refuses it.
+		{name: "largest token that fits", token: func(t *testing.T) string { fits, _ := aroundTheLimit(t, good); return fits }},
+		{name: "too long", token: func(t *testing.T) string { _, over := aroundTheLimit(t, good); return over }, reason: ReasonMalformed},
+		{name: "far too long", token: func(t *testing.T) string {
+			return sign(t, ecKey, "ec-1", with(good, "pad", strings.Repeat("x", 2*maxTokenBytes)))
+		}, reason: ReasonMalformed},
 		{name: "no exp", token: func(t *testing.T) string { return sign(t, rsaKey1, "rsa-1", with(good, "exp", deleted)) }, reason: ReasonMalformed},
 		{name: "exp as string", token: func(t *testing.T) string {
 			return sign(t, rsaKey1, "rsa-1", with(good, "exp", "2099-01-01"))
@@ -176,6 +181,32 @@ func TestVerify(t *testing.T) {
 		{name: "aud list of non-strings", token: func(t *testing.T) string {
 			return sign(t, rsaKey1, "rsa-1", with(good, "aud", []any{1, true}))
 		}, reason: ReasonWrongAudience},
+		// Near misses: the audience must match exactly, never by prefix,
+		// suffix, case or in a list element that merely resembles it.
+		{name: "aud with a suffix", token: func(t *testing.T) string {
+			return sign(t, rsaKey1, "rsa-1", with(good, "aud", testAudience+"-x"))
+		}, reason: ReasonWrongAudience},
+		{name: "aud a prefix of ours", token: func(t *testing.T) string {
+			return sign(t, rsaKey1, "rsa-1", with(good, "aud", strings.TrimSuffix(testAudience, "s")))
+		}, reason: ReasonWrongAudience},
+		{name: "aud in another case", token: func(t *testing.T) string {
+			return sign(t, rsaKey1, "rsa-1", with(good, "aud", strings.ToUpper(testAudience)))
+		}, reason: ReasonWrongAudience},
+		{name: "aud with spaces", token: func(t *testing.T) string {
+			return sign(t, rsaKey1, "rsa-1", with(good, "aud", " "+testAudience+" "))
+		}, reason: ReasonWrongAudience},
+		{name: "aud list of one near miss", token: func(t *testing.T) string {
+			return sign(t, rsaKey1, "rsa-1", with(good, "aud", []string{testAudience + "-x"}))
+		}, reason: ReasonWrongAudience},
+		{name: "aud list with a prefix of ours", token: func(t *testing.T) string {
+			return sign(t, rsaKey1, "rsa-1", with(good, "aud", []string{"x", strings.TrimSuffix(testAudience, "s")}))
+		}, reason: ReasonWrongAudience},
+		{name: "aud list holding ours as one joined string", token: func(t *testing.T) string {
+			return sign(t, rsaKey1, "rsa-1", with(good, "aud", []string{"x " + testAudience}))
+		}, reason: ReasonWrongAudience},
+		{name: "aud nested list", token: func(t *testing.T) string {
+			return sign(t, rsaKey1, "rsa-1", with(good, "aud", []any{[]string{testAudience}}))
+		}, reason: ReasonWrongAudience},
 		{name: "no audience", token: func(t *testing.T) string { return sign(t, rsaKey1, "rsa-1", with(good, "aud", deleted)) }, reason: ReasonWrongAudience},
 	}
 	for _, tt := range tests {
@@ -217,6 +248,22 @@ func TestVerify(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// aroundTheLimit returns two ES256 tokens over claims plus a "pad" claim:
+// the longest that fits maxTokenBytes and the shortest that does not.
+func aroundTheLimit(t *testing.T, claims map[string]any) (fits, over string) {
+	t.Helper()
+	for pad := 3*maxTokenBytes/4 - 300; ; pad++ {
+		tok := sign(t, ecKey, "ec-1", with(claims, "pad", strings.Repeat("x", pad)))
+		if len(tok) > maxTokenBytes {
+			if fits == "" {
+				t.Fatal("the first padded token is already too long; start lower")
+			}
+			return fits, tok
+		}
+		fits = tok
 	}
 }
 

@@ -2,26 +2,34 @@
 // per-request logger (with request and trace ids) in a context.
 //
 // Its redacting ReplaceAttr is a second line of defence: values under known
-// secret keys are replaced with [REDACTED] whatever their type. It must
-// never be the first line: callers keep secrets in domain.Secret and never
-// pass raw tokens, codes or provider bodies to a logger.
+// secret keys are replaced with [REDACTED] whatever their type, and so are
+// the authorization code, state and token parameters of any URL, query
+// string or error text a record carries. It must never be the first line:
+// callers keep secrets in domain.Secret and never pass raw tokens, codes or
+// provider bodies to a logger.
 package logging
 
 import (
 	"context"
 	"io"
 	"log/slog"
+	"net/url"
+	"regexp"
 	"strings"
 
 	"github.com/agentauth/agentauth/shared/domain"
 )
 
-// secretKeys are attribute keys whose values never reach a log.
+// secretKeys are attribute keys whose values never reach a log. "code" is
+// not one: it is an error result's code almost everywhere. The OAuth
+// authorization code travels in the callback query, and query parameters
+// are redacted wherever a URL or query reaches a log (secretParam).
 var secretKeys = map[string]bool{
 	"access_token": true, "accesstoken": true,
 	"refresh_token": true, "refreshtoken": true,
 	"id_token": true, "idtoken": true,
-	"token": true, "code": true, "state": true,
+	"authorization_code": true, "authorizationcode": true,
+	"token": true, "state": true,
 	"code_verifier": true, "codeverifier": true,
 	"device_code": true, "devicecode": true,
 	"client_secret": true, "clientsecret": true,
@@ -32,12 +40,84 @@ var secretKeys = map[string]bool{
 // IsSecretKey reports whether an attribute key names a secret.
 func IsSecretKey(k string) bool { return secretKeys[strings.ToLower(k)] }
 
-// Redact is a slog ReplaceAttr that blanks values of secret keys.
+// secretParam reports whether a query parameter holds a secret: in a URL,
+// code is the OAuth authorization code (RFC 6749 §4.1.2).
+func secretParam(k string) bool {
+	k = strings.ToLower(k)
+	return k == "code" || secretKeys[k]
+}
+
+// queryParam finds name=value pairs of a URL, query or fragment inside any
+// text: the name starts the text or follows ?, &, ;, # or a space.
+var queryParam = regexp.MustCompile(`(^|[?&;#\s])([A-Za-z_-]+)=([^&;#\s"']*)`)
+
+// redactQuery blanks the values of secret parameters in text; ok is false
+// when there was nothing to blank.
+func redactQuery(text string) (string, bool) {
+	if !strings.Contains(text, "=") {
+		return text, false
+	}
+	changed := false
+	out := queryParam.ReplaceAllStringFunc(text, func(m string) string {
+		sub := queryParam.FindStringSubmatch(m)
+		if !secretParam(sub[2]) || sub[3] == "" {
+			return m
+		}
+		changed = true
+		return sub[1] + sub[2] + "=" + domain.Redacted
+	})
+	return out, changed
+}
+
+// Redact is a slog ReplaceAttr that blanks values of secret keys, and the
+// secret parameters (code, state, tokens) of any URL, query string or
+// error text a record carries, its message included.
 func Redact(_ []string, a slog.Attr) slog.Attr {
 	if IsSecretKey(a.Key) {
 		return slog.String(a.Key, domain.Redacted)
 	}
+	switch a.Value.Kind() {
+	case slog.KindString:
+		if s, ok := redactQuery(a.Value.String()); ok {
+			return slog.String(a.Key, s)
+		}
+	case slog.KindAny:
+		switch v := a.Value.Any().(type) {
+		case url.Values:
+			return slog.Any(a.Key, redactValues(v))
+		case *url.URL:
+			if v != nil {
+				return slog.String(a.Key, redactURL(*v))
+			}
+		case url.URL:
+			return slog.String(a.Key, redactURL(v))
+		case error:
+			if s, ok := redactQuery(v.Error()); ok {
+				return slog.String(a.Key, s)
+			}
+		}
+	}
 	return a
+}
+
+func redactValues(q url.Values) url.Values {
+	out := make(url.Values, len(q))
+	for k, vs := range q {
+		if secretParam(k) {
+			vs = []string{domain.Redacted}
+		}
+		out[k] = vs
+	}
+	return out
+}
+
+// redactURL blanks u's secret query parameters, its user info (a
+// password) and secret parameters of its fragment (implicit-flow tokens).
+func redactURL(u url.URL) string {
+	u.RawQuery = redactValues(u.Query()).Encode()
+	u.User = nil
+	s, _ := redactQuery(u.String())
+	return s
 }
 
 // ContextHandler adds the request's attributes (request id, trace id) to
