@@ -341,6 +341,10 @@ func TestSeamAndCapabilities(t *testing.T) {
 		if strings.Contains(rec.Body.String(), canary) {
 			t.Fatal("canary in a seam response")
 		}
+		// Failure honesty: an error's toolReturned carries {code, message}.
+		if e, has := m["toolReturned"].(map[string]any)["error"].(map[string]any); (tc.status == "error") != has || has && (e["code"] == "" || e["message"] == "") {
+			t.Fatalf("%s: toolReturned.error %v", tc.body, m["toolReturned"])
+		}
 	}
 }
 

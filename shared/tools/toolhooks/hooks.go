@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -81,6 +82,16 @@ type ToolReturned struct {
 	CallID     string `json:"callId"`
 	Status     string `json:"status"` // ok | error | forbidden | rate_limited
 	DurationMs *int64 `json:"durationMs,omitempty"`
+	// Error is set with status error (openwop's failure honesty): the
+	// result's code and its message, already cut to the tool's
+	// errorMessageLimit.
+	Error *ReturnedError `json:"error,omitempty"`
+}
+
+// ReturnedError is what a failed call's toolReturned says about it.
+type ReturnedError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 // ToolReturned statuses (the event's wire values).
@@ -160,6 +171,9 @@ func (h *Hooks) Invoke(ctx context.Context, call Call, tool Tool, run Invoker) O
 		if v == VerdictUnavailable {
 			out.ToolReturned.Status = StatusError // the event knows four statuses
 		}
+		if out.ToolReturned.Status == StatusError && res != nil && res.Error != nil {
+			out.ToolReturned.Error = &ReturnedError{Code: res.Error.Code, Message: res.Error.Message}
+		}
 		h.emit(ctx, log, out.ToolReturned)
 		return out
 	}
@@ -210,10 +224,22 @@ func (h *Hooks) Invoke(ctx context.Context, call Call, tool Tool, run Invoker) O
 		if ce, ok := err.(CodedError); ok {
 			name, code = ce.ToolErrorName(), ce.ToolErrorCode()
 		}
-		r := ErrorResult(name, code, err.Error(), tool.ErrorMessageLimit)
+		r := ErrorResult(name, code, scrubKnown(err.Error(), call.KnownSecrets), tool.ErrorMessageLimit)
 		return finish(VerdictError, &r)
 	}
 	return finish(VerdictOK, &Result{Status: StatusOK, Output: output})
+}
+
+// scrubKnown replaces the call's known secrets in a tool's error message:
+// an upstream that echoes the bearer token back must not put it in the
+// model's history or the toolReturned event.
+func scrubKnown(msg string, known []string) string {
+	for _, k := range known {
+		if k != "" {
+			msg = strings.ReplaceAll(msg, k, Redacted)
+		}
+	}
+	return msg
 }
 
 // authorized fails closed: every required scope must be granted.

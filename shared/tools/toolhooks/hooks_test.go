@@ -76,6 +76,9 @@ func TestInvokeScenarios(t *testing.T) {
 		}, StatusError, VerdictError, true, CodeTool},
 		{"coded tool error keeps name and code", nil, nil, func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, codedErr{} }, StatusError, VerdictError, true, "E_UPSTREAM"},
 		{"a panicking tool is an error result", nil, nil, func(context.Context, json.RawMessage) (json.RawMessage, error) { panic("x") }, StatusError, VerdictError, true, CodeTool},
+		{"an error echoing a known secret is scrubbed", nil, nil, func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			return nil, errors.New("401 for token " + canary)
+		}, StatusError, VerdictError, true, CodeTool},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sink := &recSink{}
@@ -105,6 +108,16 @@ func TestInvokeScenarios(t *testing.T) {
 			}
 			if out.Result != nil && out.Result.Error != nil && len([]rune(out.Result.Error.Message)) > tool.ErrorMessageLimit {
 				t.Fatalf("message longer than the limit: %q", out.Result.Error.Message)
+			}
+			// Failure honesty (openwop): an error's toolReturned says what
+			// the result says, code and cut message; other statuses carry
+			// no error object.
+			if re := out.ToolReturned.Error; tc.status == StatusError {
+				if re == nil || re.Code != tc.errorCode || re.Message != out.Result.Error.Message || re.Message == "" {
+					t.Fatalf("toolReturned.error = %+v, result error %+v", re, out.Result.Error)
+				}
+			} else if re != nil {
+				t.Fatalf("status %s with an error object %+v", tc.status, re)
 			}
 			if tc.status == StatusForbidden && strings.Join(out.RequiredScopes, ",") != "web:read" {
 				t.Fatalf("required scopes %v", out.RequiredScopes)
