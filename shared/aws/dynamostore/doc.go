@@ -10,7 +10,8 @@
 // TransactWriteItems over the session and the grant.
 //
 // It must never log an item or put item contents in an error (errors name
-// the record id and what failed, nothing else), and never write a secret
+// the record id and what failed, and an SDK error only as awserr describes
+// it: code, status, request id, never its message), and never write a secret
 // unsealed: records carry only the domain.EncryptedValues the sealer
 // produced, and this package seals or opens nothing except in Reseal,
 // through the sealer it is given. It never builds a key from an id it has

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/agentauth/agentauth/shared/aws/awserr"
 	"github.com/agentauth/agentauth/shared/aws/dynamostore"
 	"github.com/agentauth/agentauth/shared/tools/toolhooks"
 )
@@ -197,14 +198,14 @@ func tatOf(item map[string]types.AttributeValue) (int64, error) {
 	return tat, nil
 }
 
-// apiError translates an SDK error, which never carries the principal (it
-// is hashed into the key before any call).
+// apiError translates an SDK error: a missing table, or else its safe
+// description (awserr), which never holds the error's message.
 func (d *Dynamo) apiError(err error) error {
 	var notFound *types.ResourceNotFoundException
 	if errors.As(err, &notFound) {
 		return fmt.Errorf("ratelimit: table %q: %w", d.table, dynamostore.ErrTableNotFound)
 	}
-	return fmt.Errorf("ratelimit: dynamodb update: %w", err)
+	return fmt.Errorf("ratelimit: dynamodb update: %w", awserr.Safe(err))
 }
 
 func (d *Dynamo) hint(key string) (int64, bool) {
