@@ -1,52 +1,90 @@
-package ratelimit
+// Package limitertest is the conformance suite of the tool rate limit
+// (toolhooks.Limiter): the in-memory limiter, the file limiter of the local
+// server and the DynamoDB limiter of the AWS deployment all run Run, so they
+// count, refill, separate keys and refuse bad input the same way.
+//
+// It asserts only through Allow, never through a backend's files or items,
+// and needs no network service of its own: a backend's test brings one.
+package limitertest
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/agentauth/agentauth/shared/tools/ratelimit"
 	"github.com/agentauth/agentauth/shared/tools/toolhooks"
 )
 
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
+// Clock is a clock tests move by hand. It starts at Frozen().
+type Clock struct {
 	mu sync.Mutex
 	t  time.Time
 }
 
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
+// NewClock returns a clock at Frozen().
+func NewClock() *Clock { return &Clock{t: Frozen()} }
 
-func (c *fakeClock) Now() time.Time {
+// Frozen is the time the suite's clocks start at, for tests that stop
+// the clock altogether.
+func Frozen() time.Time { return time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC) }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.t
 }
 
-func (c *fakeClock) Advance(d time.Duration) {
+// Advance moves the clock on by d.
+func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
 }
 
-// newLimiterFunc builds the backend under test. Limiters built by one
-// newLimiterFunc in one test may share state (the suite uses fresh keys).
-type newLimiterFunc func(t *testing.T, limits Limits, now func() time.Time) (toolhooks.Limiter, error)
+// NewFunc builds the backend under test. Limiters built by one NewFunc in
+// one test may share state (the suite uses fresh keys).
+type NewFunc func(t *testing.T, limits ratelimit.Limits, now func() time.Time) (toolhooks.Limiter, error)
 
-// uniquePrincipal keeps the keys of one test apart from every other
+// UniquePrincipal keeps the keys of one test apart from every other
 // test's, for backends whose state outlives a test (a shared table).
-func uniquePrincipal(t *testing.T, name string) string {
+func UniquePrincipal(t *testing.T, name string) string {
 	t.Helper()
 	b := make([]byte, 6)
-	rand.Read(b)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
 	return name + "-" + hex.EncodeToString(b)
 }
 
-func mustNew(t *testing.T, newLimiter newLimiterFunc, limits Limits, now func() time.Time) toolhooks.Limiter {
+// Hammer calls Allow for (principal, tool) from workers goroutines, calls
+// times each, and returns how many calls were allowed. An error fails t.
+func Hammer(t *testing.T, l toolhooks.Limiter, principal, tool string, workers, calls int) int64 {
+	t.Helper()
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range calls {
+				ok, _, err := l.Allow(context.Background(), principal, tool)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if ok {
+					allowed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return allowed.Load()
+}
+
+func mustNew(t *testing.T, newLimiter NewFunc, limits ratelimit.Limits, now func() time.Time) toolhooks.Limiter {
 	t.Helper()
 	l, err := newLimiter(t, limits, now)
 	if err != nil {
@@ -89,23 +127,23 @@ func wantDenied(t *testing.T, l toolhooks.Limiter, principal, tool string, retry
 	}
 }
 
-// runConformance is the suite every backend passes.
-func runConformance(t *testing.T, newLimiter newLimiterFunc) {
-	one := Limits{Default: Limit{Rate: 1, Burst: 3}}
+// Run is the suite every backend passes.
+func Run(t *testing.T, newLimiter NewFunc) {
+	one := ratelimit.Limits{Default: ratelimit.Limit{Rate: 1, Burst: 3}}
 
 	t.Run("burst then denied", func(t *testing.T) {
-		c := newFakeClock()
+		c := NewClock()
 		l := mustNew(t, newLimiter, one, c.Now)
-		p := uniquePrincipal(t, "alice")
+		p := UniquePrincipal(t, "alice")
 		wantAllowed(t, l, p, "search", 3)
 		wantDenied(t, l, p, "search", time.Second)
 		wantDenied(t, l, p, "search", time.Second) // a denial costs nothing
 	})
 
 	t.Run("refill after interval", func(t *testing.T) {
-		c := newFakeClock()
-		l := mustNew(t, newLimiter, Limits{Default: Limit{Rate: 2, Burst: 2}}, c.Now)
-		p := uniquePrincipal(t, "alice")
+		c := NewClock()
+		l := mustNew(t, newLimiter, ratelimit.Limits{Default: ratelimit.Limit{Rate: 2, Burst: 2}}, c.Now)
+		p := UniquePrincipal(t, "alice")
 		wantAllowed(t, l, p, "search", 2)
 		wantDenied(t, l, p, "search", time.Second) // 0.5 s rounded up
 		c.Advance(499 * time.Millisecond)
@@ -119,10 +157,10 @@ func runConformance(t *testing.T, newLimiter newLimiterFunc) {
 	})
 
 	t.Run("retry after", func(t *testing.T) {
-		c := newFakeClock()
+		c := NewClock()
 		// T = 10 s, τ = 10 s.
-		l := mustNew(t, newLimiter, Limits{Default: Limit{Rate: 0.1, Burst: 2}}, c.Now)
-		p := uniquePrincipal(t, "alice")
+		l := mustNew(t, newLimiter, ratelimit.Limits{Default: ratelimit.Limit{Rate: 0.1, Burst: 2}}, c.Now)
+		p := UniquePrincipal(t, "alice")
 		wantAllowed(t, l, p, "search", 2)
 		wantDenied(t, l, p, "search", 10*time.Second)
 		c.Advance(2500 * time.Millisecond)
@@ -135,12 +173,12 @@ func runConformance(t *testing.T, newLimiter newLimiterFunc) {
 	})
 
 	t.Run("per-tool limits and default", func(t *testing.T) {
-		c := newFakeClock()
-		l := mustNew(t, newLimiter, Limits{
-			Default: Limit{Rate: 1, Burst: 2},
-			PerTool: map[string]Limit{"send_email": {Rate: 1, Burst: 1}, "search": {Rate: 1, Burst: 5}},
+		c := NewClock()
+		l := mustNew(t, newLimiter, ratelimit.Limits{
+			Default: ratelimit.Limit{Rate: 1, Burst: 2},
+			PerTool: map[string]ratelimit.Limit{"send_email": {Rate: 1, Burst: 1}, "search": {Rate: 1, Burst: 5}},
 		}, c.Now)
-		p := uniquePrincipal(t, "alice")
+		p := UniquePrincipal(t, "alice")
 		wantAllowed(t, l, p, "send_email", 1)
 		wantDenied(t, l, p, "send_email", time.Second)
 		wantAllowed(t, l, p, "search", 5)
@@ -151,9 +189,9 @@ func runConformance(t *testing.T, newLimiter newLimiterFunc) {
 
 	t.Run("keys independent", func(t *testing.T) {
 		// RFC 0064: one principal exhausting one tool limits nobody else.
-		c := newFakeClock()
-		l := mustNew(t, newLimiter, Limits{Default: Limit{Rate: 1, Burst: 1}}, c.Now)
-		alice, bob := uniquePrincipal(t, "alice"), uniquePrincipal(t, "bob")
+		c := NewClock()
+		l := mustNew(t, newLimiter, ratelimit.Limits{Default: ratelimit.Limit{Rate: 1, Burst: 1}}, c.Now)
+		alice, bob := UniquePrincipal(t, "alice"), UniquePrincipal(t, "bob")
 		wantAllowed(t, l, alice, "search", 1)
 		wantDenied(t, l, alice, "search", time.Second)
 		wantAllowed(t, l, bob, "search", 1)
@@ -163,7 +201,7 @@ func runConformance(t *testing.T, newLimiter newLimiterFunc) {
 	})
 
 	t.Run("empty or ambiguous key refused", func(t *testing.T) {
-		l := mustNew(t, newLimiter, one, newFakeClock().Now)
+		l := mustNew(t, newLimiter, one, NewClock().Now)
 		// A zero byte would let "a\x00b"+"c" and "a"+"b\x00c" share a key.
 		for _, k := range [][2]string{{"", "search"}, {"alice", ""}, {"alice\x00x", "y"}, {"alice", "x\x00y"}} {
 			if ok, _, err := l.Allow(context.Background(), k[0], k[1]); err == nil || ok {
@@ -173,20 +211,20 @@ func runConformance(t *testing.T, newLimiter newLimiterFunc) {
 	})
 
 	t.Run("invalid limits refused", func(t *testing.T) {
-		good := Limit{Rate: 1, Burst: 1}
+		good := ratelimit.Limit{Rate: 1, Burst: 1}
 		for _, tc := range []struct {
 			name   string
-			limits Limits
+			limits ratelimit.Limits
 		}{
-			{"zero", Limits{}},
-			{"zero rate", Limits{Default: Limit{Rate: 0, Burst: 1}}},
-			{"negative rate", Limits{Default: Limit{Rate: -1, Burst: 1}}},
-			{"zero burst", Limits{Default: Limit{Rate: 1, Burst: 0}}},
-			{"negative burst", Limits{Default: Limit{Rate: 1, Burst: -3}}},
-			{"rate too high", Limits{Default: Limit{Rate: 2e6, Burst: 1}}},
-			{"window too long", Limits{Default: Limit{Rate: 1e-9, Burst: 1}}},
-			{"bad per-tool", Limits{Default: good, PerTool: map[string]Limit{"search": {Rate: 0, Burst: 1}}}},
-			{"empty tool name", Limits{Default: good, PerTool: map[string]Limit{"": good}}},
+			{"zero", ratelimit.Limits{}},
+			{"zero rate", ratelimit.Limits{Default: ratelimit.Limit{Rate: 0, Burst: 1}}},
+			{"negative rate", ratelimit.Limits{Default: ratelimit.Limit{Rate: -1, Burst: 1}}},
+			{"zero burst", ratelimit.Limits{Default: ratelimit.Limit{Rate: 1, Burst: 0}}},
+			{"negative burst", ratelimit.Limits{Default: ratelimit.Limit{Rate: 1, Burst: -3}}},
+			{"rate too high", ratelimit.Limits{Default: ratelimit.Limit{Rate: 2e6, Burst: 1}}},
+			{"window too long", ratelimit.Limits{Default: ratelimit.Limit{Rate: 1e-9, Burst: 1}}},
+			{"bad per-tool", ratelimit.Limits{Default: good, PerTool: map[string]ratelimit.Limit{"search": {Rate: 0, Burst: 1}}}},
+			{"empty tool name", ratelimit.Limits{Default: good, PerTool: map[string]ratelimit.Limit{"": good}}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				if l, err := newLimiter(t, tc.limits, nil); err == nil {
