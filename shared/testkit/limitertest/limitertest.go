@@ -200,6 +200,19 @@ func Run(t *testing.T, newLimiter NewFunc) {
 		wantDenied(t, l, alice, "fetch", time.Second)
 	})
 
+	t.Run("principal and tool never run together", func(t *testing.T) {
+		// Principal "ab" with tool "c" must not share a bucket with "a"
+		// and "bc": the key separates the two (issue 9, item 23).
+		c := NewClock()
+		l := mustNew(t, newLimiter, ratelimit.Limits{Default: ratelimit.Limit{Rate: 1, Burst: 1}}, c.Now)
+		p := UniquePrincipal(t, "sep")
+		wantAllowed(t, l, p+"ab", "c", 1)
+		wantDenied(t, l, p+"ab", "c", time.Second)
+		wantAllowed(t, l, p+"a", "bc", 1)
+		wantAllowed(t, l, p+"abc", "x", 1)
+		wantDenied(t, l, p+"a", "bc", time.Second)
+	})
+
 	t.Run("empty or ambiguous key refused", func(t *testing.T) {
 		l := mustNew(t, newLimiter, one, NewClock().Now)
 		// A zero byte would let "a\x00b"+"c" and "a"+"b\x00c" share a key.

@@ -52,6 +52,13 @@ func TestKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The separator keeps the principal and the tool apart (issue 9, item 23).
+	for _, k := range [][2]string{{"a", "bc"}, {"abc", "x"}, {"c", "ab"}} {
+		other, err := Key(k[0], k[1])
+		if err != nil || other == ab {
+			t.Errorf("Key(%q, %q) = %q, %v; Key(ab, c) is %q", k[0], k[1], other, err, ab)
+		}
+	}
 	if again, _ := Key("ab", "c"); again != ab {
 		t.Error("Key is not stable")
 	}
