@@ -6,13 +6,15 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/agentauth/agentauth/shared/tools/discovery"
+	"github.com/agentauth/agentauth/shared/domain"
 )
 
 // Template builds a subject string from claims: literal text with
 // "{path}" placeholders, e.g. "slack:user:{https://slack.com/team_id}:{sub}".
-// A placeholder names a top-level claim exactly, or else a dot path into
-// nested objects ("{user.id}"). There is no escape for literal braces.
+// A placeholder is a claim path ("{sub}", "{user.id}"), read by
+// domain.LookupClaim and written in its domain.ClaimString form: the rule
+// tenant lookups and access policies use. There is no escape for literal
+// braces.
 type Template struct {
 	src   string
 	parts []templatePart
@@ -53,6 +55,9 @@ func ParseTemplate(s string) (*Template, error) {
 		if !placeholderPath.MatchString(path) {
 			return nil, fmt.Errorf("template: placeholder at offset %d: want claim path characters A-Z a-z 0-9 _ . : / -", off+open)
 		}
+		if err := domain.CheckClaimPath(path); err != nil {
+			return nil, fmt.Errorf("template: placeholder at offset %d: %w", off+open, err)
+		}
 		t.parts = append(t.parts, templatePart{text: path, placeholder: true})
 		consumed := open + 1 + end + 1
 		rest, off = rest[consumed:], off+consumed
@@ -86,7 +91,7 @@ func (t *Template) Expand(claims map[string]any) (string, error) {
 			b.WriteString(p.text)
 			continue
 		}
-		v, ok := discovery.LookupClaim(claims, p.text)
+		v, ok := domain.LookupClaim(claims, p.text)
 		if !ok || v == nil {
 			return "", fmt.Errorf("template: claim %q is missing", p.text)
 		}
@@ -103,10 +108,10 @@ func (t *Template) Expand(claims map[string]any) (string, error) {
 }
 
 // claimString is the claim's string form, the one access policies compare
-// (discovery.StringForm), so a subject template and a claim matcher never
+// (domain.ClaimString), so a subject template and a claim matcher never
 // read the same claim differently.
 func claimString(v any) (string, error) {
-	if s, ok := discovery.StringForm(v); ok {
+	if s, ok := domain.ClaimString(v); ok {
 		return s, nil
 	}
 	switch v.(type) {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentauth/agentauth/shared/tools/discovery"
+	"github.com/agentauth/agentauth/shared/domain"
 )
 
 func TestParseTemplate(t *testing.T) {
@@ -42,6 +42,9 @@ func TestParseTemplate(t *testing.T) {
 		{"user:{a b}", "placeholder at offset 5: want claim path characters"},
 		{"{a}{b}}", `unbalanced "}" at offset 6`},
 		{"{é}", "placeholder at offset 0"},
+		{"x:{a..b}", "placeholder at offset 2: claim path \"a..b\" has an empty segment"},
+		{"{.a}", "placeholder at offset 0: claim path \".a\" has an empty segment"},
+		{"{" + strings.Repeat("a", domain.MaxClaimPath+1) + "}", "placeholder at offset 0: claim path of 257 bytes"},
 	}
 	for _, tt := range bad {
 		_, err := ParseTemplate(tt.src)
@@ -55,7 +58,8 @@ func TestTemplateExpand(t *testing.T) {
 	var fromJSON map[string]any
 	dec := json.NewDecoder(strings.NewReader(`{"sub":"u1","id":12345678,"big":12345678901234567890,"exp":1.5e3,
 		"https://slack.com/team_id":"T111","https://slack.com/user_id":"U234","user":{"id":42,"login":"octo","org":{"name":"acme"}},
-		"ok":true,"nil":null,"obj":{"a":1},"arr":[1],"empty":"", "a.b":"exact"}`))
+		"ok":true,"nil":null,"obj":{"a":1},"arr":[1],"empty":"", "a.b":"exact",
+		"org":{"team.id":"t1","team":{"id":"nested"}},"neg0":-0}`))
 	dec.UseNumber()
 	if err := dec.Decode(&fromJSON); err != nil {
 		t.Fatal(err)
@@ -77,6 +81,10 @@ func TestTemplateExpand(t *testing.T) {
 		{"{exp}", fromJSON, "1500", ""},
 		{"{ok}", fromJSON, "true", ""},
 		{"{a.b}", fromJSON, "exact", ""}, // exact top-level key wins over the dot path
+		// domain.LookupClaim: a dotted name inside an object, and it wins
+		// over a nesting that spells the same path.
+		{"{org.team.id}", fromJSON, "t1", ""},
+		{"{neg0}", fromJSON, "0", ""},
 		{"{id}", floats, "12345678", ""},
 		{"{big}", floats, "1000000000000000000000", ""},
 		{"{frac}", floats, "0.25", ""},
@@ -128,7 +136,7 @@ func TestTemplateReadsClaimsAsPoliciesDo(t *testing.T) {
 	}
 	for _, v := range []any{json.Number("-0"), math.Copysign(0, -1), 1.5, json.Number("12345678901234567890"), true} {
 		got, err := tpl.Expand(map[string]any{"n": v})
-		want, _ := discovery.StringForm(v)
+		want, _ := domain.ClaimString(v)
 		if err != nil || got != "x:"+want {
 			t.Errorf("%#v: template %q (%v), policy string form %q", v, got, err, want)
 		}

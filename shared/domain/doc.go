@@ -1,8 +1,12 @@
 // Package domain holds the types, ports and sentinel errors that every other
 // agentauth package shares: object references, turn auth, the sealed grant and
-// auth-session records, the redacting Secret type and the store, sealer and
-// queue interfaces.
+// auth-session records, the redacting Secret type, the store, sealer and
+// queue interfaces, and the rules more than one layer must apply the same
+// way: how a claim path is read (LookupClaim, ClaimString), and the shape of
+// grant and session ids (GrantID, NewSessionID, ValidateGrantID,
+// ValidateSessionID).
 //
-// It imports the standard library only and must never perform I/O; adapters
-// implement its ports and pure logic packages consume them.
+// It imports the standard library only and must never perform I/O (beyond
+// crypto/rand for new session ids); adapters implement its ports and pure
+// logic packages consume them.
 package domain

@@ -1,26 +1,10 @@
 package oauth
 
-import (
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
+import "github.com/agentauth/agentauth/shared/domain"
 
-	"github.com/agentauth/agentauth/shared/domain"
-)
-
-// GrantID is the spec's grant id: "grant-" + the first 16 hex digits of
-// sha256("<kind>/<name>:<subject>").
-func GrantID(ref domain.ObjectRef, subject string) string {
-	sum := sha256.Sum256([]byte(ref.Kind + "/" + ref.Name + ":" + subject))
-	return "grant-" + hex.EncodeToString(sum[:8])
-}
-
-// newSessionID returns "as-" + 32 random hex digits.
-func newSessionID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	return "as-" + hex.EncodeToString(b[:])
-}
+// GrantID is the spec's grant id of app ref and subject: domain.GrantID,
+// which the stores' id checks share.
+func GrantID(ref domain.ObjectRef, subject string) string { return domain.GrantID(ref, subject) }
 
 // IsSubset reports whether every scope in sub is in super.
 func IsSubset(sub, super []string) bool {

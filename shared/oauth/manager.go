@@ -351,7 +351,7 @@ func (m *Manager) startSession(ctx context.Context, rt *appRuntime, subject stri
 	app := rt.app
 	now := m.now().UTC()
 	s := domain.Session{
-		ID:              newSessionID(),
+		ID:              domain.NewSessionID(),
 		Provider:        app.Provider,
 		OAuthAppRef:     app.Ref(),
 		SubjectMode:     app.SubjectMode,

@@ -18,17 +18,6 @@ import (
 	"github.com/agentauth/agentauth/shared/domain"
 )
 
-func TestGrantIDSpecFormula(t *testing.T) {
-	// sha256("OAuthApp/slack-bot:slack:team:T111") computed independently.
-	got := GrantID(domain.ObjectRef{Kind: "OAuthApp", Name: "slack-bot"}, "slack:team:T111")
-	if got != "grant-99a2b7d40af41f9f" {
-		t.Fatalf("GrantID = %s", got)
-	}
-	if GrantID(appRef("a"), "s1") == GrantID(appRef("a"), "s2") {
-		t.Fatal("different subjects share a grant id")
-	}
-}
-
 func TestPKCEVectorRFC7636(t *testing.T) {
 	// RFC 7636 Appendix B.
 	if got := oauth2.S256ChallengeFromVerifier("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"); got != "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM" {

@@ -111,14 +111,12 @@ func buildSubject(rt *appRuntime, mode string, claims map[string]any) (string, e
 	if rt.template != nil {
 		return rt.template.Expand(claims)
 	}
-	str := func(key string) string {
-		switch v := claims[key].(type) {
-		case string:
-			return v
-		case json.Number:
-			return v.String()
-		}
-		return ""
+	// Read as a template placeholder of that name is, so that a built-in
+	// and the template spelling it out give one subject.
+	str := func(path string) string {
+		v, _ := domain.LookupClaim(claims, path)
+		s, _ := domain.ClaimString(v)
+		return s
 	}
 	p := rt.app.Provider
 	switch {

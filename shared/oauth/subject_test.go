@@ -27,6 +27,7 @@ func TestBuiltInSubjectBuilders(t *testing.T) {
 		{"slack", "global", `{"https://slack.com/team_id":"T111"}`, "slack:team:T111", ""},
 		{"slack", "user", `{"sub":"U9"}`, "", "lack"},
 		{"github", "user", `{"id":12345678901,"login":"octocat"}`, "github:user:12345678901", ""},
+		{"github", "user", `{"id":1e3}`, "github:user:1000", ""}, // domain.ClaimString, as a template writes it
 		{"github", "user", `{"login":"octocat"}`, "", "lack"},
 		{"github", "global", `{"id":1}`, "", "no built-in"},
 		{"google", "user", `{"sub":"1098765"}`, "google:user:1098765", ""},

@@ -188,13 +188,14 @@ func names(out map[string]any) []string {
 }
 
 // rateLimitKey is the DynamoDB key of a (principal, tool) rate-limit bucket
-// (shared/tools/ratelimit: "ratelimit#" + hex SHA-256 of principal, 0, tool).
-func rateLimitKey(principal, tool string) string {
-	h := sha256.New()
-	h.Write([]byte(principal))
-	h.Write([]byte{0})
-	h.Write([]byte(tool))
-	return "ratelimit#" + hex.EncodeToString(h.Sum(nil))
+// ("ratelimit#" + ratelimit.Key, as dynamostore's item layout says).
+func rateLimitKey(t *testing.T, principal, tool string) string {
+	t.Helper()
+	k, err := ratelimit.Key(principal, tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "ratelimit#" + k
 }
 
 // TestDeployedToolsFunction proves the deployed tools function end to end
@@ -452,8 +453,8 @@ func TestDeployedToolsFunction(t *testing.T) {
 
 	must(timed(fmt.Sprintf("rate limit in DynamoDB: %d concurrent calls, %d allowed, then 429", fn.Limit.Burst+2, fn.Limit.Burst), func(t *testing.T) {
 		principal, other := "agent-b-"+rid, "agent-c-"+rid
-		own(rateLimitKey(principal, "whoami"))
-		own(rateLimitKey(other, "whoami"))
+		own(rateLimitKey(t, principal, "whoami"))
+		own(rateLimitKey(t, other, "whoami"))
 		// All at once, so they spread over several Lambda environments:
 		// the limit holds only if they share the bucket in DynamoDB.
 		n := fn.Limit.Burst + 2
@@ -511,7 +512,7 @@ func TestDeployedToolsFunction(t *testing.T) {
 		}
 		// The bucket is the DynamoDB item the limiter keeps.
 		item, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(st.TableName), ConsistentRead: aws.Bool(true),
-			Key: map[string]ddbtypes.AttributeValue{dynamostore.PartitionKey: &ddbtypes.AttributeValueMemberS{Value: rateLimitKey(principal, "whoami")}}})
+			Key: map[string]ddbtypes.AttributeValue{dynamostore.PartitionKey: &ddbtypes.AttributeValueMemberS{Value: rateLimitKey(t, principal, "whoami")}}})
 		if err != nil || attrString(item.Item, "kind") != "RateLimit" || item.Item["tat"] == nil {
 			t.Fatalf("the rate-limit item of (%s, whoami) in %s: %v %v", principal, st.TableName, err, item)
 		}
@@ -573,8 +574,8 @@ func TestDeployedToolsFunction(t *testing.T) {
 			}
 		}
 		principal := "seam-" + rid
-		own(rateLimitKey(principal, "web.search"))
-		own(rateLimitKey(principal, "db.delete"))
+		own(rateLimitKey(t, principal, "web.search"))
+		own(rateLimitKey(t, principal, "db.delete"))
 		for _, tc := range []struct {
 			name   string
 			body   map[string]any

@@ -63,7 +63,7 @@ type Backends struct {
 // ToolLimiter is the tools' rate limiter on the table: one conditional
 // UpdateItem per allowed call, across every Lambda.
 func (b *Backends) ToolLimiter(limits ratelimit.Limits) (toolhooks.Limiter, error) {
-	return ratelimit.NewDynamo(b.DynamoDB, b.Table, limits, nil)
+	return dynamostore.NewToolLimiter(b.DynamoDB, b.Table, limits, nil)
 }
 
 // StateKeys are the state-signing keys (derived from the session keys).

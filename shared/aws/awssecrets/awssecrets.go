@@ -4,7 +4,8 @@
 // A bundle reference {secretRef: {ref: Secret/<name>, key: <key>}} reads the
 // secret "<prefix><name>", whose SecretString is a JSON object, and takes
 // its member <key>. It must never log, cache on disk or put into an error a
-// secret value; errors name the secret and key only.
+// secret value; errors name the secret and key, and an AWS error only as
+// awserr describes it.
 package awssecrets
 
 import (
@@ -19,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 
+	"github.com/agentauth/agentauth/shared/aws/awserr"
 	"github.com/agentauth/agentauth/shared/domain"
 )
 
@@ -93,7 +95,7 @@ func (r *Resolver) fetch(id string) (string, error) {
 	case errors.As(err, &nf):
 		return "", fmt.Errorf("secret %s does not exist: %w", id, domain.ErrNotFound)
 	case err != nil:
-		return "", fmt.Errorf("read secret %s: %w", id, err)
+		return "", fmt.Errorf("read secret %s: %w", id, awserr.Safe(err))
 	case out.SecretString == nil:
 		return "", fmt.Errorf("secret %s has no SecretString", id)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/agentauth/agentauth/shared/domain"
 )
@@ -17,10 +18,14 @@ import (
 type fakeSM struct {
 	secrets map[string]string
 	calls   int
+	err     error // every call fails with it when set
 }
 
 func (f *fakeSM) GetSecretValue(_ context.Context, in *secretsmanager.GetSecretValueInput, _ ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
 	f.calls++
+	if f.err != nil {
+		return nil, f.err
+	}
 	v, ok := f.secrets[*in.SecretId]
 	if !ok {
 		return nil, &smtypes.ResourceNotFoundException{Message: aws.String("nope")}
@@ -57,5 +62,17 @@ func TestResolveSecret(t *testing.T) {
 	s, err := r.String("agentauth/bad")
 	if err != nil || fmt.Sprint(s) != domain.Redacted {
 		t.Fatalf("String: %v", err)
+	}
+}
+
+// TestAWSErrorsHoldNoMessage: an AWS error's message (which can quote the
+// request) never reaches the error text; its code does (awserr).
+func TestAWSErrorsHoldNoMessage(t *testing.T) {
+	const echoed = "echoed-request-canary"
+	r := New(&fakeSM{err: &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "denied for " + echoed}}, "agentauth/")
+	_, err := r.ResolveSecret("slack", "clientSecret")
+	var api smithy.APIError
+	if err == nil || strings.Contains(err.Error(), echoed) || !strings.Contains(err.Error(), "read secret agentauth/slack: api error AccessDeniedException") || !errors.As(err, &api) {
+		t.Fatalf("err %v", err)
 	}
 }

@@ -1,7 +1,8 @@
 // Package dynamostore is the AWS domain.Store: sealed grants, auth sessions
 // and refresh leases in one DynamoDB table, shared by every Lambda. It is
 // also the AWS domain.TenantStore: tenants' run-time uploads, plain JSON,
-// in the same table.
+// in the same table; and, as ToolLimiter, the state of the tools'
+// per-(principal, tool) rate limit (the algorithm is shared/tools/ratelimit).
 //
 // Every rule of the port is enforced by a DynamoDB condition on the write
 // itself (attribute_not_exists, version equality, pending status, lease
@@ -10,7 +11,8 @@
 // TransactWriteItems over the session and the grant.
 //
 // It must never log an item or put item contents in an error (errors name
-// the record id and what failed, nothing else), and never write a secret
+// the record id and what failed, and an SDK error only as awserr describes
+// it: code, status, request id, never its message), and never write a secret
 // unsealed: records carry only the domain.EncryptedValues the sealer
 // produced, and this package seals or opens nothing except in Reseal,
 // through the sealer it is given. It never builds a key from an id it has
@@ -28,6 +30,7 @@
 //	lease#<sha256 hex(key)>          Lease              owner S, expiresAt N (Unix ms), ttl N
 //	tenantres#<tenant>#<kind>#<name> TenantResource     tenant S, resourceKind S (Skill or Tool), name S, spec S, updatedAt S
 //	tenantrev                        TenantRevision     revision N
+//	ratelimit#<ratelimit.Key>        RateLimit          tat N (Unix µs), ttl N
 //
 // doc is the record's JSON as domain's JSON tags give it, sealed values
 // inline, minus the fields kept as attributes (the grant's version and
@@ -49,6 +52,10 @@
 // TransactWriteItems with an ADD 1 to it, so the two never disagree.
 // Listing uploads is a Scan of the whole table filtered on kind; reading
 // the revision is one GetItem.
+//
+// A RateLimit item is one GCRA bucket (see ToolLimiter): tat is its
+// theoretical arrival time, ttl the time after which the item means the
+// same as no item. It holds no principal, only the bucket's Key.
 //
 // Times in attributes are RFC 3339 text with nanoseconds, as in doc.
 package dynamostore

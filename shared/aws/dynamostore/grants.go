@@ -14,7 +14,7 @@ import (
 // GetGrant reads the grant with a strongly consistent read, so a token
 // another Lambda has just refreshed is never missed.
 func (s *Store) GetGrant(ctx context.Context, id string) (domain.Grant, error) {
-	if err := validGrantID(id); err != nil {
+	if err := domain.ValidateGrantID(id); err != nil {
 		return domain.Grant{}, fmt.Errorf("dynamostore: get grant: %w", err)
 	}
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
@@ -42,7 +42,7 @@ func (s *Store) GetGrant(ctx context.Context, id string) (domain.Grant, error) {
 // grant must not exist), as one conditional PutItem, and returns it with
 // version expectVersion+1.
 func (s *Store) PutGrant(ctx context.Context, g domain.Grant, expectVersion int64) (domain.Grant, error) {
-	if err := validGrantID(g.ID); err != nil {
+	if err := domain.ValidateGrantID(g.ID); err != nil {
 		return domain.Grant{}, fmt.Errorf("dynamostore: put grant: %w", err)
 	}
 	fail := func(err error) (domain.Grant, error) {
@@ -94,7 +94,7 @@ func (s *Store) PutGrant(ctx context.Context, g domain.Grant, expectVersion int6
 // item that could not be read. It scans the table with consistent reads.
 func (s *Store) ListGrants(ctx context.Context) ([]domain.Grant, []error, error) {
 	var out []domain.Grant
-	bad, err := s.scanKind(ctx, kindGrant, grantPrefix, validGrantID, func(id string, item map[string]types.AttributeValue) error {
+	bad, err := s.scanKind(ctx, kindGrant, grantPrefix, domain.ValidateGrantID, func(id string, item map[string]types.AttributeValue) error {
 		g, err := decodeGrant(id, item)
 		if err != nil {
 			return fmt.Errorf("dynamostore: grant %s: %w", id, err)

@@ -5,31 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/agentauth/agentauth/shared/domain"
 )
-
-// validGrantID checks ^grant-[0-9a-f]{16}$, as every backend does.
-func validGrantID(id string) error { return validID(id, "grant-", 16, "grant") }
-
-// validSessionID checks ^as-[0-9a-f]{32}$.
-func validSessionID(id string) error { return validID(id, "as-", 32, "session") }
-
-func validID(id, prefix string, hexLen int, what string) error {
-	ok := len(id) == len(prefix)+hexLen && strings.HasPrefix(id, prefix)
-	for i := len(prefix); ok && i < len(id); i++ {
-		c := id[i]
-		ok = c >= '0' && c <= '9' || c >= 'a' && c <= 'f'
-	}
-	if !ok {
-		// %q keeps control characters in a hostile id from reaching logs raw.
-		return fmt.Errorf("%s id %.80q: want %s followed by %d lowercase hex digits: %w", what, id, prefix, hexLen, domain.ErrInvalidID)
-	}
-	return nil
-}
 
 // leasePK keys a lease by a hash of its key, so no caller-supplied text
 // reaches the key or an expression.

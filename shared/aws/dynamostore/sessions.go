@@ -18,7 +18,7 @@ import (
 // CreateSession writes a new session as given (Version included, normally
 // 0); ErrConflict when the id exists.
 func (s *Store) CreateSession(ctx context.Context, sess domain.Session) error {
-	if err := validSessionID(sess.ID); err != nil {
+	if err := domain.ValidateSessionID(sess.ID); err != nil {
 		return fmt.Errorf("dynamostore: create session: %w", err)
 	}
 	item, err := sessionItem(sess)
@@ -43,7 +43,7 @@ func (s *Store) CreateSession(ctx context.Context, sess domain.Session) error {
 
 // GetSession reads the session with a strongly consistent read.
 func (s *Store) GetSession(ctx context.Context, id string) (domain.Session, error) {
-	if err := validSessionID(id); err != nil {
+	if err := domain.ValidateSessionID(id); err != nil {
 		return domain.Session{}, fmt.Errorf("dynamostore: get session: %w", err)
 	}
 	sess, _, err := s.readSession(ctx, id)
@@ -87,7 +87,7 @@ func (s *Store) rememberSession(id string, item map[string]types.AttributeValue)
 // one conditional PutItem, and returns it with the version bumped;
 // ErrNotFound when it does not exist.
 func (s *Store) UpdateSession(ctx context.Context, sess domain.Session) (domain.Session, error) {
-	if err := validSessionID(sess.ID); err != nil {
+	if err := domain.ValidateSessionID(sess.ID); err != nil {
 		return domain.Session{}, fmt.Errorf("dynamostore: update session: %w", err)
 	}
 	fail := func(err error) (domain.Session, error) {
@@ -156,10 +156,10 @@ func (s *Store) CompleteSession(ctx context.Context, sessionID string, at time.T
 	fail := func(err error) (domain.Session, domain.Grant, error) {
 		return domain.Session{}, domain.Grant{}, fmt.Errorf("dynamostore: complete session %s: %w", sessionID, err)
 	}
-	if err := validSessionID(sessionID); err != nil {
+	if err := domain.ValidateSessionID(sessionID); err != nil {
 		return fail(err)
 	}
-	if err := validGrantID(g.ID); err != nil {
+	if err := domain.ValidateGrantID(g.ID); err != nil {
 		return fail(err)
 	}
 	atText, err := timeText(at)
@@ -407,7 +407,7 @@ func reasonCodes(reasons []types.CancellationReason) string {
 // per item that could not be read.
 func (s *Store) ListSessions(ctx context.Context) ([]domain.Session, []error, error) {
 	var out []domain.Session
-	bad, err := s.scanKind(ctx, kindSession, sessionPrefix, validSessionID, func(id string, item map[string]types.AttributeValue) error {
+	bad, err := s.scanKind(ctx, kindSession, sessionPrefix, domain.ValidateSessionID, func(id string, item map[string]types.AttributeValue) error {
 		sess, _, err := decodeSession(id, item)
 		if err != nil {
 			return fmt.Errorf("dynamostore: session %s: %w", id, err)
@@ -426,7 +426,7 @@ func (s *Store) ListSessions(ctx context.Context) ([]domain.Session, []error, er
 // unreadable session can be deleted too (that is how an operator clears
 // it).
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
-	if err := validSessionID(id); err != nil {
+	if err := domain.ValidateSessionID(id); err != nil {
 		return fmt.Errorf("dynamostore: delete session: %w", err)
 	}
 	s.known.dropSession(id)

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/agentauth/agentauth/shared/aws/awserr"
 	"github.com/agentauth/agentauth/shared/domain"
 )
 
@@ -153,7 +154,7 @@ func validTableName(name string) error {
 }
 
 // apiError translates an SDK error that has no meaning of its own for the
-// operation at hand. Conditional failures are handled by each operation
+// operation at hand; any other is described by awserr, without its message. Conditional failures are handled by each operation
 // (they carry the old item, which must never reach an error), so one that
 // gets here only says that a write lost.
 func (s *Store) apiError(err error) error {
@@ -174,7 +175,7 @@ func (s *Store) apiError(err error) error {
 		// Another transaction holds the item; the write did not happen.
 		return fmt.Errorf("the record is part of a transaction in progress: %w", domain.ErrConflict)
 	}
-	return err
+	return awserr.Safe(err)
 }
 
 // conditionFailed returns the item a failed condition saw (nil when

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/testkit/storetest"
@@ -249,6 +250,15 @@ func TestMissingTable(t *testing.T) {
 	s = newFakeStore(t, &fakeDynamo{get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return nil, boom }})
 	id := storetest.NewGrantID()
 	if _, err := s.GetGrant(ctx, id); !errors.Is(err, boom) || !strings.Contains(err.Error(), "get grant "+id) {
+		t.Fatalf("GetGrant: %v", err)
+	}
+	// An AWS error's message can quote request values: only its code
+	// reaches the text (awserr), and the error stays reachable.
+	echo := &smithy.GenericAPIError{Code: "ValidationException", Message: "invalid value " + marker}
+	s = newFakeStore(t, &fakeDynamo{get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return nil, echo }})
+	_, err := s.GetGrant(ctx, id)
+	var api smithy.APIError
+	if !errors.As(err, &api) || strings.Contains(err.Error(), marker) || !strings.Contains(err.Error(), "api error ValidationException") {
 		t.Fatalf("GetGrant: %v", err)
 	}
 }

@@ -45,5 +45,6 @@
 // so the fields of one record again share one new wrapped key.
 //
 // This package must never log, print or return a plaintext or a data key:
-// its errors name the record, field and KMS key id only.
+// its errors name the record, field and KMS key id, and a KMS error only as
+// awserr describes it (code, status, request id; never its message).
 package kmsseal

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms/types"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/agentauth/agentauth/shared/aws/awserr"
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/local/aesseal"
 )
@@ -190,7 +191,7 @@ func (s *Sealer) sealKeyFor(ctx context.Context, b domain.Binding, where string)
 		EncryptionContext: EncryptionContext(b),
 	})
 	if err != nil {
-		return nil, kmsError("seal", where, s.keyID, err)
+		return nil, kmsError("seal", where, s.keyID, awserr.Safe(err))
 	}
 	defer clear(out.Plaintext)
 	if len(out.Plaintext) != dataKeySize || len(out.CiphertextBlob) == 0 || out.KeyId == nil || *out.KeyId == "" {
@@ -266,7 +267,7 @@ func (s *Sealer) decrypt(ctx context.Context, keyID string, wrapped []byte, b do
 	}
 	out, err := s.api.Decrypt(ctx, in)
 	if err != nil {
-		return nil, err
+		return nil, awserr.Safe(err)
 	}
 	defer clear(out.Plaintext)
 	if len(out.Plaintext) != dataKeySize {
@@ -322,7 +323,7 @@ func (s *Sealer) Rewrap(ctx context.Context, v domain.EncryptedValue, b domain.B
 	}
 	out, err := s.api.ReEncrypt(ctx, in)
 	if err != nil {
-		return domain.EncryptedValue{}, kmsError("rewrap", where, v.KeyID+" to "+newKeyID, err)
+		return domain.EncryptedValue{}, kmsError("rewrap", where, v.KeyID+" to "+newKeyID, awserr.Safe(err))
 	}
 	if len(out.CiphertextBlob) == 0 || out.KeyId == nil || *out.KeyId == "" {
 		return domain.EncryptedValue{}, fmt.Errorf("kmsseal: rewrap %s: KMS ReEncrypt to %s returned no wrapped key or key id", where, newKeyID)
@@ -417,7 +418,8 @@ func appendField(buf []byte, s string) []byte {
 }
 
 // kmsError wraps a KMS failure with what was being done; it keeps the SDK
-// error (code, request id) for errors.As and never holds key material.
+// error for errors.As, and its text (awserr.Safe: code, status, request id)
+// never holds key material or an AWS error's message.
 func kmsError(op, where, keyID string, err error) error {
 	var (
 		invalid   *types.InvalidCiphertextException

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/kms/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/local/aesseal"
@@ -637,5 +639,45 @@ func TestCacheKeyFollowsContext(t *testing.T) {
 	b := bs[0]
 	if openCacheKey("k1", []byte("w"), b) == openCacheKey("k2", []byte("w"), b) || openCacheKey("k", []byte("w1"), b) == openCacheKey("k", []byte("w2"), b) {
 		t.Fatal("key id and wrapped key must be in the open cache key")
+	}
+}
+
+// echoingKMS fails every call with an error whose message echoes what a
+// request held, as a misbehaving endpoint may.
+type echoingKMS struct{}
+
+const echoed = "echoed-request-content-canary"
+
+func (echoingKMS) err() error {
+	return &smithy.GenericAPIError{Code: "KMSInternalException", Message: "failed on " + echoed}
+}
+
+func (e echoingKMS) GenerateDataKey(context.Context, *kms.GenerateDataKeyInput, ...func(*kms.Options)) (*kms.GenerateDataKeyOutput, error) {
+	return nil, e.err()
+}
+
+func (e echoingKMS) Decrypt(context.Context, *kms.DecryptInput, ...func(*kms.Options)) (*kms.DecryptOutput, error) {
+	return nil, e.err()
+}
+
+func (e echoingKMS) ReEncrypt(context.Context, *kms.ReEncryptInput, ...func(*kms.Options)) (*kms.ReEncryptOutput, error) {
+	return nil, e.err()
+}
+
+// TestKMSErrorsHoldNoMessage: an AWS error's message never reaches the
+// error text (awserr), while its code does and the error stays reachable.
+func TestKMSErrorsHoldNoMessage(t *testing.T) {
+	b := bind("grant-A", domain.FieldAccessToken)
+	v := mustSeal(t, mustNew(t, newFakeKMS("k1"), "k1", Options{}), access, b)
+	s := mustNew(t, echoingKMS{}, "k1", Options{})
+	ctx := context.Background()
+	_, sealErr := s.Seal(ctx, []byte(access), b)
+	_, openErr := s.Open(ctx, v, b)
+	_, rewrapErr := s.Rewrap(ctx, v, b, "k2")
+	for name, err := range map[string]error{"seal": sealErr, "open": openErr, "rewrap": rewrapErr} {
+		var api smithy.APIError
+		if err == nil || strings.Contains(err.Error(), echoed) || !strings.Contains(err.Error(), "api error KMSInternalException") || !errors.As(err, &api) {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/agentauth/agentauth/shared/aws/awserr"
 	"github.com/agentauth/agentauth/shared/domain"
 )
 
@@ -243,7 +244,7 @@ func (q *Queue) Receive(ctx context.Context, limit int, wait time.Duration) ([]D
 	for _, m := range out.Messages {
 		d, err := decodeMessage(m)
 		if err != nil {
-			bad = append(bad, fmt.Errorf("sqsqueue: receive from %s: message %s: %w", q.name, safeToken(aws.ToString(m.MessageId)), err))
+			bad = append(bad, fmt.Errorf("sqsqueue: receive from %s: message %s: %w", q.name, awserr.Token(aws.ToString(m.MessageId)), err))
 			continue
 		}
 		deliveries = append(deliveries, d)

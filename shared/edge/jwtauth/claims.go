@@ -1,8 +1,9 @@
 package jwtauth
 
 import (
-	"encoding/json"
 	"strings"
+
+	"github.com/agentauth/agentauth/shared/domain"
 )
 
 // Claim names with a fixed meaning in agentauth.
@@ -12,9 +13,6 @@ const (
 	DefaultTenantClaim = "tenant_id"
 	DefaultSkillsClaim = "skills"
 )
-
-// maxClaimPath bounds the dot-path walk.
-const maxClaimPath = 256
 
 // Claims are the verified claims of a token. Numbers are json.Number.
 type Claims map[string]any
@@ -69,34 +67,23 @@ func (c Claims) HasScope(scope string) bool {
 // IsAdmin reports whether the caller holds the agentauth:admin scope.
 func (c Claims) IsAdmin() bool { return c.HasScope(ScopeAdmin) }
 
-// StringAt returns the claim at a dot path ("org.tenant_id") as a string.
-// A key that itself contains dots ("https://example.com/tenant") is matched
-// whole before the path is split. ok is false when the claim is absent,
-// null, empty, or neither a string nor a number.
+// StringAt returns the claim at path (domain.LookupClaim) in its string
+// form (domain.ClaimString), the rule access policies and subject
+// templates use too. ok is false when the claim is absent, null, an empty
+// string, or has no string form (an object or a list).
 func (c Claims) StringAt(path string) (string, bool) {
-	v, ok := c.At(path)
-	if !ok {
-		return "", false
-	}
-	switch s := v.(type) {
-	case string:
-		return s, s != ""
-	case json.Number:
-		return s.String(), true
-	}
-	return "", false
+	v, _ := c.At(path)
+	s, ok := domain.ClaimString(v)
+	return s, ok && s != ""
 }
 
-// ListAt returns the claim at a dot path as a list of strings: a JSON list
-// of strings, or a comma-separated string. Entries are trimmed and empty
-// ones dropped. A present but empty list is an empty, non-nil slice with ok
+// ListAt returns the claim at path (domain.LookupClaim) as a list of
+// strings: a JSON list of strings, or a comma-separated string. Entries are
+// trimmed and empty ones dropped. A present but empty list is an empty, non-nil slice with ok
 // true, distinct from an absent claim (nil, false). A list holding anything
 // but strings is refused (nil, false) rather than partly read.
 func (c Claims) ListAt(path string) ([]string, bool) {
-	v, ok := c.At(path)
-	if !ok {
-		return nil, false
-	}
+	v, _ := c.At(path)
 	out := []string{}
 	switch l := v.(type) {
 	case string:
@@ -121,31 +108,8 @@ func (c Claims) ListAt(path string) ([]string, bool) {
 	return out, true
 }
 
-// At returns the raw claim at a dot path. ok is false when it is absent or
-// null.
+// At returns the raw claim at path by domain.LookupClaim. A claim whose
+// value is null is present: (nil, true).
 func (c Claims) At(path string) (any, bool) {
-	if path == "" || len(path) > maxClaimPath {
-		return nil, false
-	}
-	v, ok := walk(map[string]any(c), path)
-	return v, ok && v != nil
-}
-
-func walk(m map[string]any, path string) (any, bool) {
-	if v, ok := m[path]; ok {
-		return v, true
-	}
-	for i := 0; i < len(path); i++ {
-		if path[i] != '.' {
-			continue
-		}
-		sub, ok := m[path[:i]].(map[string]any)
-		if !ok {
-			continue
-		}
-		if v, ok := walk(sub, path[i+1:]); ok {
-			return v, true
-		}
-	}
-	return nil, false
+	return domain.LookupClaim(map[string]any(c), path)
 }

@@ -64,7 +64,11 @@ func TestStringAt(t *testing.T) {
 		"org": {"tenant": {"id": "t-nested"}, "num": 42, "empty": "", "null": null},
 		"https://example.com/tenant": "t-url",
 		"a.b": {"c": "dotted-key"},
-		"list": ["x"]
+		"list": ["x"],
+		"team": {"a.b": "t1", "x": {"y.z": "deep-dotted"}},
+		"p": {"q": {"r": "shorter names"}},
+		"p.q": {"r": "longer name"},
+		"flags": {"on": true, "zero": -0, "thousand": 1e3, "big": 12345678901234567890}
 	}`)
 	tests := []struct {
 		path string
@@ -76,6 +80,15 @@ func TestStringAt(t *testing.T) {
 		{"https://example.com/tenant", "t-url", true},
 		{"a.b.c", "dotted-key", true},
 		{"org.num", "42", true},
+		// domain.LookupClaim: dotted names inside objects, the longer name first.
+		{"team.a.b", "t1", true},
+		{"team.x.y.z", "deep-dotted", true},
+		{"p.q.r", "longer name", true},
+		// domain.ClaimString: the string form policies compare.
+		{"flags.on", "true", true},
+		{"flags.zero", "0", true},
+		{"flags.thousand", "1000", true},
+		{"flags.big", "12345678901234567890", true},
 		{"org.empty", "", false},
 		{"org.null", "", false},
 		{"org.tenant", "", false},
@@ -93,6 +106,23 @@ func TestStringAt(t *testing.T) {
 				t.Fatalf("StringAt(%q) = %q, %v; want %q, %v", tt.path, got, ok, tt.want, tt.ok)
 			}
 		})
+	}
+}
+
+// TestAtNullIsPresent: a null claim is there, with no value, as
+// domain.LookupClaim says; an absent one is not.
+func TestAtNullIsPresent(t *testing.T) {
+	c := mustClaims(t, `{"tenant_id": null, "org": {"id": null}}`)
+	for _, path := range []string{"tenant_id", "org.id"} {
+		if v, ok := c.At(path); !ok || v != nil {
+			t.Errorf("At(%q) = %v, %v; want nil, true", path, v, ok)
+		}
+		if s, ok := c.StringAt(path); ok {
+			t.Errorf("StringAt(%q) = %q, true; null has no string form", path, s)
+		}
+	}
+	if v, ok := c.At("missing"); ok || v != nil {
+		t.Errorf("At(missing) = %v, %v", v, ok)
 	}
 }
 

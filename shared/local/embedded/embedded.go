@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/agentauth/agentauth/shared/local/aesseal"
+	"github.com/agentauth/agentauth/shared/local/filelimit"
 	"github.com/agentauth/agentauth/shared/local/filequeue"
 	"github.com/agentauth/agentauth/shared/local/filestore"
 	"github.com/agentauth/agentauth/shared/tools/ratelimit"
@@ -94,5 +95,5 @@ func checkKeys(ctx context.Context, st *filestore.Store, kr *aesseal.Keyring, fr
 // ToolLimiter is the tools' rate limiter for this home: a file per key
 // under <home>/ratelimit, locked across every server sharing the home.
 func (b *Backends) ToolLimiter(limits ratelimit.Limits) (toolhooks.Limiter, error) {
-	return ratelimit.NewFile(filepath.Join(b.Home, "ratelimit"), limits, nil)
+	return filelimit.New(filepath.Join(b.Home, "ratelimit"), limits, nil)
 }

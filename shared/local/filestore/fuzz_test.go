@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentauth/agentauth/shared/domain"
 )
 
 // FuzzValidIDs: an accepted id is a single, plain path element.
@@ -12,7 +14,7 @@ func FuzzValidIDs(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, id string) {
-		for _, valid := range []func(string) error{ValidGrantID, ValidSessionID} {
+		for _, valid := range []func(string) error{domain.ValidateGrantID, domain.ValidateSessionID} {
 			if valid(id) != nil {
 				continue
 			}

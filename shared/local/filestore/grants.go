@@ -14,7 +14,7 @@ func grantRecords(dir string) *records[domain.Grant] {
 		dir:     dir,
 		kind:    KindGrant,
 		name:    "grant",
-		valid:   ValidGrantID,
+		valid:   domain.ValidateGrantID,
 		copy:    copyGrant,
 		withID:  func(g domain.Grant, id string) domain.Grant { g.ID = id; return g },
 		sealed:  (*domain.Grant).SealedFields,
@@ -47,7 +47,7 @@ func (s *Store) storedGrantVersion(id string) (int64, error) {
 // PutGrant writes g when the stored version equals expectVersion (0: the
 // grant must not exist) and returns it with version expectVersion+1.
 func (s *Store) PutGrant(ctx context.Context, g domain.Grant, expectVersion int64) (domain.Grant, error) {
-	if err := ValidGrantID(g.ID); err != nil {
+	if err := domain.ValidateGrantID(g.ID); err != nil {
 		return domain.Grant{}, fmt.Errorf("filestore: put grant: %w", err)
 	}
 	l, err := s.lock(ctx, s.grants.lockName(g.ID))

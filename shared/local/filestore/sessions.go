@@ -18,7 +18,7 @@ func sessionRecords(dir string) *records[domain.Session] {
 		dir:     dir,
 		kind:    KindSession,
 		name:    "session",
-		valid:   ValidSessionID,
+		valid:   domain.ValidateSessionID,
 		copy:    copySession,
 		withID:  func(sess domain.Session, id string) domain.Session { sess.ID = id; return sess },
 		sealed:  (*domain.Session).SealedFields,
@@ -32,7 +32,7 @@ func (s *Store) sessionPath(id string) string { return s.sessions.path(id) }
 // CreateSession writes a new session as given (Version included, normally
 // 0); ErrConflict when the id exists.
 func (s *Store) CreateSession(_ context.Context, sess domain.Session) error {
-	if err := ValidSessionID(sess.ID); err != nil {
+	if err := domain.ValidateSessionID(sess.ID); err != nil {
 		return fmt.Errorf("filestore: create session: %w", err)
 	}
 	data, written, err := s.sessions.encode(sess.ID, sess)
@@ -59,7 +59,7 @@ func (s *Store) GetSession(_ context.Context, id string) (domain.Session, error)
 // UpdateSession writes sess when the stored version equals sess.Version and
 // returns it with the version bumped; ErrNotFound when it does not exist.
 func (s *Store) UpdateSession(ctx context.Context, sess domain.Session) (domain.Session, error) {
-	if err := ValidSessionID(sess.ID); err != nil {
+	if err := domain.ValidateSessionID(sess.ID); err != nil {
 		return domain.Session{}, fmt.Errorf("filestore: update session: %w", err)
 	}
 	l, err := s.lock(ctx, s.sessions.lockName(sess.ID))
@@ -91,10 +91,10 @@ func (s *Store) CompleteSession(ctx context.Context, sessionID string, at time.T
 	fail := func(err error) (domain.Session, domain.Grant, error) {
 		return domain.Session{}, domain.Grant{}, fmt.Errorf("filestore: complete session %s: %w", sessionID, err)
 	}
-	if err := ValidSessionID(sessionID); err != nil {
+	if err := domain.ValidateSessionID(sessionID); err != nil {
 		return fail(err)
 	}
-	if err := ValidGrantID(g.ID); err != nil {
+	if err := domain.ValidateGrantID(g.ID); err != nil {
 		return fail(err)
 	}
 	sl, err := s.lock(ctx, s.sessions.lockName(sessionID))
@@ -171,7 +171,7 @@ func (s *Store) ListSessions(ctx context.Context) ([]domain.Session, []error, er
 // DeleteSession removes the session file; ErrNotFound when absent. An
 // unreadable session can be deleted too (that is how an operator clears it).
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
-	if err := ValidSessionID(id); err != nil {
+	if err := domain.ValidateSessionID(id); err != nil {
 		return fmt.Errorf("filestore: delete session: %w", err)
 	}
 	l, err := s.lock(ctx, s.sessions.lockName(id))

@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"reflect"
 	"testing"
@@ -135,4 +137,11 @@ func testQueueOrder(t *testing.T, q Queue) {
 	if got := listIDs(t, q); !reflect.DeepEqual(got, want) {
 		t.Fatalf("order\n got: %v\nwant: %v", got, want)
 	}
+}
+
+// randomHex is n random bytes in hex, to keep event ids of one run apart.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b)
 }

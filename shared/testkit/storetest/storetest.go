@@ -11,8 +11,6 @@ package storetest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"reflect"
@@ -23,19 +21,14 @@ import (
 	"github.com/agentauth/agentauth/shared/domain"
 )
 
-// NewGrantID returns a random id of the grant shape, grant-<16 hex>.
-func NewGrantID() string { return "grant-" + randomHex(8) }
-
-// NewSessionID returns a random id of the session shape, as-<32 hex>.
-func NewSessionID() string { return "as-" + randomHex(16) }
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		panic(err) // crypto/rand does not fail on supported platforms
-	}
-	return hex.EncodeToString(b)
+// NewGrantID returns a fresh grant id: the one domain.GrantID derives for
+// a random subject, so tests never share one by accident.
+func NewGrantID() string {
+	return domain.GrantID(domain.ObjectRef{Kind: "OAuthApp", Name: "storetest"}, domain.NewSessionID())
 }
+
+// NewSessionID returns a fresh session id (domain.NewSessionID).
+func NewSessionID() string { return domain.NewSessionID() }
 
 // fakeSealed is a stand-in sealed value: stores treat values as opaque, and
 // distinct content per field catches a backend that mixes fields up.

@@ -1,13 +1,12 @@
 package discovery
 
 import (
-	"encoding/json"
 	"fmt"
-	"math"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/agentauth/agentauth/shared/domain"
 )
 
 // Claim matcher operators.
@@ -29,10 +28,10 @@ func Operators() []string {
 
 // Matcher is one claim condition of an AccessPolicy.
 //
-// Claim is a path into the claims: the whole path as a top-level claim
-// name first (names such as "https://example.com/roles" contain dots),
-// else a dot path through nested objects ("realm_access.roles"). Path
-// segments never index into lists.
+// Claim is a path into the claims, read by domain.LookupClaim (the one
+// rule every reader of claims uses: an exact name first, then dot splits,
+// the longer name first; lists are never indexed into), and compared in
+// its string form, domain.ClaimString.
 //
 // A missing or null claim makes every operator false, negated ones
 // included; otherwise:
@@ -64,22 +63,21 @@ type Matcher struct {
 
 // ClaimMatcher is a compiled Matcher.
 type ClaimMatcher struct {
-	m    Matcher
-	segs []string // Claim split at dots
-	re   *regexp.Regexp
-	set  []string // in / not_in items
+	m   Matcher
+	re  *regexp.Regexp
+	set []string // in / not_in items
 }
 
 // Compile checks m and compiles it: the operator must be known, the claim
-// path must be non-empty without empty segments, a matches regular
+// path must pass domain.CheckClaimPath, a matches regular
 // expression must compile, and every operator but exists needs a value
 // (equals and not_equals may compare with the empty string; exists takes
 // none).
 func (m Matcher) Compile() (*ClaimMatcher, error) {
-	if err := checkClaimPath(m.Claim); err != nil {
+	if err := domain.CheckClaimPath(m.Claim); err != nil {
 		return nil, err
 	}
-	cm := &ClaimMatcher{m: m, segs: strings.Split(m.Claim, ".")}
+	cm := &ClaimMatcher{m: m}
 	switch m.Operator {
 	case OpExists:
 		if m.Value != "" {
@@ -115,16 +113,6 @@ func (m Matcher) Compile() (*ClaimMatcher, error) {
 	return cm, nil
 }
 
-func checkClaimPath(p string) error {
-	if p == "" {
-		return fmt.Errorf("claim path is required")
-	}
-	if slices.Contains(strings.Split(p, "."), "") {
-		return fmt.Errorf("claim path %q has an empty segment", p)
-	}
-	return nil
-}
-
 // splitList splits an in / not_in value at commas and trims spaces.
 func splitList(v string) []string {
 	items := strings.Split(v, ",")
@@ -140,7 +128,7 @@ func (cm *ClaimMatcher) Matcher() Matcher { return cm.m }
 // Match evaluates the matcher against claims. It never panics, whatever
 // the claims hold.
 func (cm *ClaimMatcher) Match(claims map[string]any) bool {
-	v, ok := lookup(claims, cm.m.Claim, cm.segs)
+	v, ok := domain.LookupClaim(claims, cm.m.Claim)
 	if !ok || v == nil {
 		return false
 	}
@@ -155,14 +143,14 @@ func (cm *ClaimMatcher) Match(claims map[string]any) bool {
 			return !listHas(list, cm.m.Value)
 		case OpMatches:
 			for _, e := range list {
-				if s, ok := StringForm(e); ok && cm.re.MatchString(s) {
+				if s, ok := domain.ClaimString(e); ok && cm.re.MatchString(s) {
 					return true
 				}
 			}
 		}
 		return false // no string form
 	}
-	s, ok := StringForm(v)
+	s, ok := domain.ClaimString(v)
 	if !ok {
 		return false
 	}
@@ -187,7 +175,7 @@ func (cm *ClaimMatcher) Match(claims map[string]any) bool {
 
 func listHas(list []any, want string) bool {
 	for _, e := range list {
-		if s, ok := StringForm(e); ok && s == want {
+		if s, ok := domain.ClaimString(e); ok && s == want {
 			return true
 		}
 	}
@@ -206,113 +194,4 @@ func asList(v any) ([]any, bool) {
 		return out, true
 	}
 	return nil, false
-}
-
-// LookupClaim finds path in claims: the whole path as a top-level claim
-// name first, else a dot path through nested objects. A present claim
-// whose value is null is returned as (nil, true).
-func LookupClaim(claims map[string]any, path string) (any, bool) {
-	return lookup(claims, path, strings.Split(path, "."))
-}
-
-func lookup(claims map[string]any, path string, segs []string) (any, bool) {
-	if v, ok := claims[path]; ok {
-		return v, true
-	}
-	if len(segs) < 2 {
-		return nil, false
-	}
-	var cur any = claims
-	for _, seg := range segs {
-		switch m := cur.(type) {
-		case map[string]any:
-			v, ok := m[seg]
-			if !ok {
-				return nil, false
-			}
-			cur = v
-		case map[string]string:
-			v, ok := m[seg]
-			if !ok {
-				return nil, false
-			}
-			cur = v
-		default:
-			return nil, false
-		}
-	}
-	return cur, true
-}
-
-// StringForm is the string a claim value is compared as: strings as they
-// are, booleans "true"/"false", finite numbers in decimal without exponent
-// (an integer json.Number keeps its exact digits). Objects, lists, null,
-// NaN and infinities have none.
-func StringForm(v any) (string, bool) {
-	switch x := v.(type) {
-	case string:
-		return x, true
-	case bool:
-		return strconv.FormatBool(x), true
-	case float64:
-		return formatFloat(x, 64)
-	case float32:
-		return formatFloat(float64(x), 32)
-	case json.Number:
-		if isInteger(string(x)) {
-			if string(x) == "-0" {
-				return "0", true
-			}
-			return string(x), true
-		}
-		f, err := strconv.ParseFloat(string(x), 64)
-		if err != nil {
-			return "", false
-		}
-		return formatFloat(f, 64)
-	case int:
-		return strconv.Itoa(x), true
-	case int8:
-		return strconv.FormatInt(int64(x), 10), true
-	case int16:
-		return strconv.FormatInt(int64(x), 10), true
-	case int32:
-		return strconv.FormatInt(int64(x), 10), true
-	case int64:
-		return strconv.FormatInt(x, 10), true
-	case uint:
-		return strconv.FormatUint(uint64(x), 10), true
-	case uint8:
-		return strconv.FormatUint(uint64(x), 10), true
-	case uint16:
-		return strconv.FormatUint(uint64(x), 10), true
-	case uint32:
-		return strconv.FormatUint(uint64(x), 10), true
-	case uint64:
-		return strconv.FormatUint(x, 10), true
-	}
-	return "", false
-}
-
-func formatFloat(f float64, bits int) (string, bool) {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return "", false
-	}
-	if f == 0 {
-		return "0", true // and not "-0"
-	}
-	return strconv.FormatFloat(f, 'f', -1, bits), true
-}
-
-func isInteger(s string) bool {
-	s = strings.TrimPrefix(s, "-")
-	if s == "" {
-		return false
-	}
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/agentauth/agentauth/shared/domain"
 )
 
 // testClaims has a claim of every shape under a name that says what it is.
@@ -36,7 +38,7 @@ func testClaims() map[string]any {
 		"https://example.com/tenant": "acme",
 		"a.b":                        "top-level wins",
 		"a":                          map[string]any{"b": "nested loses"},
-		"x":                          map[string]any{"y.z": "not reachable by dots"},
+		"x":                          map[string]any{"y.z": "dotted name inside"},
 		"flat":                       map[string]string{"k": "v"},
 	}
 }
@@ -83,7 +85,8 @@ func TestMatcherOperators(t *testing.T) {
 		{"a.b", OpEquals, "top-level wins", true},
 		{"a.b", OpEquals, "nested loses", false},
 		{"flat.k", OpEquals, "v", true},
-		{"x.y.z", OpExists, "", false},
+		{"x.y.z", OpExists, "", true}, // a dotted name inside an object: domain.LookupClaim
+		{"x.y.z", OpEquals, "dotted name inside", true},
 		// Missing and null: false, negated operators included.
 		{"missing", OpEquals, "x", false},
 		{"missing", OpNotEquals, "x", false},
@@ -214,62 +217,50 @@ func TestMatcherCompile(t *testing.T) {
 	}
 }
 
-func TestStringForm(t *testing.T) {
-	tests := []struct {
-		v    any
-		want string
-		ok   bool
+// TestMatcherReadsClaimsByTheOneRule: a matcher finds the claim that
+// domain.LookupClaim finds and compares its domain.ClaimString, so a policy
+// and the caller's tenant never read one path differently (issue 8: with
+// {"org":{"a.b":"t1"}}, "org.a.b" found the tenant but matched no policy).
+func TestMatcherReadsClaimsByTheOneRule(t *testing.T) {
+	for _, tc := range []struct {
+		claims, path string
 	}{
-		{"x", "x", true}, {"", "", true},
-		{true, "true", true}, {false, "false", true},
-		{float64(1), "1", true}, {1.5, "1.5", true}, {-0.25, "-0.25", true},
-		{1e21, "1000000000000000000000", true}, {1e-7, "0.0000001", true},
-		{math.Copysign(0, -1), "0", true},
-		{float32(0.1), "0.1", true},
-		{json.Number("10"), "10", true}, {json.Number("-0"), "0", true},
-		{json.Number("1e2"), "100", true}, {json.Number("2.50"), "2.5", true},
-		{json.Number("x"), "", false},
-		{int(-3), "-3", true}, {int64(1 << 60), "1152921504606846976", true}, {uint8(7), "7", true},
-		{uint64(math.MaxUint64), "18446744073709551615", true},
-		{nil, "", false}, {[]any{"a"}, "", false}, {map[string]any{}, "", false},
-		{math.Inf(1), "", false}, {math.NaN(), "", false}, {struct{}{}, "", false},
-	}
-	for _, tt := range tests {
-		got, ok := StringForm(tt.v)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("StringForm(%#v) = %q, %v; want %q, %v", tt.v, got, ok, tt.want, tt.ok)
-		}
-	}
-}
-
-func TestLookupClaim(t *testing.T) {
-	c := testClaims()
-	tests := []struct {
-		path  string
-		want  any
-		found bool
-	}{
-		{"str", "engineering", true},
-		{"null", nil, true},
-		{"missing", nil, false},
-		{"realm_access.level", float64(3), true},
-		{"realm_access.deep.er", "yes", true},
-		{"realm_access.none", nil, true},
-		{"realm_access.none.x", nil, false},
-		{"realm_access.roles.0", nil, false}, // no list indexing
-		{"str.x", nil, false},
-		{"a.b", "top-level wins", true},
-		{"https://example.com/tenant", "acme", true},
-		{"flat.k", "v", true},
-		{"", nil, false},
-	}
-	for _, tt := range tests {
-		got, found := LookupClaim(c, tt.path)
-		if found != tt.found || got != tt.want {
-			t.Errorf("LookupClaim(%q) = %#v, %v; want %#v, %v", tt.path, got, found, tt.want, tt.found)
-		}
-	}
-	if _, found := LookupClaim(nil, "a"); found {
-		t.Error("found a claim in nil claims")
+		{`{"org":{"a.b":"t1"}}`, "org.a.b"},
+		{`{"org":{"a.b":"dotted","a":{"b":"nested"}}}`, "org.a.b"},
+		{`{"a":{"b":{"c":"short"}},"a.b":{"c":"long"}}`, "a.b.c"},
+		{`{"a.b":"x","a":{"b":{"c":"deep"}}}`, "a.b.c"},
+		{`{"a.b":null,"a":{"b":"nested"}}`, "a.b"},
+		{`{"n":-0}`, "n"},
+		{`{"n":12345678901234567890}`, "n"},
+		{`{"n":1e3}`, "n"},
+		{`{"b":true}`, "b"},
+		{`{"s":""}`, "s"},
+		{`{"l":["t1"]}`, "l"},
+		{`{"o":{"t":"t1"}}`, "o"},
+	} {
+		t.Run(tc.claims, func(t *testing.T) {
+			var claims map[string]any
+			dec := json.NewDecoder(strings.NewReader(tc.claims))
+			dec.UseNumber()
+			if err := dec.Decode(&claims); err != nil {
+				t.Fatal(err)
+			}
+			v, found := domain.LookupClaim(claims, tc.path)
+			s, hasString := domain.ClaimString(v)
+			exists, err := Matcher{Claim: tc.path, Operator: OpExists}.Compile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := exists.Match(claims), found && v != nil; got != want {
+				t.Errorf("exists = %v, want %v", got, want)
+			}
+			equals, err := Matcher{Claim: tc.path, Operator: OpEquals, Value: s}.Compile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := equals.Match(claims), found && hasString; got != want {
+				t.Errorf("equals %q = %v, want %v", s, got, want)
+			}
+		})
 	}
 }

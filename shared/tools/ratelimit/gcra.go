@@ -71,22 +71,26 @@ func (ls Limits) For(tool string) Limit {
 	return ls.Default
 }
 
-// gcra is a Limit in microseconds: the interval T and the tolerance τ.
-type gcra struct {
-	interval  int64 // T
-	tolerance int64 // τ = (Burst-1)·T
+// GCRA is a Limit in whole microseconds, as every backend stores times:
+// the emission interval T and the tolerance τ = (Burst-1)·T.
+type GCRA struct {
+	Interval  int64 // T
+	Tolerance int64 // τ
 }
 
-func (l Limit) gcra() gcra {
+// GCRA returns l in microseconds. l must be valid (Validate).
+func (l Limit) GCRA() GCRA {
 	t := max(int64(math.Round(1e6/l.Rate)), 1)
-	return gcra{interval: t, tolerance: int64(l.Burst-1) * t}
+	return GCRA{Interval: t, Tolerance: int64(l.Burst-1) * t}
 }
 
-// decide applies GCRA at now to a key whose TAT is tat (0 for a new key).
-// It returns the new TAT when the call is allowed, or how long to wait.
-func (g gcra) decide(tat, now int64) (newTAT int64, ok bool, retryAfter time.Duration) {
-	newTAT = max(tat, now) + g.interval
-	over := newTAT - now - (g.tolerance + g.interval)
+// Decide applies GCRA at now (Unix µs) to a key whose TAT is tat (0 for a
+// new key). It returns the new TAT when the call is allowed, or tat
+// unchanged and how long to wait. It is the whole algorithm: a backend
+// reads tat, calls Decide and stores newTAT when ok, atomically.
+func (g GCRA) Decide(tat, now int64) (newTAT int64, ok bool, retryAfter time.Duration) {
+	newTAT = max(tat, now) + g.Interval
+	over := newTAT - now - (g.Tolerance + g.Interval)
 	if over <= 0 {
 		return newTAT, true, 0
 	}
@@ -100,41 +104,27 @@ func retryAfterSeconds(us int64) time.Duration {
 	return time.Duration(max(s, 1)) * time.Second
 }
 
-// keyHash names a (principal, tool) key without holding either: the hex
-// SHA-256 of principal, a zero byte and tool.
-func keyHash(principal, tool string) string {
+// Key names the bucket of (principal, tool) without holding either: the
+// hex SHA-256 of principal, a zero byte and tool. It refuses an empty
+// principal or tool (every such call would share one bucket by mistake)
+// and a zero byte in either, which would make the name ambiguous
+// ("a\x00b" + "c" and "a" + "b\x00c" would share a bucket). Backends name
+// their state only by Key, so no principal reaches a file name, a table
+// key or an error.
+func Key(principal, tool string) (string, error) {
+	switch {
+	case principal == "":
+		return "", errors.New("ratelimit: empty principal")
+	case tool == "":
+		return "", errors.New("ratelimit: empty tool name")
+	case strings.IndexByte(principal, 0) >= 0:
+		return "", errors.New("ratelimit: principal holds a zero byte")
+	case strings.IndexByte(tool, 0) >= 0:
+		return "", errors.New("ratelimit: tool name holds a zero byte")
+	}
 	h := sha256.New()
 	h.Write([]byte(principal))
 	h.Write([]byte{0})
 	h.Write([]byte(tool))
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// clock returns now, or time.Now when now is nil.
-func clock(now func() time.Time) func() time.Time {
-	if now == nil {
-		return time.Now
-	}
-	return now
-}
-
-// errEmptyTool refuses a call that names no tool: it would share one bucket
-// with every other such call by mistake.
-var errEmptyTool = errors.New("ratelimit: empty tool name")
-
-// checkKey refuses a key with no principal or no tool, and one holding a
-// zero byte, which would make keyHash ambiguous ("a\x00b", "c" and "a",
-// "b\x00c" would share a bucket).
-func checkKey(principal, tool string) error {
-	switch {
-	case principal == "":
-		return errors.New("ratelimit: empty principal")
-	case tool == "":
-		return errEmptyTool
-	case strings.IndexByte(principal, 0) >= 0:
-		return errors.New("ratelimit: principal holds a zero byte")
-	case strings.IndexByte(tool, 0) >= 0:
-		return errors.New("ratelimit: tool name holds a zero byte")
-	}
-	return nil
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

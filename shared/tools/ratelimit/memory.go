@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/agentauth/agentauth/shared/tools/toolhooks"
 )
 
 // Memory is the limiter of one process: for tests, and as a fallback where
@@ -16,10 +14,8 @@ type Memory struct {
 	now    func() time.Time
 
 	mu  sync.Mutex
-	tat map[string]int64 // by keyHash
+	tat map[string]int64 // by Key
 }
-
-var _ toolhooks.Limiter = (*Memory)(nil)
 
 // sweepAt is the number of keys at which Allow drops the idle ones.
 const sweepAt = 1 << 14
@@ -30,20 +26,23 @@ func NewMemory(limits Limits, now func() time.Time) (*Memory, error) {
 	if err := limits.Validate(); err != nil {
 		return nil, fmt.Errorf("ratelimit: %w", err)
 	}
-	return &Memory{limits: limits, now: clock(now), tat: map[string]int64{}}, nil
+	if now == nil {
+		now = time.Now
+	}
+	return &Memory{limits: limits, now: now, tat: map[string]int64{}}, nil
 }
 
 // Allow implements toolhooks.Limiter.
 func (m *Memory) Allow(ctx context.Context, principal, tool string) (bool, time.Duration, error) {
-	if err := checkKey(principal, tool); err != nil {
+	key, err := Key(principal, tool)
+	if err != nil {
 		return false, 0, err
 	}
-	g := m.limits.For(tool).gcra()
-	key := keyHash(principal, tool)
+	g := m.limits.For(tool).GCRA()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now().UnixMicro()
-	newTAT, ok, retry := g.decide(m.tat[key], now)
+	newTAT, ok, retry := g.Decide(m.tat[key], now)
 	if !ok {
 		return false, retry, nil
 	}

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/tools/discovery"
 )
 
@@ -197,13 +198,11 @@ func (c *Catalog) groupTools(ix *discovery.Index, rev, group string, opts Option
 }
 
 // callerTenant is the caller's tenant claim in its string form ("" when
-// absent, null or not a scalar: such a caller sees no tenant tools).
+// absent, null or not a scalar: such a caller sees no tenant tools), read
+// by the rule access policies use.
 func callerTenant(claims map[string]any, path string) string {
-	v, ok := discovery.LookupClaim(claims, path)
-	if !ok {
-		return ""
-	}
-	s, _ := discovery.StringForm(v)
+	v, _ := domain.LookupClaim(claims, path)
+	s, _ := domain.ClaimString(v)
 	return s
 }
 

@@ -1,6 +1,6 @@
 //go:build integration
 
-package ratelimit
+package dynamostore
 
 import (
 	"context"
@@ -12,48 +12,45 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/agentauth/agentauth/shared/aws/dynamostore"
 	"github.com/agentauth/agentauth/shared/testkit/emulatortest"
+	"github.com/agentauth/agentauth/shared/testkit/limitertest"
+	"github.com/agentauth/agentauth/shared/tools/ratelimit"
 	"github.com/agentauth/agentauth/shared/tools/toolhooks"
 )
 
-// The integration tests run against a local DynamoDB emulator (MiniStack
-// by default) named by AWS_ENDPOINT_URL, or skip (see emulatortest), on a
-// table created per test with a random name and deleted at the end, since
-// the emulator is shared.
+var _ toolhooks.Limiter = (*ToolLimiter)(nil)
 
-// newTable creates a table as dynamostore.TableSchema and TimeToLiveSpec
-// describe.
-func newTable(t *testing.T, api *dynamodb.Client) string {
+// newLimiterTable creates a table as TableSchema and TimeToLiveSpec
+// describe (see emulator_test.go).
+func newLimiterTable(t *testing.T, api *dynamodb.Client) string {
 	t.Helper()
-	return emulatortest.DynamoTable(t, api, "agentauth-ratelimit-test-", dynamostore.TableSchema, dynamostore.TimeToLiveSpec)
+	return emulatortest.DynamoTable(t, api, "agentauth-ratelimit-test-", TableSchema, TimeToLiveSpec)
 }
 
-func TestDynamoConformance(t *testing.T) {
+func TestToolLimiterConformance(t *testing.T) {
 	api := emulatortest.DynamoDB(t)
-	table := newTable(t, api)
-	runConformance(t, func(t *testing.T, limits Limits, now func() time.Time) (toolhooks.Limiter, error) {
-		return NewDynamo(api, table, limits, now)
+	table := newLimiterTable(t, api)
+	limitertest.Run(t, func(t *testing.T, limits ratelimit.Limits, now func() time.Time) (toolhooks.Limiter, error) {
+		return NewToolLimiter(api, table, limits, now)
 	})
 }
 
 // Two limiters built apart share nothing but the table, as two Lambdas do.
-func TestDynamoAcrossLimiters(t *testing.T) {
+func TestToolLimiterAcrossLimiters(t *testing.T) {
 	api := emulatortest.DynamoDB(t)
-	table := newTable(t, api)
+	table := newLimiterTable(t, api)
 	const burst = 7
-	limits := Limits{Default: Limit{Rate: 1, Burst: burst}}
-	now := func() time.Time { return frozen }
+	limits := ratelimit.Limits{Default: ratelimit.Limit{Rate: 1, Burst: burst}}
 	var total int64
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for range 2 {
-		l, err := NewDynamo(api, table, limits, now)
+		l, err := NewToolLimiter(api, table, limits, limitertest.Frozen)
 		if err != nil {
 			t.Fatal(err)
 		}
 		wg.Go(func() {
-			n := hammer(t, l, 6, 4)
+			n := limitertest.Hammer(t, l, "alice", "search", 6, 4)
 			mu.Lock()
 			total += n
 			mu.Unlock()
@@ -65,30 +62,30 @@ func TestDynamoAcrossLimiters(t *testing.T) {
 	}
 }
 
-// countingAPI counts UpdateItems, and GetItems should anything ever make
-// one through it.
-type countingAPI struct {
+// updateCountingAPI counts UpdateItems, and GetItems should anything ever
+// make one through it.
+type updateCountingAPI struct {
 	*dynamodb.Client
 	mu      sync.Mutex
 	updates int
 	gets    int
 }
 
-func (c *countingAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+func (c *updateCountingAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	c.mu.Lock()
 	c.updates++
 	c.mu.Unlock()
 	return c.Client.UpdateItem(ctx, in, o...)
 }
 
-func (c *countingAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+func (c *updateCountingAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	c.mu.Lock()
 	c.gets++
 	c.mu.Unlock()
 	return c.Client.GetItem(ctx, in, o...)
 }
 
-func (c *countingAPI) take() (updates, gets int) {
+func (c *updateCountingAPI) take() (updates, gets int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	updates, gets = c.updates, c.gets
@@ -96,19 +93,20 @@ func (c *countingAPI) take() (updates, gets int) {
 	return updates, gets
 }
 
-func TestDynamoCallCount(t *testing.T) {
-	api := &countingAPI{Client: emulatortest.DynamoDB(t)}
-	table := newTable(t, api.Client)
-	c := newFakeClock()
-	l, err := NewDynamo(api, table, Limits{Default: Limit{Rate: 1, Burst: 3}}, c.Now)
+func TestToolLimiterCallCount(t *testing.T) {
+	api := &updateCountingAPI{Client: emulatortest.DynamoDB(t)}
+	table := newLimiterTable(t, api.Client)
+	c := limitertest.NewClock()
+	limits := ratelimit.Limits{Default: ratelimit.Limit{Rate: 1, Burst: 3}}
+	l, err := NewToolLimiter(api, table, limits, c.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := NewDynamo(api, table, Limits{Default: Limit{Rate: 1, Burst: 3}}, c.Now)
+	other, err := NewToolLimiter(api, table, limits, c.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	step := func(name string, l *Dynamo, wantOK bool, wantUpdates int) {
+	step := func(name string, l *ToolLimiter, wantOK bool, wantUpdates int) {
 		t.Helper()
 		ok, _, err := l.Allow(context.Background(), "alice", "search")
 		if err != nil {
@@ -130,13 +128,13 @@ func TestDynamoCallCount(t *testing.T) {
 	step("exhausted, stale hint", other, false, 1)
 }
 
-func TestDynamoMissingTable(t *testing.T) {
-	l, err := NewDynamo(emulatortest.DynamoDB(t), "agentauth-ratelimit-no-such-table", Limits{Default: Limit{Rate: 1, Burst: 1}}, nil)
+func TestToolLimiterMissingTable(t *testing.T) {
+	l, err := NewToolLimiter(emulatortest.DynamoDB(t), "agentauth-ratelimit-no-such-table", ratelimit.Limits{Default: ratelimit.Limit{Rate: 1, Burst: 1}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ok, _, err := l.Allow(context.Background(), "alice-canary", "search")
-	if ok || !errors.Is(err, dynamostore.ErrTableNotFound) {
+	if ok || !errors.Is(err, ErrTableNotFound) {
 		t.Fatalf("Allow = %v, %v; want ErrTableNotFound", ok, err)
 	}
 	if s := err.Error(); len(s) > 200 || strings.Contains(s, "alice") {

@@ -1,0 +1,56 @@
+package domain
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+)
+
+// The shapes of grant and session ids. Every store builds keys and file
+// names only from ids that pass ValidateGrantID or ValidateSessionID, so no
+// id can reach outside its store or into an expression.
+const (
+	grantIDPrefix   = "grant-"
+	grantIDHex      = 16
+	sessionIDPrefix = "as-"
+	sessionIDHex    = 32
+)
+
+// GrantID is the spec's grant id: "grant-" + the first 16 hex digits of
+// sha256("<kind>/<name>:<subject>"). One app and subject always share one
+// grant, in every process and backend.
+func GrantID(ref ObjectRef, subject string) string {
+	sum := sha256.Sum256([]byte(ref.Kind + "/" + ref.Name + ":" + subject))
+	return grantIDPrefix + hex.EncodeToString(sum[:grantIDHex/2])
+}
+
+// NewSessionID returns a new auth session id: "as-" + 32 hex digits from
+// crypto/rand (the only source this package reads).
+func NewSessionID() string {
+	var b [sessionIDHex / 2]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return sessionIDPrefix + hex.EncodeToString(b[:])
+}
+
+// ValidateGrantID checks ^grant-[0-9a-f]{16}$. The error wraps ErrInvalidID.
+func ValidateGrantID(id string) error { return validateID(id, grantIDPrefix, grantIDHex, "grant") }
+
+// ValidateSessionID checks ^as-[0-9a-f]{32}$. The error wraps ErrInvalidID.
+func ValidateSessionID(id string) error {
+	return validateID(id, sessionIDPrefix, sessionIDHex, "session")
+}
+
+func validateID(id, prefix string, hexLen int, what string) error {
+	ok := len(id) == len(prefix)+hexLen && strings.HasPrefix(id, prefix)
+	for i := len(prefix); ok && i < len(id); i++ {
+		c := id[i]
+		ok = c >= '0' && c <= '9' || c >= 'a' && c <= 'f'
+	}
+	if !ok {
+		// %q keeps control characters in a hostile id from reaching logs raw.
+		return fmt.Errorf("%s id %.80q: want %s followed by %d lowercase hex digits: %w", what, id, prefix, hexLen, ErrInvalidID)
+	}
+	return nil
+}
