@@ -1,6 +1,6 @@
 module github.com/agentauth/agentauth
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/aws/aws-lambda-go v1.55.1
@@ -21,7 +21,7 @@ require (
 	github.com/go-json-experiment/json v1.27.2
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	go.yaml.in/yaml/v3 v3.0.4
-	golang.org/x/oauth2 v0.30.0
+	golang.org/x/oauth2 v0.38.0
 	golang.org/x/sync v0.16.0
 	golang.org/x/text v0.23.0
 )
