@@ -22,7 +22,7 @@ require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/oauth2 v0.38.0
-	golang.org/x/sync v0.16.0
+	golang.org/x/sync v0.25.0
 	golang.org/x/text v0.23.0
 )
 
