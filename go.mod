@@ -23,7 +23,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/oauth2 v0.38.0
 	golang.org/x/sync v0.25.0
-	golang.org/x/text v0.23.0
+	golang.org/x/text v0.44.0
 )
 
 require (
