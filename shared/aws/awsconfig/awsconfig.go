@@ -40,8 +40,9 @@ func Load(ctx context.Context, counter *awscount.Counter) (aws.Config, error) {
 }
 
 // plainBodyClient sends each request body through a wrapper that hides its
-// WriteTo method. smithy-go v1.22.2 closes a request body as soon as the
-// response headers arrive, and its body's WriteTo then returns io.EOF;
+// WriteTo method. smithy-go (v1.22.2 to v1.28.9 at least:
+// TestWriteIsSentOnce fails once it stops) closes a request body as soon
+// as the response headers arrive, and its body's WriteTo then returns io.EOF;
 // net/http, still draining the body, takes that for a write error and
 // closes the connection under the unread response, and the SDK retries the
 // closed connection — replaying a write the service already applied (a

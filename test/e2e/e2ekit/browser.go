@@ -3,7 +3,6 @@ package e2ekit
 import (
 	"context"
 	"fmt"
-	"log"
 	"net/url"
 	"os"
 	"strings"
@@ -169,10 +168,9 @@ func LaunchBrowserWith(ctx context.Context, bopts BrowserOptions) (*Browser, err
 		chromedp.Flag("mute-audio", true),
 		chromedp.Flag("hide-scrollbars", true),
 		chromedp.Flag("host-resolver-rules", bopts.hostResolverRules()),
-		chromedp.WSURLReadTimeout(30 * time.Second),
 	}
 	allocCtx, allocCancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	browserCtx, browserCancel := chromedp.NewContext(allocCtx, chromedp.WithErrorf(filteredErrorf))
+	browserCtx, browserCancel := chromedp.NewContext(allocCtx)
 	b := &Browser{
 		Timeout:       DefaultBrowserTimeout,
 		allocCancel:   allocCancel,
@@ -187,25 +185,13 @@ func LaunchBrowserWith(ctx context.Context, bopts BrowserOptions) (*Browser, err
 	return b, nil
 }
 
-// filteredErrorf logs chromedp's errors except the known-harmless ones:
-// cdproto (pinned in go.mod) predates newer Chromium's "Loopback"
-// IPAddressSpace value, so it cannot decode the *ExtraInfo network events
-// for 127.0.0.1; e2ekit does not use those events.
-func filteredErrorf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	if strings.Contains(msg, "could not unmarshal event") && strings.Contains(msg, "IPAddressSpace") {
-		return
-	}
-	log.Print("chromedp: " + msg)
-}
-
-// firstRun does the first chromedp.Run on a context made by
-// chromedp.NewContext. That Run must get the context itself (chromedp ties
+// firstRun does the first chromedp.Do on a context made by
+// chromedp.NewContext. That Do must get the context itself (chromedp ties
 // the browser process or the tab's event loop to it), so it is bounded
 // from outside: when caller ends or d passes, abort tears everything down.
 func firstRun(caller, cdpCtx context.Context, d time.Duration, abort func()) error {
 	done := make(chan error, 1)
-	go func() { done <- chromedp.Run(cdpCtx) }()
+	go func() { done <- chromedp.Do(cdpCtx) }()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	var why error
@@ -256,11 +242,12 @@ type Session struct {
 // NewSession opens a tab in a new, isolated browser context. Close it when
 // done.
 func (b *Browser) NewSession(ctx context.Context) (*Session, error) {
-	tabCtx, cancel := chromedp.NewContext(b.browserCtx, chromedp.WithNewBrowserContext())
-	s := &Session{b: b, ctx: tabCtx, cancel: cancel, rec: &docRecorder{}}
-	chromedp.ListenTarget(tabCtx, s.rec.handle)
+	s := &Session{b: b, rec: &docRecorder{}}
+	// A listener given here is on the tab from its first command; one added
+	// later (chromedp.Listen) would open the tab outside firstRun's bounds.
+	s.ctx, s.cancel = chromedp.NewContext(b.browserCtx, chromedp.WithNewBrowserContext(), chromedp.WithListener(s.rec.handle))
 	// Creates the browser context and its tab.
-	if err := firstRun(ctx, tabCtx, b.timeout(), cancel); err != nil {
+	if err := firstRun(ctx, s.ctx, b.timeout(), s.cancel); err != nil {
 		return nil, fmt.Errorf("e2ekit: open browser context: %w", err)
 	}
 	return s, nil
@@ -374,37 +361,32 @@ func (s *Session) drive(ctx context.Context, what, start, login string, done fun
 			return res, fmt.Errorf("e2ekit: %s: %w (at %s, status %d, title %q)", what, err, RedactURL(res.FinalURL), res.Status, res.Title)
 		}
 
-		var action []chromedp.Action
+		var action []chromedp.Action[chromedp.Void]
 		if settled {
-			var pg struct {
-				Login   bool   `json:"login"`
-				Prompt  string `json:"prompt"`
-				Confirm bool   `json:"confirm"`
-			}
 			// An error here means the document went away under us (it is
 			// navigating): look again after a pause.
-			if err := chromedp.Run(runCtx, chromedp.Evaluate(`(() => {
+			if pg, err := chromedp.Run(runCtx, chromedp.Evaluate[providerPage](`(() => {
 				const p = document.querySelector('form input[name="prompt"]');
 				return {
 					login: !!document.querySelector('form input[name="login"]'),
 					prompt: p ? p.value : '',
 					confirm: !!document.querySelector('button[form="op.deviceConfirmForm"]:not([name="abort"])'),
 				};
-			})()`, &pg)); err == nil {
+			})()`)); err == nil {
 				switch {
 				case pg.Login && !loggedIn:
 					loggedIn = true
-					action = []chromedp.Action{
-						chromedp.SetValue(`form input[name="login"]`, login, chromedp.ByQuery),
-						chromedp.SetValue(`form input[name="password"]`, "password", chromedp.ByQuery),
-						chromedp.Click(`form button[type="submit"]`, chromedp.ByQuery),
+					action = []chromedp.Action[chromedp.Void]{
+						chromedp.SetValue(chromedp.CSS(`form input[name="login"]`), login),
+						chromedp.SetValue(chromedp.CSS(`form input[name="password"]`), "password"),
+						chromedp.Click(chromedp.CSS(`form button[type="submit"]`)),
 					}
 				case pg.Prompt == "consent" && !consented:
 					consented = true
-					action = []chromedp.Action{chromedp.Click(`form button[type="submit"]`, chromedp.ByQuery)}
+					action = []chromedp.Action[chromedp.Void]{chromedp.Click(chromedp.CSS(`form button[type="submit"]`))}
 				case pg.Confirm && !confirmed:
 					confirmed = true
-					action = []chromedp.Action{chromedp.Click(`button[form="op.deviceConfirmForm"]:not([name="abort"])`, chromedp.ByQuery)}
+					action = []chromedp.Action[chromedp.Void]{chromedp.Click(chromedp.CSS(`button[form="op.deviceConfirmForm"]:not([name="abort"])`))}
 				}
 			}
 		}
@@ -431,9 +413,16 @@ func (s *Session) drive(ctx context.Context, what, start, login string, done fun
 	}
 }
 
+// providerPage is what drive reads of a provider page to choose its step.
+type providerPage struct {
+	Login   bool   `json:"login"`
+	Prompt  string `json:"prompt"`
+	Confirm bool   `json:"confirm"`
+}
+
 // navigate runs actions that trigger a top-level navigation and waits for it
 // to finish (redirects included).
-func (s *Session) navigate(ctx context.Context, actions ...chromedp.Action) error {
+func (s *Session) navigate(ctx context.Context, actions ...chromedp.Action[chromedp.Void]) error {
 	_, err := chromedp.RunResponse(ctx, actions...)
 	return err
 }
@@ -446,18 +435,29 @@ func (s *Session) result(ctx context.Context) Result {
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	var loc, title, text string
-	if err := chromedp.Run(pctx,
-		chromedp.Location(&loc),
-		chromedp.Title(&title),
-		chromedp.Evaluate(`document.body ? document.body.innerText : ''`, &text),
-	); err == nil {
-		if r.FinalURL == "" && loc != "" && loc != "about:blank" {
-			r.FinalURL = loc
+	if pg, err := chromedp.Run(pctx, readPage); err == nil {
+		if r.FinalURL == "" && pg.location != "" && pg.location != "about:blank" {
+			r.FinalURL = pg.location
 		}
-		r.Title, r.BodyText = title, text
+		r.Title, r.BodyText = pg.title, pg.text
 	}
 	return r
+}
+
+type loadedPage struct{ location, title, text string }
+
+// readPage reads the tab's location, title and text, all or nothing.
+func readPage(ctx context.Context, t *chromedp.Target) (loadedPage, error) {
+	var pg loadedPage
+	var err error
+	if pg.location, err = chromedp.Location()(ctx, t); err != nil {
+		return pg, err
+	}
+	if pg.title, err = chromedp.Title()(ctx, t); err != nil {
+		return pg, err
+	}
+	pg.text, err = chromedp.Evaluate[string](`document.body ? document.body.innerText : ''`)(ctx, t)
+	return pg, err
 }
 
 func (b *Browser) timeout() time.Duration {
