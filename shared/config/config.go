@@ -268,8 +268,8 @@ func (r *reader) flag(name string) bool {
 
 func (r *reader) claimPath(name string) string {
 	v := r.str(name)
-	if strings.HasPrefix(v, ".") || strings.HasSuffix(v, ".") || strings.Contains(v, "..") {
-		r.fail(name, "want a dot path into the claims, like tenant_id or org.id")
+	if err := domain.CheckClaimPath(v); err != nil {
+		r.fail(name, err.Error()+" (want a dot path into the claims, like tenant_id or org.id)")
 	}
 	return v
 }
