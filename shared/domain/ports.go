@@ -27,11 +27,11 @@ type SessionStore interface {
 	// UpdateSession writes s if the stored version equals s.Version and
 	// returns it with its new version; otherwise ErrConflict.
 	UpdateSession(ctx context.Context, s Session) (Session, error)
-	// CompleteSession atomically moves a pending session to completed and
-	// writes the grant (upsert, version bumped past whatever is stored,
-	// CreatedAt kept from a stored grant).
-	// ErrConflict when the session is no longer pending: a session
-	// completes at most once.
+	// CompleteSession atomically moves a pending or exchanging session to
+	// completed and writes the grant (upsert, version bumped past whatever
+	// is stored, CreatedAt kept from a stored grant).
+	// ErrConflict when the session is neither: a session completes at most
+	// once.
 	CompleteSession(ctx context.Context, sessionID string, at time.Time, g Grant) (Session, Grant, error)
 	// ListSessions returns every readable session, as ListGrants.
 	ListSessions(ctx context.Context) ([]Session, []error, error)

@@ -84,15 +84,24 @@ type GrantToken struct {
 	IssuedAt     time.Time       `json:"issuedAt"`
 }
 
+// Completable reports whether a session in status st may still complete:
+// pending (a device code being polled) or exchanging (a claimed callback).
+func Completable(st SessionStatus) bool { return st == SessionPending || st == SessionExchanging }
+
 // SessionStatus is the state of an auth session.
 type SessionStatus string
 
 // Session statuses.
 const (
-	SessionPending   SessionStatus = "pending"
-	SessionCompleted SessionStatus = "completed"
-	SessionFailed    SessionStatus = "failed"
-	SessionExpired   SessionStatus = "expired"
+	SessionPending SessionStatus = "pending"
+	// SessionExchanging: a callback claimed the session (one conditional
+	// write) and is redeeming its code at the provider; no other copy of
+	// the callback may. It ends completed or failed; the sweep settles one
+	// a crash left behind.
+	SessionExchanging SessionStatus = "exchanging"
+	SessionCompleted  SessionStatus = "completed"
+	SessionFailed     SessionStatus = "failed"
+	SessionExpired    SessionStatus = "expired"
 )
 
 // Session is an AuthSessionRecord: one authorization attempt.

@@ -309,8 +309,8 @@ func (s *Store) pendingSessionFrom(id string, item map[string]types.AttributeVal
 		return sessionState{}, err
 	}
 	s.known.setSession(id, cur)
-	if cur.status != domain.SessionPending {
-		return sessionState{}, fmt.Errorf("status is %s, not pending: %w", cur.status, domain.ErrConflict)
+	if !domain.Completable(cur.status) {
+		return sessionState{}, fmt.Errorf("status is %s, not pending or exchanging: %w", cur.status, domain.ErrConflict)
 	}
 	return cur, nil
 }
@@ -362,17 +362,18 @@ func (s *Store) completion(sessionID string, sess sessionState, atText string, g
 		TableName:           aws.String(s.table),
 		Key:                 key(sessionPrefix + sessionID),
 		UpdateExpression:    aws.String("SET #status = :completed, #completedAt = :at, #version = :next"),
-		ConditionExpression: aws.String("#version = :v AND #status = :pending AND #doc = :doc"),
+		ConditionExpression: aws.String("#version = :v AND #status IN (:pending, :exchanging) AND #doc = :doc"),
 		ExpressionAttributeNames: map[string]string{
 			"#status": attrStatus, "#completedAt": attrCompletedAt, "#version": attrVersion, "#doc": attrDoc,
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":completed": str(string(domain.SessionCompleted)),
-			":pending":   str(string(domain.SessionPending)),
-			":at":        str(atText),
-			":v":         num(sess.version),
-			":next":      num(sess.version + 1),
-			":doc":       str(sess.doc),
+			":completed":  str(string(domain.SessionCompleted)),
+			":pending":    str(string(domain.SessionPending)),
+			":exchanging": str(string(domain.SessionExchanging)),
+			":at":         str(atText),
+			":v":          num(sess.version),
+			":next":       num(sess.version + 1),
+			":doc":        str(sess.doc),
 		},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}

@@ -499,7 +499,7 @@ func TestCompleteSessionTransaction(t *testing.T) {
 	if up == nil || put == nil {
 		t.Fatal("want an Update of the session and a Put of the grant")
 	}
-	if aws.ToString(up.ConditionExpression) != "#version = :v AND #status = :pending AND #doc = :doc" ||
+	if aws.ToString(up.ConditionExpression) != "#version = :v AND #status IN (:pending, :exchanging) AND #doc = :doc" ||
 		up.ReturnValuesOnConditionCheckFailure != types.ReturnValuesOnConditionCheckFailureAllOld {
 		t.Fatalf("session update %q", aws.ToString(up.ConditionExpression))
 	}

@@ -129,8 +129,8 @@ func (s *Store) pendingSession(id string) (domain.Session, error) {
 	if err != nil {
 		return domain.Session{}, err
 	}
-	if sess.Status != domain.SessionPending {
-		return domain.Session{}, fmt.Errorf("status is %s, not pending: %w", sess.Status, domain.ErrConflict)
+	if !domain.Completable(sess.Status) {
+		return domain.Session{}, fmt.Errorf("status is %s, not pending or exchanging: %w", sess.Status, domain.ErrConflict)
 	}
 	return sess, nil
 }

@@ -144,6 +144,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T) domain.Store) {
 		{"CompleteSessionUpsertsGrant", testCompleteSessionUpsert},
 		{"CompleteSessionNotPending", testCompleteSessionNotPending},
 		{"CompleteSessionRace", testCompleteSessionRace},
+		{"ClaimThenComplete", testClaimThenComplete},
 		{"Leases", testLeases},
 		{"LeaseExpiry", testLeaseExpiry},
 		{"LeaseRace", testLeaseRace},
@@ -606,6 +607,43 @@ func testCompleteSessionRace(t *testing.T, s domain.Store) {
 	if got.Status != domain.SessionCompleted {
 		t.Fatalf("status %s", got.Status)
 	}
+}
+
+// testClaimThenComplete is the callback's path: copies of one callback
+// race to claim the session (pending → exchanging, one versioned write);
+// exactly one wins, and only it completes the session.
+func testClaimThenComplete(t *testing.T, s domain.Store) {
+	ctx := context.Background()
+	sess := SampleSession(NewSessionID())
+	noErr(t, s.CreateSession(ctx, sess), "CreateSession")
+	read, err := s.GetSession(ctx, sess.ID)
+	noErr(t, err, "GetSession")
+	errs := race(20, func(i int) error {
+		c := read
+		c.Status = domain.SessionExchanging
+		_, err := s.UpdateSession(ctx, c)
+		return err
+	})
+	oneWinner(t, errs, "claim race")
+	claimed, err := s.GetSession(ctx, sess.ID)
+	noErr(t, err, "GetSession")
+	if claimed.Status != domain.SessionExchanging || claimed.Version != read.Version+1 {
+		t.Fatalf("after the claim: status %s version %d", claimed.Status, claimed.Version)
+	}
+	// A copy that read before the claim cannot claim again.
+	late := read
+	late.Status = domain.SessionExchanging
+	_, err = s.UpdateSession(ctx, late)
+	wantErr(t, err, domain.ErrConflict, "claim with the pre-claim version")
+
+	g := SampleGrant(NewGrantID())
+	done, _, err := s.CompleteSession(ctx, sess.ID, t1, g)
+	noErr(t, err, "CompleteSession of an exchanging session")
+	if done.Status != domain.SessionCompleted {
+		t.Fatalf("status %s", done.Status)
+	}
+	_, _, err = s.CompleteSession(ctx, sess.ID, t1, g)
+	wantErr(t, err, domain.ErrConflict, "second CompleteSession")
 }
 
 func testLeases(t *testing.T, s domain.Store) {
