@@ -157,7 +157,7 @@ func (m *memStore) CompleteSession(_ context.Context, id string, at time.Time, g
 		return domain.Session{}, domain.Grant{}, domain.ErrNotFound
 	}
 	s := dec[domain.Session](b)
-	if s.Status != domain.SessionPending {
+	if !domain.Completable(s.Status) {
 		return domain.Session{}, domain.Grant{}, domain.ErrConflict
 	}
 	g.Version = 1
