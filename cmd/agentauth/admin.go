@@ -152,7 +152,7 @@ func cmdSessionsCleanup(ctx context.Context, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "expired %d, deleted %d, late auth.granted delivered %d, unreadable %d\n", rep.Expired, rep.Deleted, rep.EventsDelivered, rep.Unreadable)
+	fmt.Fprintln(stdout, rep)
 	return nil
 }
 

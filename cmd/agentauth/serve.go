@@ -148,7 +148,7 @@ func sweep(ctx context.Context, a *app.App, log *slog.Logger) {
 				continue
 			}
 			if rep != (oauth.CleanupReport{}) {
-				log.Info("session cleanup", "expired", rep.Expired, "deleted", rep.Deleted, "eventsDelivered", rep.EventsDelivered, "unreadable", rep.Unreadable)
+				log.Info("session cleanup", "sweep", rep)
 			}
 		}
 	}

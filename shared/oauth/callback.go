@@ -116,6 +116,20 @@ func (m *Manager) HandleCallback(ctx context.Context, app *bundle.OAuthApp, q ur
 		m.settle(ctx, s, domain.SessionFailed, ReasonMissingCode)
 		return CallbackOutcome{}, fail(ReasonMissingCode)
 	}
+	// Claim the session before the code leaves agentauth: one conditional
+	// write, pending → exchanging. Every other copy of this callback
+	// either loses this write or reads the session exchanging, and never
+	// reaches the provider — a provider that detects a reused code would
+	// revoke the winner's token.
+	s, err = m.claim(ctx, s)
+	if errors.Is(err, domain.ErrConflict) {
+		m.log.WarnContext(ctx, "callback replayed while the first copy runs", "authSessionId", payload.SessionID)
+		return CallbackOutcome{}, fail(ReasonSessionAlreadyUsed)
+	}
+	if err != nil {
+		m.log.ErrorContext(ctx, "callback could not claim its session", "authSessionId", payload.SessionID, "err", err)
+		return CallbackOutcome{}, fail(ReasonInternal)
+	}
 
 	rt := m.app(s.OAuthAppRef)
 	verifier, err := m.cfg.SessionSealer.Open(ctx, s.Flow.PKCE.CodeVerifier, domain.SessionBinding(s, domain.FieldCodeVerifier))
@@ -172,23 +186,42 @@ func (m *Manager) finish(ctx context.Context, rt *appRuntime, s domain.Session, 
 		ScopesGranted: append([]string(nil), s.RequestedScopes...),
 		CreatedAt:     now,
 	}
-	g, err := m.applyToken(ctx, g, tok, issued)
+	// From here a failure leaves tokens nobody will store: they go back to
+	// the provider (RFC 7009) where it has a revocation endpoint.
+	giveBack := func() {
+		m.revokeAtProvider(ctx, rt, tok.RefreshToken, "refresh_token")
+		m.revokeAtProvider(ctx, rt, tok.AccessToken, "access_token")
+	}
+	sealed, err := m.applyToken(ctx, g, tok, issued)
 	if err != nil {
 		m.log.ErrorContext(ctx, "grant not sealed", "authSessionId", s.ID, "err", err)
 		m.settle(ctx, s, domain.SessionFailed, ReasonInternal)
+		giveBack()
 		return CallbackOutcome{}, fail(ReasonInternal)
 	}
-	done, g, err := m.cfg.Store.CompleteSession(ctx, s.ID, now, g)
-	if errors.Is(err, domain.ErrConflict) {
-		// A concurrent callback with the same state won.
+	done, g, err := m.cfg.Store.CompleteSession(ctx, s.ID, now, sealed)
+	switch {
+	case errors.Is(err, domain.ErrConflict):
+		// The session moved on underneath (the sweep expired it, another
+		// poller of a device code won): this path's tokens are not kept.
+		m.log.WarnContext(ctx, "session completed elsewhere; tokens given back", "authSessionId", s.ID)
+		giveBack()
 		return CallbackOutcome{}, fail(ReasonSessionAlreadyUsed)
-	}
-	if err != nil {
-		m.log.ErrorContext(ctx, "session completion failed", "authSessionId", s.ID, "err", err)
+	case err != nil && m.grantStored(ctx, sealed):
+		// The grant is durable but the session could not be marked (a
+		// full disk between the two writes of the file store): the consent
+		// is kept and the agent is told; the sweep completes the session.
+		m.log.ErrorContext(ctx, "grant stored but session not marked completed; the sweep will finish it", "authSessionId", s.ID, "err", err)
+		done, g = s, sealed
+	case err != nil:
+		m.log.ErrorContext(ctx, "session completion failed; nothing stored", "authSessionId", s.ID, "err", err)
+		m.settle(ctx, s, domain.SessionFailed, ReasonInternal)
+		giveBack()
 		return CallbackOutcome{}, fail(ReasonInternal)
+	default:
+		m.log.InfoContext(ctx, "grant stored", "authSessionId", s.ID, "grantId", g.ID, "version", g.Version)
 	}
-	m.log.InfoContext(ctx, "grant stored", "authSessionId", s.ID, "grantId", g.ID, "version", g.Version)
-	if err := m.emitGranted(ctx, done, g); err != nil {
+	if err := m.emitGranted(ctx, done, g); err != nil && done.Status == domain.SessionCompleted {
 		m.log.ErrorContext(ctx, "auth.granted not queued; will retry", "authSessionId", s.ID, "err", err)
 		done.EventPending = true
 		if _, uerr := m.cfg.Store.UpdateSession(ctx, done); uerr != nil {
@@ -227,6 +260,21 @@ func (m *Manager) emitGranted(ctx context.Context, s domain.Session, g domain.Gr
 		Metadata:    map[string]string{"eventType": "auth.granted", "authSessionId": s.ID},
 		EnqueuedAt:  m.now().UTC(),
 	})
+}
+
+// claim moves a pending session to exchanging in one versioned write;
+// ErrConflict when another writer moved it first.
+func (m *Manager) claim(ctx context.Context, s domain.Session) (domain.Session, error) {
+	s.Status, s.StatusReason = domain.SessionExchanging, ""
+	return m.cfg.Store.UpdateSession(ctx, s)
+}
+
+// grantStored reports whether the store holds exactly the grant this
+// callback sealed (its access token's ciphertext, whose IV is random, is
+// this write's and no other's).
+func (m *Manager) grantStored(ctx context.Context, sealed domain.Grant) bool {
+	cur, err := m.cfg.Store.GetGrant(ctx, sealed.ID)
+	return err == nil && cur.Token.AccessToken == sealed.Token.AccessToken
 }
 
 // settle moves a pending session to a final status. Losing the race to

@@ -48,6 +48,10 @@ type fakeProvider struct {
 	// subject and the nonce of the authorization request.
 	idToken func(sub, nonce string) string
 	jwks    []byte // served at /jwks
+	// Code redemptions, and the tokens each code gave: a reused code
+	// revokes them, as RFC 6749 §4.1.2 says a provider SHOULD.
+	codeExchanges int
+	redeemed      map[string][]string
 }
 
 type fakeCode struct{ challenge, sub, scope, redirect, nonce string }
@@ -102,8 +106,8 @@ func (p *fakeProvider) approve(authURL, sub string) (code, state string) {
 	return code, q.Get("state")
 }
 
-func (p *fakeProvider) tokenResponse(w http.ResponseWriter, sub, scope, idToken string) {
-	at, rt := p.next("at"), p.next("rt")
+func (p *fakeProvider) tokenResponse(w http.ResponseWriter, sub, scope, idToken string) (at, rt string) {
+	at, rt = p.next("at"), p.next("rt")
 	p.access[at] = sub
 	p.refresh[rt] = sub
 	resp := map[string]any{"access_token": at, "token_type": "Bearer", "refresh_token": rt, "scope": scope}
@@ -115,6 +119,15 @@ func (p *fakeProvider) tokenResponse(w http.ResponseWriter, sub, scope, idToken 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(resp)
+	return at, rt
+}
+
+// live reports whether an access token still works at the provider.
+func (p *fakeProvider) live(at string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.access[at]
+	return ok
 }
 
 func oauthError(w http.ResponseWriter, status int, code string) {
@@ -158,8 +171,18 @@ func (p *fakeProvider) token(w http.ResponseWriter, r *http.Request) {
 	defer p.mu.Unlock()
 	switch r.PostForm.Get("grant_type") {
 	case "authorization_code":
-		c, ok := p.codes[r.PostForm.Get("code")]
-		delete(p.codes, r.PostForm.Get("code"))
+		p.codeExchanges++
+		code := r.PostForm.Get("code")
+		if issued, reused := p.redeemed[code]; reused {
+			for _, tok := range issued {
+				delete(p.access, tok)
+				delete(p.refresh, tok)
+			}
+			oauthError(w, http.StatusBadRequest, "invalid_grant")
+			return
+		}
+		c, ok := p.codes[code]
+		delete(p.codes, code)
 		sum := sha256.Sum256([]byte(r.PostForm.Get("code_verifier")))
 		if !ok || base64.RawURLEncoding.EncodeToString(sum[:]) != c.challenge || r.PostForm.Get("redirect_uri") != c.redirect {
 			oauthError(w, http.StatusBadRequest, "invalid_grant")
@@ -169,7 +192,11 @@ func (p *fakeProvider) token(w http.ResponseWriter, r *http.Request) {
 		if p.idToken != nil {
 			idt = p.idToken(c.sub, c.nonce)
 		}
-		p.tokenResponse(w, c.sub, c.scope, idt)
+		at, rt := p.tokenResponse(w, c.sub, c.scope, idt)
+		if p.redeemed == nil {
+			p.redeemed = map[string][]string{}
+		}
+		p.redeemed[code] = []string{at, rt}
 	case "refresh_token":
 		p.refreshCalls++
 		rt := r.PostForm.Get("refresh_token")

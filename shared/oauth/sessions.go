@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"time"
 
@@ -22,7 +23,7 @@ type SessionStatus struct {
 const MaxWait = 55 * time.Second
 
 // SessionStatus returns a session's status; with wait > 0 it polls until
-// the session leaves pending or wait passes. ErrNotFound for unknown ids.
+// the session leaves pending (and exchanging) or wait passes. ErrNotFound for unknown ids.
 func (m *Manager) SessionStatus(ctx context.Context, id string, wait time.Duration) (SessionStatus, error) {
 	wait = min(wait, m.cfg.MaxWait)
 	deadline := time.Now().Add(wait)
@@ -33,7 +34,8 @@ func (m *Manager) SessionStatus(ctx context.Context, id string, wait time.Durati
 			return SessionStatus{}, err
 		}
 		st := m.view(s)
-		if st.Status != domain.SessionPending || !time.Now().Before(deadline) {
+		// exchanging is a callback in flight: the answer is seconds away.
+		if !domain.Completable(st.Status) || !time.Now().Before(deadline) {
 			return st, nil
 		}
 		select {
@@ -60,9 +62,22 @@ func (m *Manager) view(s domain.Session) SessionStatus {
 // CleanupReport counts what CleanupExpiredSessions did.
 type CleanupReport struct {
 	Expired         int // pending sessions marked expired
+	Recovered       int // exchanging sessions a crash left: completed (grant stored) or failed
 	Deleted         int // final sessions removed after the retention
 	EventsDelivered int // auth.granted events queued late
 	Unreadable      int // records skipped
+}
+
+// LogValue logs the report as one group (every caller the same way).
+func (r CleanupReport) LogValue() slog.Value {
+	return slog.GroupValue(slog.Int("expired", r.Expired), slog.Int("recovered", r.Recovered), slog.Int("deleted", r.Deleted),
+		slog.Int("eventsDelivered", r.EventsDelivered), slog.Int("unreadable", r.Unreadable))
+}
+
+// String is the report for a person.
+func (r CleanupReport) String() string {
+	return fmt.Sprintf("expired %d, interrupted exchanges settled %d, deleted %d, late auth.granted delivered %d, unreadable %d",
+		r.Expired, r.Recovered, r.Deleted, r.EventsDelivered, r.Unreadable)
 }
 
 // SessionRetention is how long a finished session is kept (so a replayed
@@ -93,6 +108,14 @@ func (m *Manager) CleanupExpiredSessions(ctx context.Context) (CleanupReport, er
 			} else if !errors.Is(err, domain.ErrConflict) {
 				return rep, fmt.Errorf("cleanup: expire %s: %w", s.ID, err)
 			}
+		case s.Status == domain.SessionExchanging && now.After(s.ExpiresAt.Add(exchangeGrace)):
+			done, err := m.recoverExchange(ctx, s)
+			if err != nil {
+				return rep, fmt.Errorf("cleanup: settle exchanging %s: %w", s.ID, err)
+			}
+			if done {
+				rep.Recovered++
+			}
 		case s.Status == domain.SessionCompleted && s.EventPending:
 			g, err := m.cfg.Store.GetGrant(ctx, GrantID(s.OAuthAppRef, s.Subject))
 			if err != nil {
@@ -117,6 +140,53 @@ func (m *Manager) CleanupExpiredSessions(ctx context.Context) (CleanupReport, er
 		}
 	}
 	return rep, nil
+}
+
+// exchangeGrace is how long after its expiry a session may still be
+// exchanging: a callback arrives before the expiry and its exchange and
+// subject check are each bounded by the provider timeout. Past it, the
+// callback that claimed the session has died.
+const exchangeGrace = 2 * time.Minute
+
+// ReasonExchangeInterrupted marks a session whose callback died between
+// claiming it and storing the grant.
+const ReasonExchangeInterrupted = "exchange_interrupted"
+
+// recoverExchange settles a session a crashed callback left exchanging:
+// when a grant for its (app, subject) was stored since the session began,
+// the consent was kept (the file store's grant write landed, the session's
+// did not): the session completes and auth.granted goes out. Otherwise
+// nothing was stored and the session fails. false when another writer
+// settled it first.
+func (m *Manager) recoverExchange(ctx context.Context, s domain.Session) (bool, error) {
+	g, err := m.cfg.Store.GetGrant(ctx, GrantID(s.OAuthAppRef, s.Subject))
+	kept := err == nil && !g.Revoked && !g.UpdatedAt.Before(s.CreatedAt)
+	if err != nil && !errors.Is(err, domain.ErrNotFound) {
+		m.log.WarnContext(ctx, "cleanup: grant of an interrupted exchange unreadable; session failed", "authSessionId", s.ID, "err", err)
+	}
+	if !kept {
+		s.Status, s.StatusReason = domain.SessionFailed, ReasonExchangeInterrupted
+	} else {
+		now := m.now().UTC()
+		s.Status, s.CompletedAt, s.EventPending = domain.SessionCompleted, &now, true
+	}
+	s, err = m.cfg.Store.UpdateSession(ctx, s)
+	if errors.Is(err, domain.ErrConflict) {
+		return false, nil
+	}
+	if err != nil || !kept {
+		return err == nil, err
+	}
+	m.log.InfoContext(ctx, "cleanup: interrupted exchange had stored its grant; session completed", "authSessionId", s.ID)
+	if err := m.emitGranted(ctx, s, g); err != nil {
+		m.log.WarnContext(ctx, "cleanup: auth.granted not queued; next sweep retries", "authSessionId", s.ID, "err", err)
+		return true, nil
+	}
+	s.EventPending = false
+	if _, err := m.cfg.Store.UpdateSession(ctx, s); err != nil && !errors.Is(err, domain.ErrConflict) {
+		return true, err
+	}
+	return true, nil
 }
 
 // PendingBlock builds the auth.pending context block for one agent

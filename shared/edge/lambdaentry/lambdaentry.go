@@ -108,7 +108,7 @@ func (f *function) Invoke(ctx context.Context, raw json.RawMessage) (any, error)
 			f.log.ErrorContext(ctx, "session sweep failed", "err", err)
 			return nil, errors.New("session sweep failed; see the function log")
 		}
-		f.log.InfoContext(ctx, "session sweep", "expired", rep.Expired, "deleted", rep.Deleted, "eventsDelivered", rep.EventsDelivered, "unreadable", rep.Unreadable)
+		f.log.InfoContext(ctx, "session sweep", "sweep", rep)
 		return rep, nil
 	}
 	var req events.APIGatewayV2HTTPRequest
