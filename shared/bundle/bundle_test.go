@@ -996,3 +996,43 @@ func TestDirSecretsInBundle(t *testing.T) {
 		t.Errorf("err = %v\nwant %s", err, want)
 	}
 }
+
+// TestOfflineAccessWithoutConsentPromptWarns: OpenID providers drop
+// offline_access unless the request has prompt=consent (OIDC Core §11).
+func TestOfflineAccessWithoutConsentPromptWarns(t *testing.T) {
+	app := func(options string) string {
+		return `apiVersion: agents.example.io/v1alpha1
+kind: OAuthApp
+metadata: {name: oidc}
+spec:
+  provider: demo
+  flow: authorizationCode
+  subjectMode: global
+  client: {clientId: {value: c}, clientSecret: {valueFrom: {env: OIDC_SECRET}}}
+  endpoints: {authorizationUrl: "https://idp.example/auth", tokenUrl: "https://idp.example/token"}
+  scopes: [openid, offline_access]
+  redirect: {callbackPath: /oauth/callback/oidc}
+` + options
+	}
+	env := func(string) (string, bool) { return "s", true }
+	for _, tc := range []struct {
+		name, options string
+		warns         bool
+	}{
+		{"no options", "", true},
+		{"prompt login", "  options: {prompt: login}\n", true},
+		{"prompt consent", "  options: {prompt: consent}\n", false},
+		{"prompt login consent", "  options: {prompt: \"login consent\"}\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := Parse([]File{{Name: "a.yaml", Data: []byte(app(tc.options))}}, Options{LookupEnv: env})
+			if err != nil {
+				t.Fatal(err)
+			}
+			warned := strings.Contains(strings.Join(b.Warnings, "\n"), "a.yaml:10: OAuthApp/oidc: spec.scopes: offline_access is ignored")
+			if warned != tc.warns {
+				t.Fatalf("warnings %q, want the offline_access warning: %v", b.Warnings, tc.warns)
+			}
+		})
+	}
+}

@@ -121,6 +121,10 @@ func decodeOAuthApp(r *res, d *document) {
 
 	app.Scopes = scopes(r, spec)
 	app.Options = options(r, spec)
+	if slices.Contains(app.Scopes, "offline_access") && !promptsConsent(app.Options) {
+		_, line, _ := spec.list("scopes")
+		r.warnf(line, spec.field("scopes"), "offline_access is ignored by OpenID providers unless the request has prompt=consent (OIDC Core §11): set options.prompt: consent, or expect grants without a refresh token")
+	}
 	app.SubjectVerification = subjectVerification(r, spec, ep, userInfoURL, app, mode.OK)
 
 	if _, taken := r.l.b.OAuthApps[app.Name]; !taken {
@@ -161,6 +165,13 @@ func scopes(r *res, spec *mapping) []string {
 		}
 	}
 	return out
+}
+
+// promptsConsent reports whether the app's options ask for prompt=consent
+// (prompt is a space-separated list in OIDC Core §3.1.2.1).
+func promptsConsent(opts map[string]any) bool {
+	p, _ := opts["prompt"].(string)
+	return slices.Contains(strings.Fields(p), "consent")
 }
 
 func options(r *res, spec *mapping) map[string]any {

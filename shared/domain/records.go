@@ -58,18 +58,23 @@ func (b Binding) AAD() []byte {
 
 // Grant is an OAuthGrantRecord: a stored token for (app, subject).
 type Grant struct {
-	ID            string         `json:"-"`
-	Provider      string         `json:"provider"`
-	OAuthAppRef   ObjectRef      `json:"oauthAppRef"`
-	Subject       string         `json:"subject"`
-	Flow          string         `json:"flow"`
-	ScopesGranted []string       `json:"scopesGranted"`
-	Token         GrantToken     `json:"token"`
-	CreatedAt     time.Time      `json:"createdAt"`
-	UpdatedAt     time.Time      `json:"updatedAt"`
-	RevokedAt     *time.Time     `json:"revokedAt,omitempty"`
-	Revoked       bool           `json:"revoked"`
-	ProviderData  map[string]any `json:"providerData,omitempty"`
+	ID            string    `json:"-"`
+	Provider      string    `json:"provider"`
+	OAuthAppRef   ObjectRef `json:"oauthAppRef"`
+	Subject       string    `json:"subject"`
+	Flow          string    `json:"flow"`
+	ScopesGranted []string  `json:"scopesGranted"`
+	// ScopesRequested are the scopes the last consent asked for; a provider
+	// may grant fewer (ScopesGranted), and a request those cover no more
+	// than the last consent did is answered scopeNotGranted, not with
+	// another consent the provider would answer the same way.
+	ScopesRequested []string       `json:"scopesRequested,omitempty"`
+	Token           GrantToken     `json:"token"`
+	CreatedAt       time.Time      `json:"createdAt"`
+	UpdatedAt       time.Time      `json:"updatedAt"`
+	RevokedAt       *time.Time     `json:"revokedAt,omitempty"`
+	Revoked         bool           `json:"revoked"`
+	ProviderData    map[string]any `json:"providerData,omitempty"`
 	// Version increases by one on every write; conditional writes compare it
 	// so a late writer never overwrites a newer token (fencing).
 	Version int64 `json:"version"`
@@ -176,5 +181,8 @@ type AuthGrantedEvent struct {
 	Provider      string    `json:"provider"`
 	Subject       string    `json:"subject"`
 	ScopesGranted []string  `json:"scopesGranted"`
-	GrantID       string    `json:"grantId"`
+	// ScopesNotGranted lists what the consent asked for and the provider
+	// did not grant.
+	ScopesNotGranted []string `json:"scopesNotGranted,omitempty"`
+	GrantID          string   `json:"grantId"`
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
-	"strings"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -54,6 +53,8 @@ type CallbackOutcome struct {
 	OAuthAppRef domain.ObjectRef
 	Provider    string
 	Subject     string
+	// ScopesNotGranted: asked for, not granted by the provider.
+	ScopesNotGranted []string
 }
 
 // HandleCallback completes the session named by the callback's state for
@@ -178,13 +179,14 @@ func (m *Manager) finish(ctx context.Context, rt *appRuntime, s domain.Session, 
 	grantID := GrantID(s.OAuthAppRef, s.Subject)
 	flow := s.Flow.Type
 	g := domain.Grant{
-		ID:            grantID,
-		Provider:      s.Provider,
-		OAuthAppRef:   s.OAuthAppRef,
-		Subject:       s.Subject,
-		Flow:          flow,
-		ScopesGranted: append([]string(nil), s.RequestedScopes...),
-		CreatedAt:     now,
+		ID:              grantID,
+		Provider:        s.Provider,
+		OAuthAppRef:     s.OAuthAppRef,
+		Subject:         s.Subject,
+		Flow:            flow,
+		ScopesGranted:   append([]string(nil), s.RequestedScopes...),
+		ScopesRequested: append([]string(nil), s.RequestedScopes...),
+		CreatedAt:       now,
 	}
 	// From here a failure leaves tokens nobody will store: they go back to
 	// the provider (RFC 7009) where it has a revocation endpoint.
@@ -228,7 +230,12 @@ func (m *Manager) finish(ctx context.Context, rt *appRuntime, s domain.Session, 
 			m.log.ErrorContext(ctx, "could not record pending auth.granted", "authSessionId", s.ID, "err", uerr)
 		}
 	}
-	return CallbackOutcome{SessionID: s.ID, GrantID: g.ID, OAuthAppRef: g.OAuthAppRef, Provider: g.Provider, Subject: g.Subject}, nil
+	out := CallbackOutcome{SessionID: s.ID, GrantID: g.ID, OAuthAppRef: g.OAuthAppRef, Provider: g.Provider, Subject: g.Subject,
+		ScopesNotGranted: missingScopes(g.ScopesRequested, g.ScopesGranted)}
+	if len(out.ScopesNotGranted) > 0 {
+		m.log.WarnContext(ctx, "provider granted fewer scopes than asked", "authSessionId", s.ID, "grantId", g.ID, "notGranted", out.ScopesNotGranted)
+	}
+	return out, nil
 }
 
 // emitGranted queues auth.granted to the session's resume target. The
@@ -239,12 +246,13 @@ func (m *Manager) emitGranted(ctx context.Context, s domain.Session, g domain.Gr
 		return nil
 	}
 	input, err := json.Marshal(domain.AuthGrantedEvent{
-		Type:          "auth.granted",
-		OAuthAppRef:   g.OAuthAppRef,
-		Provider:      g.Provider,
-		Subject:       g.Subject,
-		ScopesGranted: g.ScopesGranted,
-		GrantID:       g.ID,
+		Type:             "auth.granted",
+		OAuthAppRef:      g.OAuthAppRef,
+		Provider:         g.Provider,
+		Subject:          g.Subject,
+		ScopesGranted:    g.ScopesGranted,
+		ScopesNotGranted: missingScopes(g.ScopesRequested, g.ScopesGranted),
+		GrantID:          g.ID,
 	})
 	if err != nil {
 		return err
@@ -284,12 +292,4 @@ func (m *Manager) settle(ctx context.Context, s domain.Session, status domain.Se
 	if _, err := m.cfg.Store.UpdateSession(ctx, s); err != nil && !errors.Is(err, domain.ErrConflict) {
 		m.log.ErrorContext(ctx, "could not mark session", "authSessionId", s.ID, "status", string(status), "err", err)
 	}
-}
-
-func splitScopes(s string) []string {
-	f := strings.Fields(s)
-	if len(f) == 0 {
-		return nil
-	}
-	return f
 }

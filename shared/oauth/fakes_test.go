@@ -52,6 +52,9 @@ type fakeProvider struct {
 	// revokes them, as RFC 6749 §4.1.2 says a provider SHOULD.
 	codeExchanges int
 	redeemed      map[string][]string
+	// grantScope, when set, is the scope a code exchange answers with,
+	// whatever was asked (a provider that grants less).
+	grantScope string
 }
 
 type fakeCode struct{ challenge, sub, scope, redirect, nonce string }
@@ -192,7 +195,11 @@ func (p *fakeProvider) token(w http.ResponseWriter, r *http.Request) {
 		if p.idToken != nil {
 			idt = p.idToken(c.sub, c.nonce)
 		}
-		at, rt := p.tokenResponse(w, c.sub, c.scope, idt)
+		scope := c.scope
+		if p.grantScope != "" {
+			scope = p.grantScope
+		}
+		at, rt := p.tokenResponse(w, c.sub, scope, idt)
 		if p.redeemed == nil {
 			p.redeemed = map[string][]string{}
 		}

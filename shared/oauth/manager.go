@@ -243,6 +243,9 @@ func (m *Manager) GetAccessToken(ctx context.Context, req TokenRequest) Result {
 		m.log.ErrorContext(ctx, "grant read failed", "grantId", grantID, "err", err)
 		return ErrorResult(CodeGrantUnreadable, fmt.Sprintf("grant %s could not be read", grantID))
 	default:
+		if res, declined := notGrantedAgain(grantScopes{g.Revoked, g.ScopesRequested, g.ScopesGranted}, scopes); declined {
+			return res
+		}
 		if res, done := m.fromGrant(ctx, rt, g, scopes, minTTL); done {
 			return res
 		}

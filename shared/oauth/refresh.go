@@ -145,8 +145,13 @@ func (m *Manager) applyToken(ctx context.Context, g domain.Grant, tok *oauth2.To
 		e := tok.Expiry.UTC()
 		g.Token.ExpiresAt = &e
 	}
+	// No scope in the answer means what was asked (RFC 6749 §5.1).
 	if s, ok := tok.Extra("scope").(string); ok && s != "" {
-		g.ScopesGranted = splitScopes(s)
+		asked := g.ScopesRequested
+		if len(asked) == 0 {
+			asked = g.ScopesGranted
+		}
+		g.ScopesGranted = grantedScopes(g.Provider, s, asked)
 	}
 	g.UpdatedAt = m.now().UTC()
 	g.Revoked, g.RevokedAt = false, nil

@@ -65,6 +65,9 @@ type DeviceCodePrompt struct {
 type ResultError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Scopes are the scopes the error is about (scopeNotGranted: the
+	// missing ones).
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // ErrorResult builds an error result.

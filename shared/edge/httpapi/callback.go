@@ -34,7 +34,8 @@ var callbackPage = template.Must(template.New("callback").Parse(`<!doctype html>
 </head><body>
 {{if .OK}}<h1 id="result" data-status="ok">Connected</h1>
 <p>Your {{.Provider}} account is connected. You can close this window; the agent continues on its own.</p>
-{{else}}<h1 id="result" data-status="failed" data-reason="{{.Reason}}">Authorization failed</h1>
+{{if .NotGranted}}<p id="not-granted">The provider did not grant{{range .NotGranted}} <code>{{.}}</code>{{end}}. The agent is told; what needs these scopes will not work.</p>
+{{end}}{{else}}<h1 id="result" data-status="failed" data-reason="{{.Reason}}">Authorization failed</h1>
 <p>{{.Text}}</p>
 <p>Reason: <code id="reason">{{.Reason}}</code>{{if .ProviderCode}} (provider: <code>{{.ProviderCode}}</code>){{end}}</p>
 {{end}}<p><small>Request id <code>{{.RequestID}}</code></small></p>
@@ -46,6 +47,7 @@ type pageData struct {
 	Provider             string
 	Reason, ProviderCode string
 	Text, RequestID      string
+	NotGranted           []string
 }
 
 // callback serves an app's redirect.callbackPath. The page never shows a
@@ -76,7 +78,7 @@ func (s *Server) callback(app *bundle.OAuthApp) http.Handler {
 			}
 			s.log.WarnContext(r.Context(), "callback failed", "oauthApp", app.Name, "reason", ce.Reason, "providerCode", ce.ProviderCode, "authSessionId", ce.SessionID)
 		} else {
-			data.OK = true
+			data.OK, data.NotGranted = true, out.ScopesNotGranted
 			s.log.InfoContext(r.Context(), "callback completed", "oauthApp", app.Name, "authSessionId", out.SessionID, "grantId", out.GrantID)
 		}
 		w.WriteHeader(status)

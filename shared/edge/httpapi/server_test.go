@@ -394,3 +394,20 @@ func TestCallbackPageProviderError(t *testing.T) {
 		}
 	}
 }
+
+// TestCallbackPageNamesScopesNotGranted: the person who consented learns
+// what the provider declined (the page is HTML-escaped by html/template).
+func TestCallbackPageNamesScopesNotGranted(t *testing.T) {
+	var b strings.Builder
+	if err := callbackPage.Execute(&b, pageData{OK: true, Provider: "demo", NotGranted: []string{"offline_access", "<x>"}, RequestID: "r1"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `id="not-granted"`) || !strings.Contains(b.String(), "<code>offline_access</code>") || !strings.Contains(b.String(), "<code>&lt;x&gt;</code>") {
+		t.Fatalf("page: %s", b.String())
+	}
+	b.Reset()
+	_ = callbackPage.Execute(&b, pageData{OK: true, Provider: "demo"})
+	if strings.Contains(b.String(), "not-granted") {
+		t.Fatal("a full grant mentions scopes not granted")
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 func copyGrant(g domain.Grant) domain.Grant {
 	g.ScopesGranted = slices.Clone(g.ScopesGranted)
+	g.ScopesRequested = slices.Clone(g.ScopesRequested)
 	g.Token.RefreshToken = clonePtr(g.Token.RefreshToken)
 	g.Token.ExpiresAt = clonePtr(g.Token.ExpiresAt)
 	g.RevokedAt = clonePtr(g.RevokedAt)

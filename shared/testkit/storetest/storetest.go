@@ -52,12 +52,13 @@ func SampleGrant(id string) domain.Grant {
 	refresh := fakeSealed("refreshToken")
 	expires := t1
 	return domain.Grant{
-		ID:            id,
-		Provider:      "slack",
-		OAuthAppRef:   domain.ObjectRef{Kind: "OAuthApp", Name: "slack-bot"},
-		Subject:       "slack:team:T111",
-		Flow:          domain.FlowAuthorizationCode,
-		ScopesGranted: []string{"chat:write", "channels:read"},
+		ID:              id,
+		Provider:        "slack",
+		OAuthAppRef:     domain.ObjectRef{Kind: "OAuthApp", Name: "slack-bot"},
+		Subject:         "slack:team:T111",
+		Flow:            domain.FlowAuthorizationCode,
+		ScopesGranted:   []string{"chat:write", "channels:read"},
+		ScopesRequested: []string{"chat:write", "channels:read", "users:read"},
 		Token: domain.GrantToken{
 			TokenType:    "bearer",
 			AccessToken:  fakeSealed("accessToken"),

@@ -1,0 +1,75 @@
+package oauth
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/agentauth/agentauth/shared/domain"
+)
+
+func TestGrantedScopes(t *testing.T) {
+	for _, tc := range []struct {
+		provider, raw string
+		requested     []string
+		want          []string
+	}{
+		{"demo", "openid profile", []string{"openid", "profile", "offline_access"}, []string{"openid", "profile"}},
+		{"github", "repo,gist", []string{"repo", "gist"}, []string{"repo", "gist"}},
+		{"slack", "chat:write, channels:read", nil, []string{"chat:write", "channels:read"}},
+		{"google", "openid https://www.googleapis.com/auth/userinfo.email https://www.googleapis.com/auth/userinfo.profile", []string{"openid", "email", "profile"}, []string{"openid", "email", "profile"}},
+		// An alias maps back only to a scope that was asked in short form.
+		{"google", "https://www.googleapis.com/auth/userinfo.email", []string{"https://www.googleapis.com/auth/userinfo.email"}, []string{"https://www.googleapis.com/auth/userinfo.email"}},
+		{"Google", "https://www.googleapis.com/auth/userinfo.email", []string{"email"}, []string{"email"}},
+		{"demo", "a a  b", nil, []string{"a", "b"}},
+		{"demo", " , ", nil, nil},
+	} {
+		if got := grantedScopes(tc.provider, tc.raw, tc.requested); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s %q: %q, want %q", tc.provider, tc.raw, got, tc.want)
+		}
+	}
+}
+
+// TestProviderGrantsFewerScopes: an OpenID provider without prompt=consent
+// drops offline_access (OIDC Core §11). Before, every later request asked
+// for consent again, forever; now the answer says which scopes are
+// missing, a request the grant covers is ready, and the callback and the
+// auth.granted event say it too.
+func TestProviderGrantsFewerScopes(t *testing.T) {
+	h := newHarness(t)
+	h.p.grantScope = "read" // the app asks for read write
+	res := h.request("global")
+	code, state := h.p.approve(res.AuthorizationURL, "team")
+	out, err := h.m.HandleCallback(context.Background(), h.bundle.OAuthApps["global"], map[string][]string{"code": {code}, "state": {state}})
+	if err != nil || !reflect.DeepEqual(out.ScopesNotGranted, []string{"write"}) {
+		t.Fatalf("callback: %+v %v", out, err)
+	}
+	events := h.queue.list()
+	var granted domain.AuthGrantedEvent
+	if len(events) != 1 || json.Unmarshal([]byte(events[0].Input), &granted) != nil || !reflect.DeepEqual(granted.ScopesNotGranted, []string{"write"}) {
+		t.Fatalf("auth.granted: %+v", events)
+	}
+	sessionsBefore, _, _ := h.store.ListSessions(context.Background())
+
+	again := h.request("global")
+	if again.Status != StatusError || again.Error.Code != CodeScopeNotGranted || !reflect.DeepEqual(again.Error.Scopes, []string{"write"}) ||
+		!strings.Contains(again.Error.Message, `"write"`) {
+		t.Fatalf("same request again: %+v %+v", again, again.Error)
+	}
+	sessionsAfter, _, _ := h.store.ListSessions(context.Background())
+	if len(sessionsAfter) != len(sessionsBefore) {
+		t.Fatalf("a new consent was started: %d sessions, was %d", len(sessionsAfter), len(sessionsBefore))
+	}
+	if covered := h.request("global", func(r *TokenRequest) { r.Scopes = []string{"read"} }); covered.Status != StatusReady {
+		t.Fatalf("a request the grant covers: %+v", covered)
+	}
+	// After a revocation the user may consent again.
+	if _, err := h.m.RevokeGrant(context.Background(), appRef("global"), "demo:team:T1"); err != nil {
+		t.Fatal(err)
+	}
+	if fresh := h.request("global"); fresh.Status != StatusAuthorizationRequired {
+		t.Fatalf("after revoke: %+v", fresh)
+	}
+}
