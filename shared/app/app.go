@@ -114,6 +114,15 @@ type App struct {
 	// Tools is nil when the tool routes are off (no AGENTAUTH_JWKS_URL).
 	Tools *toolsapi.API
 	api   *httpapi.Server
+	log   *slog.Logger
+	// limiter is the tool rate limiter when its state needs sweeping
+	// (files; DynamoDB items expire by TTL).
+	limiter sweeper
+}
+
+// sweeper is a limiter whose expired state is removed by a sweep.
+type sweeper interface {
+	Sweep(ctx context.Context) (int, error)
 }
 
 // Build loads and validates the bundle and wires everything on be.
@@ -148,9 +157,14 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
-	a := &App{Bundle: b, OAuth: mgr, api: api}
+	a := &App{Bundle: b, OAuth: mgr, api: api, log: log}
 	if cfg.Tools != nil {
-		if a.Tools, err = buildTools(ctx, cfg.Tools, b, mgr, be, log, opts); err != nil {
+		lim, err := be.ToolLimiter(cfg.Tools.Limits)
+		if err != nil {
+			return nil, fmt.Errorf("tool routes:\ntool rate limiter: %w", err)
+		}
+		a.limiter, _ = lim.(sweeper)
+		if a.Tools, err = buildTools(ctx, cfg.Tools, b, mgr, be, lim, log, opts); err != nil {
 			return nil, fmt.Errorf("tool routes:\n%w", err)
 		}
 		api.Mount(a.Tools.Register)
@@ -161,7 +175,7 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 // buildTools assembles the tool routes: the JWT verifier, the plane
 // (bundle + stored uploads), the http runner, the hooks with the rate
 // limiter and the audit log, and the metrics recorder.
-func buildTools(ctx context.Context, t *config.Tools, b *bundle.Bundle, tokens httptool.TokenSource, be *Backends, log *slog.Logger, opts Options) (*toolsapi.API, error) {
+func buildTools(ctx context.Context, t *config.Tools, b *bundle.Bundle, tokens httptool.TokenSource, be *Backends, lim toolhooks.Limiter, log *slog.Logger, opts Options) (*toolsapi.API, error) {
 	v, err := jwtauth.New(t.JWT)
 	if err != nil {
 		return nil, err
@@ -170,10 +184,6 @@ func buildTools(ctx context.Context, t *config.Tools, b *bundle.Bundle, tokens h
 		CheckEvery: t.UploadsCheckEvery, AllowPrivateUpstreams: t.AllowPrivateUpstreams, Log: log})
 	if err != nil {
 		return nil, err
-	}
-	lim, err := be.ToolLimiter(t.Limits)
-	if err != nil {
-		return nil, fmt.Errorf("tool rate limiter: %w", err)
 	}
 	var rec metrics.Recorder = metrics.Nop{}
 	switch t.Metrics {
@@ -218,9 +228,18 @@ func (a *App) ToolsHandler() (http.Handler, error) {
 	return a.api.MountedHandler(), nil
 }
 
-// Sweep runs the session sweep once: expire pending sessions, deliver
-// auth.granted events whose first send failed, delete old sessions.
+// Sweep runs the sweeps once: the OAuth sessions' (expire pending
+// sessions, settle interrupted exchanges, deliver auth.granted events whose
+// first send failed, delete old sessions) and the file rate limiter's
+// (state of refilled buckets).
 func (a *App) Sweep(ctx context.Context) (oauth.CleanupReport, error) {
+	if a.limiter != nil {
+		if n, err := a.limiter.Sweep(ctx); err != nil {
+			a.log.WarnContext(ctx, "rate-limit state sweep failed", "err", err)
+		} else if n > 0 {
+			a.log.InfoContext(ctx, "rate-limit state swept", "keysRemoved", n)
+		}
+	}
 	return a.OAuth.CleanupExpiredSessions(ctx)
 }
 

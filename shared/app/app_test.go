@@ -176,6 +176,9 @@ func TestBuildMountsTheToolRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if a.limiter == nil {
+		t.Fatal("the home's file rate limiter is not swept")
+	}
 	tok := iss.Mint(t, map[string]any{"sub": "alice"})
 	if got := status(h, "GET", "/v1/agents/tools", tok); got != 200 {
 		t.Fatalf("tools with a JWT: %d", got)

@@ -2,7 +2,9 @@
 // server (toolhooks.Limiter): GCRA from shared/tools/ratelimit, with each
 // key's TAT in a small file under one directory, read and replaced while
 // holding an advisory lock, so every process using the directory (several
-// `agentauth serve` on one home) shares the limit.
+// `agentauth serve` on one home) shares the limit. Sweep removes the files
+// of buckets that have refilled (the local server's sweep calls it every
+// minute), as the DynamoDB items expire by TTL.
 //
 // It must never put a principal or a tool name in a file name or an error:
 // files and errors are named by ratelimit.Key only. When the state cannot
@@ -105,4 +107,71 @@ func readTAT(path string) (int64, error) {
 		return 0, errors.New("stored TAT is not a non-negative integer")
 	}
 	return tat, nil
+}
+
+// sweepSlack keeps a state file a little past the moment its bucket is
+// full again, so a clock a little behind another process's never drops a
+// TAT still in use.
+const sweepSlack = time.Minute
+
+// Sweep removes the state of every key whose bucket has refilled: a TAT at
+// or before now − sweepSlack allows exactly what a missing file allows, so
+// removing it changes no decision. Each key is removed under its lock, so
+// a concurrent Allow either ran before (and its newer TAT is kept) or runs
+// after, on a fresh file. Lock files without state are removed too. It
+// returns how many keys it removed.
+func (f *Limiter) Sweep(ctx context.Context) (int, error) {
+	entries, err := os.ReadDir(f.dir)
+	if err != nil {
+		return 0, fmt.Errorf("filelimit: sweep: %w", err)
+	}
+	keys := map[string]bool{}
+	for _, e := range entries {
+		name := e.Name()
+		if k, ok := strings.CutSuffix(name, ".tat"); ok {
+			keys[k] = true
+		} else if k, ok := strings.CutSuffix(name, ".lock"); ok {
+			keys[k] = true
+		}
+	}
+	removed := 0
+	for key := range keys {
+		if ctx.Err() != nil {
+			return removed, ctx.Err()
+		}
+		gone, err := f.sweepKey(ctx, key)
+		if err != nil {
+			return removed, err
+		}
+		if gone {
+			removed++
+		}
+	}
+	return removed, nil
+}
+
+func (f *Limiter) sweepKey(ctx context.Context, key string) (bool, error) {
+	stripe := &f.stripes[int(key[0]%64)]
+	stripe.Lock()
+	defer stripe.Unlock()
+	lock, err := atomicfile.LockFile(ctx, filepath.Join(f.dir, key+".lock"))
+	if err != nil {
+		return false, fmt.Errorf("filelimit: sweep: lock key %.12s: %w", key, err)
+	}
+	path := filepath.Join(f.dir, key+".tat")
+	tat, err := readTAT(path)
+	if err != nil {
+		// Unreadable state is left for Allow to report (fail closed).
+		lock.Unlock()
+		return false, nil
+	}
+	if tat > f.now().Add(-sweepSlack).UnixMicro() {
+		lock.Unlock()
+		return false, nil
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		lock.Unlock()
+		return false, fmt.Errorf("filelimit: sweep: remove key %.12s: %w", key, err)
+	}
+	return true, lock.RemoveAndUnlock()
 }

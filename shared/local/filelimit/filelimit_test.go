@@ -148,3 +148,50 @@ func TestFileAcrossProcesses(t *testing.T) {
 		t.Fatalf("%d calls allowed across two processes, want exactly the burst %d", total, crossBurst)
 	}
 }
+
+// TestSweepRemovesRefilledBuckets: state files are not kept forever; only
+// the ones whose bucket has refilled go, and a bucket still draining keeps
+// its TAT (the decision after the sweep is the one before it).
+func TestSweepRemovesRefilledBuckets(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	l, err := New(dir, ratelimit.Limits{Default: ratelimit.Limit{Rate: 1.0 / 60, Burst: 1}}, clock) // one call a minute
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, p := range []string{"alice", "bob", "carol"} {
+		if ok, _, err := l.Allow(ctx, p, "search"); !ok || err != nil {
+			t.Fatalf("%s: %v %v", p, ok, err)
+		}
+	}
+	// A lock file whose state is gone (a crash between two removals).
+	if err := os.WriteFile(filepath.Join(dir, strings.Repeat("ab", 32)+".lock"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		entries, _ := os.ReadDir(dir)
+		return len(entries)
+	}
+	if n, err := l.Sweep(ctx); err != nil || n != 1 || count() != 6 {
+		t.Fatalf("sweep while draining: removed %d (%v), %d files left; want the orphan lock only", n, err, count())
+	}
+	now = now.Add(90 * time.Second) // refilled (60 s) but within the slack
+	if ok, _, _ := l.Allow(ctx, "carol", "search"); !ok {
+		t.Fatal("carol's bucket has refilled")
+	}
+	if n, _ := l.Sweep(ctx); n != 0 {
+		t.Fatalf("removed %d keys inside the slack", n)
+	}
+	now = now.Add(40 * time.Second) // +130 s: alice and bob refilled at +60 s, carol's call at +90 s drains until +150 s
+	if n, err := l.Sweep(ctx); err != nil || n != 2 || count() != 2 {
+		t.Fatalf("sweep: removed %d (%v), %d files left; want alice's and bob's gone, carol's kept", n, err, count())
+	}
+	if ok, _, _ := l.Allow(ctx, "carol", "search"); ok {
+		t.Fatal("after the sweep carol may call again 40 s after her last call: her state was lost")
+	}
+	if ok, _, _ := l.Allow(ctx, "alice", "search"); !ok {
+		t.Fatal("alice's removed state does not allow her")
+	}
+}
