@@ -169,7 +169,9 @@ spec:
 	}
 	cb := callbackCount.Snapshot()
 	t.Logf("AWS calls: callback                      : %s", counts(callbackCount))
-	want := map[string]int{"dynamodb.GetItem": 1, "dynamodb.TransactWriteItems": 1, "kms.GenerateDataKey": 1, "sqs.SendMessage": 1}
+	// GetItem: the session; PutItem: the claim (pending → exchanging)
+	// before the code is redeemed; one transaction: grant + session.
+	want := map[string]int{"dynamodb.GetItem": 1, "dynamodb.PutItem": 1, "dynamodb.TransactWriteItems": 1, "kms.GenerateDataKey": 1, "sqs.SendMessage": 1}
 	for k, n := range want {
 		if cb[k] != n {
 			t.Errorf("callback %s = %d, want %d (all: %v)", k, cb[k], n, cb)

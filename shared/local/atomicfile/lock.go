@@ -25,11 +25,18 @@ type Lock struct {
 // returns ctx.Err()). A holder may remove the file before unlocking (see
 // RemoveAndUnlock), so once locked LockFile checks that path still names
 // the file it holds, and starts again if not.
-func LockFile(ctx context.Context, path string) (*Lock, error) {
+func LockFile(ctx context.Context, path string) (*Lock, error) { return lockFile(ctx, path, nil) }
+
+// lockFile is LockFile; opened, when set, runs each time a lock file is
+// open and the wait for its lock begins (tests order a race with it).
+func lockFile(ctx context.Context, path string, opened func()) (*Lock, error) {
 	for {
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
 			return nil, err
+		}
+		if opened != nil {
+			opened()
 		}
 		if err := waitLock(ctx, f); err != nil {
 			f.Close()

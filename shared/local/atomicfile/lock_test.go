@@ -110,20 +110,24 @@ func TestLockAfterRemoveExcludesNewcomers(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x.lock")
 	holder := mustLock(t, path)
 	got := make(chan *Lock, 1)
+	opened := make(chan struct{}, 2)
 	go func() {
-		l, err := LockFile(context.Background(), path)
+		l, err := lockFile(context.Background(), path, func() { opened <- struct{}{} })
 		if err != nil {
 			t.Error(err)
 		}
 		got <- l
 	}()
-	time.Sleep(20 * time.Millisecond) // let the waiter open the old file
+	<-opened // the waiter holds the old file open and waits for its lock
 	if err := holder.RemoveAndUnlock(); err != nil {
 		t.Fatal(err)
 	}
 	waiter := <-got
 	if waiter == nil {
 		return
+	}
+	if len(opened) != 1 {
+		t.Fatal("the waiter did not open the path again after the removal: the race was not run")
 	}
 	defer waiter.Unlock()
 	held, err1 := waiter.f.Stat()
