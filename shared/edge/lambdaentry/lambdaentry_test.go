@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/agentauth/agentauth/shared/config"
 	"github.com/agentauth/agentauth/shared/oauth"
+	"github.com/agentauth/agentauth/shared/testkit/jwttest"
 )
 
 func event(t *testing.T) events.APIGatewayV2HTTPRequest {
@@ -110,5 +112,63 @@ func TestInvokeRoutesScheduledEventsToTheSweep(t *testing.T) {
 	}
 	if _, err := f.Invoke(context.Background(), []byte(`[1,2]`)); err == nil {
 		t.Fatal("garbage event accepted")
+	}
+}
+
+// TestFunctionFixturesThroughTheirHandlers feeds each function's real
+// event fixture (functions/<fn>/testdata) to the function it belongs to:
+// the routes answer it, not a 404, and the scheduled event runs the sweep.
+func TestFunctionFixturesThroughTheirHandlers(t *testing.T) {
+	t.Setenv(config.Bundle, "testdata/bundle")
+	t.Setenv(config.Home, t.TempDir())
+	t.Setenv(config.PublicURL, "https://auth.example")
+	t.Setenv("TEAM_CLIENT_SECRET", "s3cret")
+	t.Setenv(config.MasterKey, "")
+	iss := jwttest.Start(t)
+	for k, v := range iss.Env() {
+		t.Setenv(k, v)
+	}
+	for _, tc := range []struct {
+		fn      string
+		routes  Routes
+		fixture string
+		status  int
+		body    string
+	}{
+		{"gettoken", RuntimeRoutes, "token-event.json", 200, `"status":"authorization_required"`},
+		{"callback", CallbackRoutes, "callback-event.json", 400, `data-reason="invalid_state"`},
+		{"tools", ToolsRoutes, "tools-event.json", 401, `"code":"unauthenticated"`},
+	} {
+		t.Run(tc.fn, func(t *testing.T) {
+			f, err := build(context.Background(), os.Getenv, tc.routes, tc.fn, slog.New(slog.DiscardHandler), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := os.ReadFile(filepath.Join("..", "..", "..", "functions", tc.fn, "testdata", tc.fixture))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := f.Invoke(context.Background(), raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, ok := out.(events.APIGatewayV2HTTPResponse)
+			if !ok || resp.StatusCode != tc.status || !strings.Contains(resp.Body, tc.body) {
+				t.Fatalf("%#v", out)
+			}
+		})
+	}
+	f, err := build(context.Background(), os.Getenv, RuntimeRoutes, "gettoken", slog.New(slog.DiscardHandler), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "functions", "gettoken", "testdata", "sweep-event.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := f.Invoke(context.Background(), raw); err != nil {
+		t.Fatal(err)
+	} else if _, ok := out.(oauth.CleanupReport); !ok {
+		t.Fatalf("the scheduled event did not run the sweep: %#v", out)
 	}
 }
