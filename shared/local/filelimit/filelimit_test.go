@@ -184,14 +184,38 @@ func TestSweepRemovesRefilledBuckets(t *testing.T) {
 	if n, _ := l.Sweep(ctx); n != 0 {
 		t.Fatalf("removed %d keys inside the slack", n)
 	}
-	now = now.Add(40 * time.Second) // +130 s: alice and bob refilled at +60 s, carol's call at +90 s drains until +150 s
+	now = now.Add(30 * time.Second) // +120 s: alice's and bob's buckets refilled at +60 s, exactly a slack ago
 	if n, err := l.Sweep(ctx); err != nil || n != 2 || count() != 2 {
-		t.Fatalf("sweep: removed %d (%v), %d files left; want alice's and bob's gone, carol's kept", n, err, count())
+		t.Fatalf("sweep at the slack's edge: removed %d (%v), %d files left; want alice's and bob's gone", n, err, count())
+	}
+	now = now.Add(10 * time.Second) // +130 s: carol's call at +90 s drains until +150 s
+	if n, err := l.Sweep(ctx); err != nil || n != 0 || count() != 2 {
+		t.Fatalf("sweep: removed %d (%v), %d files left; want carol's kept", n, err, count())
 	}
 	if ok, _, _ := l.Allow(ctx, "carol", "search"); ok {
 		t.Fatal("after the sweep carol may call again 40 s after her last call: her state was lost")
 	}
 	if ok, _, _ := l.Allow(ctx, "alice", "search"); !ok {
 		t.Fatal("alice's removed state does not allow her")
+	}
+}
+
+// TestStoredZeroIsAState: a TAT of 0 (the epoch) is a valid, long-refilled
+// state, not corruption.
+func TestStoredZeroIsAState(t *testing.T) {
+	dir := t.TempDir()
+	l, err := New(dir, ratelimit.Limits{Default: ratelimit.Limit{Rate: 1, Burst: 1}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ratelimit.Key("alice", "search")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, key+".tat"), []byte("0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := l.Allow(context.Background(), "alice", "search"); !ok || err != nil {
+		t.Fatalf("Allow over a zero TAT: %v %v", ok, err)
 	}
 }
