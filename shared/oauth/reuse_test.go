@@ -150,13 +150,7 @@ func TestReuseEnds(t *testing.T) {
 	t.Run("its link cannot be rebuilt", func(t *testing.T) {
 		h := newHarness(t)
 		first := h.request("global")
-		other := h.request("user")
-		s, _ := h.store.GetSession(context.Background(), first.AuthSessionID)
-		o, _ := h.store.GetSession(context.Background(), other.AuthSessionID)
-		s.Flow.State = o.Flow.State // bound to another record: does not open
-		if _, err := h.store.UpdateSession(context.Background(), s); err != nil {
-			t.Fatal(err)
-		}
+		h.spoilState(first.AuthSessionID, h.request("user").AuthSessionID)
 		next := h.request("global")
 		if next.Status != StatusAuthorizationRequired || next.AuthSessionID == first.AuthSessionID {
 			t.Fatalf("got %+v, want a new session", next)

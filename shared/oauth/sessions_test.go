@@ -108,6 +108,24 @@ func TestNoPlaintextStateAtRest(t *testing.T) {
 	}
 }
 
+// spoilState gives session id the sealed state of session donor: bound to
+// another record, it no longer opens.
+func (h *harness) spoilState(id, donor string) {
+	h.t.Helper()
+	s, err := h.store.GetSession(context.Background(), id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	d, err := h.store.GetSession(context.Background(), donor)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	s.Flow.State = d.Flow.State
+	if _, err := h.store.UpdateSession(context.Background(), s); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 func TestPendingLinkOfStoredSessions(t *testing.T) {
 	t.Run("record of an older version with the state in its URL", func(t *testing.T) {
 		h := newHarness(t)
@@ -129,12 +147,7 @@ func TestPendingLinkOfStoredSessions(t *testing.T) {
 		h := newHarness(t)
 		bad := h.request("global")
 		good := h.request("user")
-		s, _ := h.store.GetSession(context.Background(), bad.AuthSessionID)
-		other, _ := h.store.GetSession(context.Background(), good.AuthSessionID)
-		s.Flow.State = other.Flow.State // bound to another record: does not open
-		if _, err := h.store.UpdateSession(context.Background(), s); err != nil {
-			t.Fatal(err)
-		}
+		h.spoilState(bad.AuthSessionID, good.AuthSessionID)
 		block, err := h.m.PendingBlock(context.Background(), testResume.InstanceKey, testResume.AgentName)
 		if err != nil || len(block.Items) != 1 || block.Items[0].AuthSessionID != good.AuthSessionID {
 			t.Fatalf("auth.pending %+v %v, want only the readable session", block, err)

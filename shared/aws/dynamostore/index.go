@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -60,13 +59,9 @@ func (s *Store) createReusable(ctx context.Context, sess domain.Session, item ma
 		if err == nil {
 			return nil
 		}
-		var canceled *types.TransactionCanceledException
-		if !errors.As(err, &canceled) {
-			return s.apiError(err)
-		}
-		reasons := canceled.CancellationReasons
-		if len(reasons) != 2 {
-			return fmt.Errorf("transaction canceled (%s)", reasonCodes(reasons))
+		reasons, err := s.cancellation(err, 2)
+		if err != nil {
+			return err
 		}
 		busy := false
 		for _, r := range reasons {
@@ -231,17 +226,8 @@ func (s *Store) ListSweepSessions(ctx context.Context, set domain.SweepSet, expi
 	return out, bad, nil
 }
 
-// errStop ends queryIndex with its error instead of listing it as one bad
-// record (a failed read, not an unreadable record).
-type errStop struct{ err error }
-
-func (e errStop) Error() string { return e.err.Error() }
-func (e errStop) Unwrap() error { return e.err }
-
 // queryIndex runs in (an index query of the session items) page by page,
-// in index order, and calls each for every item. An item whose key is not
-// a session's, or that each fails on, is reported in the returned list and
-// skipped; an errStop from each ends the query.
+// in index order, and calls each for every item, as scanKind does.
 func (s *Store) queryIndex(ctx context.Context, in *dynamodb.QueryInput,
 	each func(id string, item map[string]types.AttributeValue) error) ([]error, error) {
 	in.TableName = aws.String(s.table)
@@ -254,24 +240,8 @@ func (s *Store) queryIndex(ctx context.Context, in *dynamodb.QueryInput,
 		if err != nil {
 			return nil, s.apiError(err)
 		}
-		for _, item := range out.Items {
-			pk, _ := getPK(item)
-			id, ok := strings.CutPrefix(pk, sessionPrefix)
-			if !ok {
-				bad = append(bad, fmt.Errorf("dynamostore: index item with key %.80q: %w", pk, domain.ErrCorrupt))
-				continue
-			}
-			if err := domain.ValidateSessionID(id); err != nil {
-				bad = append(bad, fmt.Errorf("dynamostore: stray item: %w", err))
-				continue
-			}
-			if err := each(id, item); err != nil {
-				var stop errStop
-				if errors.As(err, &stop) {
-					return nil, stop.err
-				}
-				bad = append(bad, err)
-			}
+		if bad, err = eachRecord(out.Items, kindSession, sessionPrefix, domain.ValidateSessionID, each, bad); err != nil {
+			return nil, err
 		}
 		if len(out.LastEvaluatedKey) == 0 {
 			return bad, nil
