@@ -45,9 +45,11 @@ type SessionStore interface {
 
 // SessionIndex answers the session queries of the request path and the
 // sweep by key, so that what they cost follows what they return, never
-// how many records the store holds. Every status change a store makes
+// how many records the store holds. Every write a store makes
 // (CreateSession, UpdateSession, CompleteSession, DeleteSession) keeps it
-// right: a session that left pending is never returned as pending.
+// right: FindPendingSession and ListSweepSessions never return a session
+// that has left pending or its set; ListPendingSessions only for as long
+// as the store's index lags (see there).
 type SessionIndex interface {
 	// FindPendingSession returns the session that holds reuseKey
 	// (Session.ReuseKey) and is reusable at at (Session.ReusableAt), as
