@@ -89,6 +89,13 @@ func propsFrom(get func(key, env string) string) (stack.Props, string, error) {
 	default:
 		return p, "", fmt.Errorf("toolhooksSeam %q: want true or 1 (seam routes on), false, 0 or unset (off)", v)
 	}
+	switch v := strings.ToLower(strings.TrimSpace(get("firstSessionIndexOnly", ""))); v {
+	case "true", "1":
+		p.FirstSessionIndexOnly = true
+	case "", "false", "0":
+	default:
+		return p, "", fmt.Errorf("firstSessionIndexOnly %q: want true or 1 (the first step of adding the session indexes to an older table), false, 0 or unset", v)
+	}
 	// The functions read bundle secrets by name under SecretPrefix only;
 	// a list of ARNs would grant secrets they never ask for.
 	if get("secretArns", "AGENTAUTH_SECRET_ARNS") != "" {

@@ -82,6 +82,17 @@ func TestPropsFrom(t *testing.T) {
 			}
 		}},
 		{name: "toolhooksSeam neither on nor off", ctx: map[string]string{"toolhooksSeam": "yes"}, wantErr: `toolhooksSeam "yes"`},
+		{name: "firstSessionIndexOnly", arch: "arm64", ctx: map[string]string{"firstSessionIndexOnly": "true"}, check: func(t *testing.T, p propsView) {
+			if !p.firstIndexOnly {
+				t.Error("both indexes")
+			}
+		}},
+		{name: "both session indexes by default", arch: "arm64", check: func(t *testing.T, p propsView) {
+			if p.firstIndexOnly {
+				t.Error("one index")
+			}
+		}},
+		{name: "firstSessionIndexOnly neither on nor off", ctx: map[string]string{"firstSessionIndexOnly": "one"}, wantErr: `firstSessionIndexOnly "one"`},
 		{name: "tools settings are never read from the environment", arch: "arm64",
 			env: map[string]string{"AGENTAUTH_JWKS_URL": "https://idp.example.com/jwks", "AGENTAUTH_JWT_ISSUER": "x", "AGENTAUTH_JWT_AUDIENCE": "y",
 				"AGENTAUTH_TOOLHOOKS_SEAM": "true", "AGENTAUTH_TOOL_RATE_LIMIT": "1/s"},
@@ -112,7 +123,7 @@ func TestPropsFrom(t *testing.T) {
 				t.Errorf("arch = %s, want %s", got, tc.arch)
 			}
 			if tc.check != nil {
-				tc.check(t, propsView{prefix: p.Prefix, assetDir: p.AssetDir, id: id, retention: p.LogRetention, callbacks: p.CallbackPaths, secretPrefix: p.SecretPrefix, tools: p.Tools})
+				tc.check(t, propsView{prefix: p.Prefix, assetDir: p.AssetDir, id: id, retention: p.LogRetention, callbacks: p.CallbackPaths, secretPrefix: p.SecretPrefix, tools: p.Tools, firstIndexOnly: p.FirstSessionIndexOnly})
 			}
 		})
 	}
@@ -124,4 +135,5 @@ type propsView struct {
 	callbacks            []string
 	secretPrefix         string
 	tools                stack.ToolsProps
+	firstIndexOnly       bool
 }

@@ -193,6 +193,12 @@ type Props struct {
 	// has no tools function and no tool routes (and says so in a synth
 	// warning).
 	Tools ToolsProps
+	// FirstSessionIndexOnly leaves SweepIndex out of the table: the first
+	// of two deploys that add the session indexes to a table created
+	// before them (CloudFormation fails an update that adds two global
+	// secondary indexes to a table; docs/deploy.md). Until the second
+	// deploy the session sweep fails.
+	FirstSessionIndexOnly bool
 }
 
 // ToolsProps configures the tools function and its routes. Its errors
@@ -375,7 +381,7 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 	fns := props.functions()
 	roles := newRoles(st, fns)
 	s.Key = newKey(st, props, fns, roles)
-	s.Table = newTable(st, props.Prefix, s.Key)
+	s.Table = newTable(st, props.Prefix, s.Key, props.FirstSessionIndexOnly)
 	s.Queue, s.DLQ, s.DLQAlarm = newEventQueues(st, props.Prefix, props.AlarmTopicARN)
 	s.SessionKeys = newSessionKeys(st, props.Prefix)
 	s.API = newHTTPAPI(st, props.Prefix)
@@ -412,13 +418,24 @@ func newRoles(st awscdk.Stack, fns []string) map[string]awsiam.Role {
 	return roles
 }
 
+// Global secondary indexes of the record table, as
+// shared/aws/dynamostore.TableSchema declares them (that package's doc
+// lists the access patterns): pending sessions by resume target (only
+// pending sessions carry pendingFor) and sessions by sweep set, both
+// sorted by expiry, so auth.pending and the session sweep read by key and
+// never scan.
+const (
+	PendingIndex = "pending-by-target"
+	SweepIndex   = "sweep-by-expiry"
+)
+
 // newTable creates the record table: grants and sessions, one item per
-// record, keyed by pk. Secret fields are already envelope-sealed by the
-// functions; table SSE with the same customer-managed key covers the rest
-// of each item (ids, status, expiry) and puts the whole table under the
-// key's lifecycle.
-func newTable(st awscdk.Stack, prefix string, key awskms.Key) awsdynamodb.Table {
-	return awsdynamodb.NewTable(st, jsii.String("Records"), &awsdynamodb.TableProps{
+// record, keyed by pk, with the session indexes. Secret fields are already
+// envelope-sealed by the functions; table SSE with the same
+// customer-managed key covers the rest of each item (ids, status, expiry)
+// and puts the whole table under the key's lifecycle.
+func newTable(st awscdk.Stack, prefix string, key awskms.Key, firstIndexOnly bool) awsdynamodb.Table {
+	t := awsdynamodb.NewTable(st, jsii.String("Records"), &awsdynamodb.TableProps{
 		TableName:           physicalName(prefix, "records"),
 		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String("pk"), Type: awsdynamodb.AttributeType_STRING},
 		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
@@ -431,6 +448,23 @@ func newTable(st awscdk.Stack, prefix string, key awskms.Key) awsdynamodb.Table 
 		DeletionProtection: jsii.Bool(true),
 		RemovalPolicy:      awscdk.RemovalPolicy_RETAIN,
 	})
+	expiresAt := &awsdynamodb.Attribute{Name: jsii.String("expiresAt"), Type: awsdynamodb.AttributeType_NUMBER}
+	t.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		IndexName:      jsii.String(PendingIndex),
+		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String("pendingFor"), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:        expiresAt,
+		ProjectionType: awsdynamodb.ProjectionType_ALL,
+	})
+	if firstIndexOnly {
+		return t
+	}
+	t.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		IndexName:      jsii.String(SweepIndex),
+		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String("sweepSet"), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:        expiresAt,
+		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
+	})
+	return t
 }
 
 // newEventQueues creates the auth.granted event queue, its dead-letter
@@ -744,13 +778,13 @@ var dataActions = []string{
 }
 
 // grantData gives fn's role the table, queue and secrets it needs, each on
-// that one resource. gettoken also scans (GET /v1/oauth/pending and
-// listing grants; the table has only a partition key) and also enqueues
-// (a device-code session completes in gettoken, which then emits
-// auth.granted itself). tools needs what gettoken needs: it fetches
-// tokens for http tools through the same OAuth core (grants, sessions,
-// auth.granted), keeps its rate-limit counters in the table (UpdateItem)
-// and lists tenant uploads by Scan.
+// that one resource. gettoken also queries the session indexes
+// (GET /v1/oauth/pending and the session sweep) and never scans, and also
+// enqueues (a device-code session completes in gettoken, which then emits
+// auth.granted itself). tools needs what gettoken's token path needs: it
+// fetches tokens for http tools through the same OAuth core (grants,
+// sessions, auth.granted), keeps its rate-limit counters in the table
+// (UpdateItem) and lists tenant uploads by Scan.
 //
 // Bundle secrets are granted by name prefix. The functions only ever ask
 // for <secretPrefix><name> (awssecrets), and a secret's ARN ends in a
@@ -762,7 +796,7 @@ var dataActions = []string{
 // GetSecretValue is granted — no listing, writing or policy change.
 func grantData(role awsiam.Role, fn string, table awsdynamodb.Table, queue awssqs.Queue, sessionKeys awssecretsmanager.Secret, secretPrefix string) {
 	actions := append([]string(nil), dataActions...)
-	if fn == GetToken || fn == Tools {
+	if fn == Tools {
 		actions = append(actions, "dynamodb:Scan")
 	}
 	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -770,6 +804,16 @@ func grantData(role awsiam.Role, fn string, table awsdynamodb.Table, queue awssq
 		Actions:   jsii.Strings(actions...),
 		Resources: &[]*string{table.TableArn()},
 	}))
+	if fn == GetToken {
+		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:     jsii.String("SessionIndexes"),
+			Actions: jsii.Strings("dynamodb:Query"),
+			Resources: &[]*string{
+				awscdk.Fn_Join(jsii.String(""), jsii.Strings(*table.TableArn(), "/index/", PendingIndex)),
+				awscdk.Fn_Join(jsii.String(""), jsii.Strings(*table.TableArn(), "/index/", SweepIndex)),
+			},
+		}))
+	}
 	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("Events"),
 		Actions:   jsii.Strings("sqs:SendMessage"),

@@ -199,10 +199,29 @@ func TestTable(t *testing.T) {
 		{"partition key pk (S) only", func(t *testing.T, f *fixture) {
 			check(t, func() {
 				f.tpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
-					"KeySchema":              assertions.Match_ArrayEquals(&[]any{map[string]any{"AttributeName": "pk", "KeyType": "HASH"}}),
-					"AttributeDefinitions":   assertions.Match_ArrayEquals(&[]any{map[string]any{"AttributeName": "pk", "AttributeType": "S"}}),
-					"GlobalSecondaryIndexes": assertions.Match_Absent(),
-					"LocalSecondaryIndexes":  assertions.Match_Absent(),
+					"KeySchema":             assertions.Match_ArrayEquals(&[]any{map[string]any{"AttributeName": "pk", "KeyType": "HASH"}}),
+					"LocalSecondaryIndexes": assertions.Match_Absent(),
+				})
+			})
+		}},
+		// As shared/aws/dynamostore.TableSchema declares them: the names,
+		// keys and projections are the store's stored format.
+		{"session indexes, exactly", func(t *testing.T, f *fixture) {
+			key := func(hash string) []any {
+				return []any{map[string]any{"AttributeName": hash, "KeyType": "HASH"}, map[string]any{"AttributeName": "expiresAt", "KeyType": "RANGE"}}
+			}
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+					"AttributeDefinitions": assertions.Match_ArrayEquals(&[]any{
+						map[string]any{"AttributeName": "pk", "AttributeType": "S"},
+						map[string]any{"AttributeName": "pendingFor", "AttributeType": "S"},
+						map[string]any{"AttributeName": "expiresAt", "AttributeType": "N"},
+						map[string]any{"AttributeName": "sweepSet", "AttributeType": "S"},
+					}),
+					"GlobalSecondaryIndexes": assertions.Match_ArrayEquals(&[]any{
+						map[string]any{"IndexName": "pending-by-target", "KeySchema": key("pendingFor"), "Projection": map[string]any{"ProjectionType": "ALL"}},
+						map[string]any{"IndexName": "sweep-by-expiry", "KeySchema": key("sweepSet"), "Projection": map[string]any{"ProjectionType": "KEYS_ONLY"}},
+					}),
 				})
 			})
 		}},
@@ -242,6 +261,21 @@ func TestTable(t *testing.T) {
 				})
 			})
 		}},
+	})
+}
+
+// The first step of adding the session indexes to an older table adds
+// exactly one (CloudFormation refuses two in one update): PendingIndex.
+func TestFirstSessionIndexOnly(t *testing.T) {
+	f := synth(t, func(p *stack.Props) { p.FirstSessionIndexOnly = true })
+	check(t, func() {
+		f.tpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+			"GlobalSecondaryIndexes": assertions.Match_ArrayEquals(&[]any{map[string]any{
+				"IndexName":  "pending-by-target",
+				"KeySchema":  []any{map[string]any{"AttributeName": "pendingFor", "KeyType": "HASH"}, map[string]any{"AttributeName": "expiresAt", "KeyType": "RANGE"}},
+				"Projection": map[string]any{"ProjectionType": "ALL"},
+			}}),
+		})
 	})
 }
 
@@ -412,8 +446,8 @@ func lambdaTrust() map[string]any {
 	}}}
 }
 
-// recordActions is what a function may do to the records table; gettoken
-// and tools also scan it.
+// recordActions is what a function may do to the records table; tools
+// also scans it (tenant uploads).
 func recordActions(scan bool) []any {
 	actions := []any{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:TransactWriteItems", "dynamodb:ConditionCheckItem"}
 	if scan {
@@ -424,14 +458,25 @@ func recordActions(scan bool) []any {
 
 // functionPolicy is the exact policy document of function fn's role, whose
 // records statement allows actions.
+// gettoken alone queries, and only the two session indexes.
 func functionPolicy(f *fixture, fn string, actions []any) map[string]any {
-	return map[string]any{"Statement": assertions.Match_ArrayEquals(&[]any{
+	statements := []any{
 		map[string]any{"Effect": "Allow", "Action": []any{"logs:CreateLogStream", "logs:PutLogEvents"}, "Resource": getAtt(f.id[fn+"Logs"], "Arn")},
 		map[string]any{"Effect": "Allow", "Sid": "Records", "Action": actions, "Resource": getAtt(f.id["table"], "Arn")},
+	}
+	if fn == stack.GetToken {
+		index := func(name string) map[string]any {
+			return map[string]any{"Fn::Join": []any{"", []any{getAtt(f.id["table"], "Arn"), "/index/" + name}}}
+		}
+		statements = append(statements, map[string]any{"Effect": "Allow", "Sid": "SessionIndexes", "Action": "dynamodb:Query",
+			"Resource": []any{index("pending-by-target"), index("sweep-by-expiry")}})
+	}
+	statements = append(statements,
 		map[string]any{"Effect": "Allow", "Sid": "Events", "Action": "sqs:SendMessage", "Resource": getAtt(f.id["queue"], "Arn")},
 		map[string]any{"Effect": "Allow", "Sid": "SessionKeys", "Action": "secretsmanager:GetSecretValue", "Resource": ref(f.id["sessionKeys"])},
 		map[string]any{"Effect": "Allow", "Sid": "BundleSecrets", "Action": "secretsmanager:GetSecretValue", "Resource": bundleSecretsARN("aa-test/")},
-	})}
+	)
+	return map[string]any{"Statement": assertions.Match_ArrayEquals(&statements)}
 }
 
 // assertSessionKeyReaders checks that the IAM policies naming the
@@ -635,7 +680,7 @@ func TestFunctions(t *testing.T) {
 				check(t, func() {
 					f.tpl.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
 						"Roles":          []any{ref(f.id[fn+"Role"])},
-						"PolicyDocument": functionPolicy(f, fn, recordActions(fn == stack.GetToken)),
+						"PolicyDocument": functionPolicy(f, fn, recordActions(false)),
 					})
 				})
 			}

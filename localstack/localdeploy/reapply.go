@@ -184,6 +184,7 @@ func (r *reconciler) table(ctx context.Context, id string) {
 			})
 		}
 	}
+	r.indexes(ctx, name, tn, p, desc, derr)
 	if b, _ := p["DeletionProtectionEnabled"].(bool); b {
 		r.check(name, "DeletionProtectionEnabled", derr == nil && aws.ToBool(desc.Table.DeletionProtectionEnabled), derr, func() error {
 			_, err := r.c.ddb.UpdateTable(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(tn), DeletionProtectionEnabled: aws.Bool(true)})
@@ -563,4 +564,66 @@ func shorten(s string) string {
 		return strconv.Quote(s)
 	}
 	return s
+}
+
+// indexes checks that the table has each global secondary index of the
+// template, by name, key schema and projection type, and creates one that
+// is missing (one UpdateTable per index, as DynamoDB requires).
+func (r *reconciler) indexes(ctx context.Context, name, tn string, p map[string]any, desc *dynamodb.DescribeTableOutput, derr error) {
+	gsis, _ := p["GlobalSecondaryIndexes"].([]any)
+	if len(gsis) == 0 {
+		return
+	}
+	attrTypes := map[string]string{}
+	defs, _ := p["AttributeDefinitions"].([]any)
+	for _, d := range defs {
+		dm, _ := d.(map[string]any)
+		n, _ := dm["AttributeName"].(string)
+		t, _ := dm["AttributeType"].(string)
+		attrTypes[n] = t
+	}
+	for _, g := range gsis {
+		gm, _ := g.(map[string]any)
+		idx, _ := gm["IndexName"].(string)
+		proj, _ := gm["Projection"].(map[string]any)
+		projType, _ := proj["ProjectionType"].(string)
+		var keys []ddbtypes.KeySchemaElement
+		var attrs []ddbtypes.AttributeDefinition
+		ks, _ := gm["KeySchema"].([]any)
+		for _, k := range ks {
+			km, _ := k.(map[string]any)
+			n, _ := km["AttributeName"].(string)
+			kt, _ := km["KeyType"].(string)
+			keys = append(keys, ddbtypes.KeySchemaElement{AttributeName: aws.String(n), KeyType: ddbtypes.KeyType(kt)})
+			attrs = append(attrs, ddbtypes.AttributeDefinition{AttributeName: aws.String(n), AttributeType: ddbtypes.ScalarAttributeType(attrTypes[n])})
+		}
+		ok := false
+		if derr == nil {
+			for _, live := range desc.Table.GlobalSecondaryIndexes {
+				if aws.ToString(live.IndexName) == idx && sameKeys(live.KeySchema, keys) &&
+					live.Projection != nil && string(live.Projection.ProjectionType) == projType {
+					ok = true
+				}
+			}
+		}
+		r.check(name, "GlobalSecondaryIndexes "+idx, ok, derr, func() error {
+			_, err := r.c.ddb.UpdateTable(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(tn), AttributeDefinitions: attrs,
+				GlobalSecondaryIndexUpdates: []ddbtypes.GlobalSecondaryIndexUpdate{{Create: &ddbtypes.CreateGlobalSecondaryIndexAction{
+					IndexName: aws.String(idx), KeySchema: keys, Projection: &ddbtypes.Projection{ProjectionType: ddbtypes.ProjectionType(projType)},
+				}}}})
+			return err
+		})
+	}
+}
+
+func sameKeys(a, b []ddbtypes.KeySchemaElement) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if aws.ToString(a[i].AttributeName) != aws.ToString(b[i].AttributeName) || a[i].KeyType != b[i].KeyType {
+			return false
+		}
+	}
+	return true
 }

@@ -3,8 +3,10 @@ package domain
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -16,6 +18,8 @@ const (
 	grantIDHex      = 16
 	sessionIDPrefix = "as-"
 	sessionIDHex    = 32
+	reuseKeyPrefix  = "rk-"
+	reuseKeyHex     = 64
 )
 
 // GrantID is the spec's grant id: "grant-" + the first 16 hex digits of
@@ -40,6 +44,45 @@ func ValidateGrantID(id string) error { return validateID(id, grantIDPrefix, gra
 // ValidateSessionID checks ^as-[0-9a-f]{32}$. The error wraps ErrInvalidID.
 func ValidateSessionID(id string) error {
 	return validateID(id, sessionIDPrefix, sessionIDHex, "session")
+}
+
+// SessionReuseKey is the key under which a pending auth session answers a
+// repeated request for the same consent: a hash of the OAuth app, the
+// subject, the requested scopes as a set (order and repeats do not count)
+// and the resume target (swarm, instance, agent), "rk-" + 64 hex digits.
+// Requests with equal keys ask the same user for the same thing and wake
+// the same agent, so they share one session (Session.ReuseKey). Each part
+// is length-prefixed before hashing, so no choice of text makes two
+// different tuples hash alike; the stores key records and files by the
+// hash, never by the text.
+func SessionReuseKey(app ObjectRef, subject string, scopes []string, resume ResumeInfo) string {
+	set := slices.Clone(scopes)
+	slices.Sort(set)
+	set = slices.Compact(set)
+	h := sha256.New()
+	part := func(s string) {
+		h.Write(binary.AppendUvarint(nil, uint64(len(s))))
+		h.Write([]byte(s))
+	}
+	part("agentauth/session-reuse/v1")
+	part(app.Kind)
+	part(app.Name)
+	part(subject)
+	h.Write(binary.AppendUvarint(nil, uint64(len(set))))
+	for _, sc := range set {
+		part(sc)
+	}
+	part(resume.SwarmRef.Kind)
+	part(resume.SwarmRef.Name)
+	part(resume.InstanceKey)
+	part(resume.AgentName)
+	return reuseKeyPrefix + hex.EncodeToString(h.Sum(nil))
+}
+
+// ValidateReuseKey checks ^rk-[0-9a-f]{64}$, the shape SessionReuseKey
+// returns. The error wraps ErrInvalidID.
+func ValidateReuseKey(k string) error {
+	return validateID(k, reuseKeyPrefix, reuseKeyHex, "session reuse key")
 }
 
 func validateID(id, prefix string, hexLen int, what string) error {

@@ -65,3 +65,53 @@ func TestValidateIDs(t *testing.T) {
 		})
 	}
 }
+
+func TestSessionReuseKey(t *testing.T) {
+	app := ObjectRef{Kind: "OAuthApp", Name: "slack-bot"}
+	resume := ResumeInfo{SwarmRef: ObjectRef{Kind: "Swarm", Name: "default"}, InstanceKey: "i-1", AgentName: "planner",
+		Origin: map[string]any{"thread": "t1"}, Auth: TurnAuth{Actor: &Actor{Type: "user", ID: "u1"}}}
+	base := SessionReuseKey(app, "sub", []string{"read", "write"}, resume)
+	if err := ValidateReuseKey(base); err != nil {
+		t.Fatal(err)
+	}
+	with := func(f func(r *ResumeInfo)) ResumeInfo { r := resume; f(&r); return r }
+	t.Run("equal", func(t *testing.T) {
+		for name, k := range map[string]string{
+			"scopes in another order": SessionReuseKey(app, "sub", []string{"write", "read"}, resume),
+			"a scope repeated":        SessionReuseKey(app, "sub", []string{"write", "read", "write"}, resume),
+			"another origin and actor": SessionReuseKey(app, "sub", []string{"read", "write"}, with(func(r *ResumeInfo) {
+				r.Origin, r.Auth = map[string]any{"thread": "t2"}, TurnAuth{}
+			})),
+		} {
+			if k != base {
+				t.Errorf("%s: key differs", name)
+			}
+		}
+	})
+	t.Run("different", func(t *testing.T) {
+		for name, k := range map[string]string{
+			"app":                 SessionReuseKey(ObjectRef{Kind: "OAuthApp", Name: "slack"}, "sub", []string{"read", "write"}, resume),
+			"app kind":            SessionReuseKey(ObjectRef{Kind: "Other", Name: "slack-bot"}, "sub", []string{"read", "write"}, resume),
+			"subject":             SessionReuseKey(app, "sub2", []string{"read", "write"}, resume),
+			"fewer scopes":        SessionReuseKey(app, "sub", []string{"read"}, resume),
+			"no scopes":           SessionReuseKey(app, "sub", nil, resume),
+			"swarm":               SessionReuseKey(app, "sub", []string{"read", "write"}, with(func(r *ResumeInfo) { r.SwarmRef.Name = "other" })),
+			"instance":            SessionReuseKey(app, "sub", []string{"read", "write"}, with(func(r *ResumeInfo) { r.InstanceKey = "i-2" })),
+			"agent":               SessionReuseKey(app, "sub", []string{"read", "write"}, with(func(r *ResumeInfo) { r.AgentName = "coder" })),
+			"no resume":           SessionReuseKey(app, "sub", []string{"read", "write"}, ResumeInfo{}),
+			"joined scopes":       SessionReuseKey(app, "sub", []string{"readwrite"}, resume),
+			"shifted scopes":      SessionReuseKey(app, "sub", []string{"rea", "dwrite"}, resume),
+			"shifted target":      SessionReuseKey(app, "sub", []string{"read", "write"}, with(func(r *ResumeInfo) { r.InstanceKey, r.AgentName = "i-1p", "lanner" })),
+			"subject into scopes": SessionReuseKey(app, "su", []string{"bread", "write"}, resume),
+		} {
+			if k == base {
+				t.Errorf("%s: same key", name)
+			}
+		}
+	})
+	for _, k := range []string{"", "rk-" + strings.Repeat("a", 63), "rk-" + strings.Repeat("A", 64), "as-" + strings.Repeat("a", 64), "rk-../" + strings.Repeat("a", 61)} {
+		if err := ValidateReuseKey(k); !errors.Is(err, ErrInvalidID) {
+			t.Errorf("ValidateReuseKey(%q) = %v, want ErrInvalidID", k, err)
+		}
+	}
+}

@@ -21,6 +21,10 @@ type GrantStore interface {
 // SessionStore persists sealed auth sessions.
 type SessionStore interface {
 	// CreateSession writes a new session; ErrConflict if the id exists.
+	// A session with a ReuseKey also takes the key, in the same atomic
+	// step: ErrConflict when another session holding it is still reusable
+	// at s.CreatedAt (Session.ReusableAt; FindPendingSession returns that
+	// one), so of concurrent creators with one key exactly one wins.
 	CreateSession(ctx context.Context, s Session) error
 	// GetSession returns ErrNotFound when absent, ErrCorrupt when unreadable.
 	GetSession(ctx context.Context, id string) (Session, error)
@@ -39,6 +43,35 @@ type SessionStore interface {
 	DeleteSession(ctx context.Context, id string) error
 }
 
+// SessionIndex answers the session queries of the request path and the
+// sweep by key, so that what they cost follows what they return, never
+// how many records the store holds. Every write a store makes
+// (CreateSession, UpdateSession, CompleteSession, DeleteSession) keeps it
+// right: FindPendingSession and ListSweepSessions never return a session
+// that has left pending or its set; ListPendingSessions only for as long
+// as the store's index lags (see there).
+type SessionIndex interface {
+	// FindPendingSession returns the session that holds reuseKey
+	// (Session.ReuseKey) and is reusable at at (Session.ReusableAt), as
+	// stored now; ErrNotFound when there is none, ErrInvalidID when the
+	// key is not a SessionReuseKey.
+	FindPendingSession(ctx context.Context, reuseKey string, at time.Time) (Session, error)
+	// ListPendingSessions returns the sessions that are pending, expire
+	// after at and resume instanceKey's agentName, plus one error per
+	// record that could not be read. A store whose index follows its
+	// records with a lag (DynamoDB's global secondary indexes, typically
+	// under a second) may list a session that left pending a moment ago
+	// or miss one created a moment ago.
+	ListPendingSessions(ctx context.Context, instanceKey, agentName string, at time.Time) ([]Session, []error, error)
+	// ListSweepSessions returns the sessions of set (SweepSetOf) whose
+	// ExpiresAt is not after expiredBy (zero: the whole set), by
+	// ExpiresAt, plus one error per record that could not be read. Each is
+	// read as stored now, so one that has left set is never returned;
+	// where the index lags, one that entered set a moment ago may be
+	// missing until the next call.
+	ListSweepSessions(ctx context.Context, set SweepSet, expiredBy time.Time) ([]Session, []error, error)
+}
+
 // LeaseStore hands out short exclusive leases (one refresher per grant
 // across every process).
 type LeaseStore interface {
@@ -53,6 +86,7 @@ type LeaseStore interface {
 type Store interface {
 	GrantStore
 	SessionStore
+	SessionIndex
 	LeaseStore
 }
 

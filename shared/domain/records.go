@@ -130,8 +130,54 @@ type Session struct {
 	Resume           ResumeInfo    `json:"resume"`
 	// EventPending is set when the auth.granted event could not be queued
 	// after the grant was stored; a sweep delivers it later.
-	EventPending bool  `json:"eventPending,omitempty"`
-	Version      int64 `json:"version"`
+	EventPending bool `json:"eventPending,omitempty"`
+	// ReuseKey (SessionReuseKey) lets a repeated request find this session
+	// while it is pending (see ReusableAt); empty: never reused.
+	ReuseKey string `json:"reuseKey,omitempty"`
+	Version  int64  `json:"version"`
+}
+
+// SessionReuseMargin is how much of its lifetime a pending session must
+// have left to answer a repeated request: a link handed out must leave the
+// user time to open it and approve.
+const SessionReuseMargin = time.Minute
+
+// ReusableAt reports whether s may answer a repeated request at at: it has
+// a reuse key, is pending, and expires more than SessionReuseMargin after
+// at. Every store decides with it whether a reuse key is taken.
+func (s Session) ReusableAt(at time.Time) bool {
+	return s.ReuseKey != "" && s.Status == SessionPending && s.ExpiresAt.Sub(at) > SessionReuseMargin
+}
+
+// SweepSet is the part of the session sweep a session is in, by what is
+// left to do with it. Stores index sessions by it (SessionIndex), so the
+// sweep reads the sessions it acts on and never every session.
+type SweepSet string
+
+// Sweep sets.
+const (
+	// SweepPending: waiting for the user; expired once past ExpiresAt.
+	SweepPending SweepSet = "pending"
+	// SweepExchanging: a callback claimed it and is redeeming the code.
+	SweepExchanging SweepSet = "exchanging"
+	// SweepEventPending: completed, its auth.granted event still unsent.
+	SweepEventPending SweepSet = "eventPending"
+	// SweepFinished: completed, failed or expired with nothing left to
+	// send; kept for a retention period after its expiry, then deleted.
+	SweepFinished SweepSet = "finished"
+)
+
+// SweepSetOf is the sweep set s belongs in.
+func SweepSetOf(s Session) SweepSet {
+	switch {
+	case s.Status == SessionPending:
+		return SweepPending
+	case s.Status == SessionExchanging:
+		return SweepExchanging
+	case s.Status == SessionCompleted && s.EventPending:
+		return SweepEventPending
+	}
+	return SweepFinished
 }
 
 // SessionFlow is the sealed flow material of a session.

@@ -1,6 +1,7 @@
 // Package oauth is the OAuth core of agentauth: it answers getAccessToken
 // with a ready token, an authorization_required session (Authorization Code
-// + PKCE S256 or device code) or an error result; handles the provider's
+// + PKCE S256 or device code; a repeated request reuses the pending
+// session) or an error result; handles the provider's
 // callback (signed single-use state, code exchange, subject verification,
 // atomic grant write, auth.granted event); refreshes with one refresher per
 // grant across every process; revokes; and cleans up sessions.

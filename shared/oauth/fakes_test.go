@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -33,17 +34,19 @@ type fakeProvider struct {
 	refreshCalls int
 	revoked      []string
 	devicePolls  []time.Time
+	deviceAuths  int // device authorization requests
 
 	// knobs
-	expiresIn     int           // seconds; 0 = no expires_in
-	tokenStatus   int           // force this HTTP status on /token
-	tokenDelay    time.Duration // delay on /token
-	refreshDelay  time.Duration
-	refreshError  string // RFC 6749 error for refresh_token grants
-	userinfoSub   string // override the sub userinfo reports
-	deviceScript  []string
-	deviceSubject string
-	onDevicePoll  func() // runs as a device poll arrives (e.g. moves the clock)
+	expiresIn       int           // seconds; 0 = no expires_in
+	tokenStatus     int           // force this HTTP status on /token
+	tokenDelay      time.Duration // delay on /token
+	refreshDelay    time.Duration
+	refreshError    string // RFC 6749 error for refresh_token grants
+	userinfoSub     string // override the sub userinfo reports
+	deviceScript    []string
+	deviceSubject   string
+	deviceExpiresIn int    // seconds; 0 = 60
+	onDevicePoll    func() // runs as a device poll arrives (e.g. moves the clock)
 	// idToken, when set, gives code exchanges an id_token: it gets the
 	// subject and the nonce of the authorization request.
 	idToken func(sub, nonce string) string
@@ -269,11 +272,15 @@ func (p *fakeProvider) revoke(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *fakeProvider) device(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	p.deviceAuths++
+	expiresIn := cmp.Or(p.deviceExpiresIn, 60)
+	p.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"device_code": "dev-code-secret", "user_code": "WDJB-MJHT",
 		"verification_uri": p.srv.URL + "/activate", "verification_uri_complete": p.srv.URL + "/activate?user_code=WDJB-MJHT",
-		"expires_in": 60, "interval": 1,
+		"expires_in": expiresIn, "interval": 1,
 	})
 }
 

@@ -349,8 +349,69 @@ func resolveSubject(mode string, auth domain.TurnAuth) string {
 	return ""
 }
 
-// startSession creates an auth session and returns authorization_required.
+// maxStartAttempts bounds startSession's rounds of lookup and create: a
+// create loses to a concurrent one only when the key is taken, and the
+// next lookup finds the winner.
+const maxStartAttempts = 3
+
+// startSession answers authorization_required: with the pending session an
+// earlier request for the same consent started (same app, subject, scopes
+// and resume target: domain.SessionReuseKey) while it has more than
+// domain.SessionReuseMargin left, else with a new one. Sessions no longer
+// pile up while the user has not consented yet (issue 9.11). Of
+// concurrent requests for one consent, the store lets one create the
+// session and the others find it, so all get the same link.
 func (m *Manager) startSession(ctx context.Context, rt *appRuntime, subject string, scopes []string, req TokenRequest) Result {
+	var resume domain.ResumeInfo
+	if req.Resume != nil {
+		resume = *req.Resume
+	}
+	key := domain.SessionReuseKey(rt.app.Ref(), subject, scopes, resume)
+	for attempt := 1; ; attempt++ {
+		if res, ok := m.reuseSession(ctx, key); ok {
+			return res
+		}
+		res, err := m.newSession(ctx, rt, subject, scopes, resume, key)
+		if err == nil || attempt == maxStartAttempts || !errors.Is(err, domain.ErrConflict) {
+			return res
+		}
+		// Another request took the key meanwhile: answer with its session.
+	}
+}
+
+// reuseSession answers with the pending session that holds key, if any.
+// A session whose link cannot be rebuilt (its state no longer opens) is
+// failed, which frees the key for a new one.
+func (m *Manager) reuseSession(ctx context.Context, key string) (Result, bool) {
+	s, err := m.cfg.Store.FindPendingSession(ctx, key, m.now())
+	if errors.Is(err, domain.ErrNotFound) {
+		return Result{}, false
+	}
+	if err != nil {
+		// Starting a new session is still right; a store that cannot
+		// read the key will refuse or replace it.
+		m.log.WarnContext(ctx, "pending session lookup failed", "err", err)
+		return Result{}, false
+	}
+	link, err := m.linkOf(ctx, s)
+	if err != nil {
+		m.log.WarnContext(ctx, "pending session's link cannot be rebuilt; starting another", "authSessionId", s.ID, "err", err)
+		m.settle(ctx, s, domain.SessionFailed, ReasonInternal)
+		return Result{}, false
+	}
+	if s.Flow.DeviceCode != nil {
+		// No-op while this process polls it; after a restart, this
+		// resumes polling so the user's approval is seen.
+		m.startDevicePoller(s.ID)
+	}
+	m.log.InfoContext(ctx, "auth session reused", "authSessionId", s.ID, "oauthApp", s.OAuthAppRef.Name, "flow", s.Flow.Type)
+	return authorizationRequired(s, link), true
+}
+
+// newSession creates an auth session holding key. The error is set when
+// the session was not stored (then Result is an error result);
+// ErrConflict means another session holds key.
+func (m *Manager) newSession(ctx context.Context, rt *appRuntime, subject string, scopes []string, resume domain.ResumeInfo, key string) (Result, error) {
 	app := rt.app
 	now := m.now().UTC()
 	s := domain.Session{
@@ -363,15 +424,13 @@ func (m *Manager) startSession(ctx context.Context, rt *appRuntime, subject stri
 		Status:          domain.SessionPending,
 		CreatedAt:       now,
 		ExpiresAt:       now.Add(m.cfg.SessionTTL),
+		Resume:          resume,
+		ReuseKey:        key,
 	}
-	if req.Resume != nil {
-		s.Resume = *req.Resume
-	}
-	var prompt *DeviceCodePrompt
 	var err error
 	link := ""
 	if app.Flow == bundle.FlowDeviceCode {
-		prompt, err = m.prepareDeviceSession(ctx, rt, &s)
+		_, err = m.prepareDeviceSession(ctx, rt, &s)
 		link = s.AuthorizationURL
 	} else {
 		link, err = m.prepareCodeSession(ctx, rt, &s, now)
@@ -379,24 +438,36 @@ func (m *Manager) startSession(ctx context.Context, rt *appRuntime, subject stri
 	if err != nil {
 		m.log.ErrorContext(ctx, "auth session not started", "oauthApp", app.Name, "err", err)
 		if errors.Is(err, errProvider) {
-			return ErrorResult(CodeConfigurationError, fmt.Sprintf("%s: the provider refused to start authorization: %s", app.Ref(), safeReason(err)))
+			return ErrorResult(CodeConfigurationError, fmt.Sprintf("%s: the provider refused to start authorization: %s", app.Ref(), safeReason(err))), err
 		}
-		return ErrorResult(CodeConfigurationError, fmt.Sprintf("%s: could not start an auth session", app.Ref()))
+		return ErrorResult(CodeConfigurationError, fmt.Sprintf("%s: could not start an auth session", app.Ref())), err
 	}
 	if err := m.cfg.Store.CreateSession(ctx, s); err != nil {
-		m.log.ErrorContext(ctx, "auth session not stored", "authSessionId", s.ID, "err", err)
-		return ErrorResult(CodeConfigurationError, "could not store the auth session")
+		if !errors.Is(err, domain.ErrConflict) {
+			m.log.ErrorContext(ctx, "auth session not stored", "authSessionId", s.ID, "err", err)
+		}
+		return ErrorResult(CodeConfigurationError, "could not store the auth session"), err
 	}
-	if prompt != nil {
+	if s.Flow.DeviceCode != nil {
 		m.startDevicePoller(s.ID)
 	}
 	m.log.InfoContext(ctx, "auth session started", "authSessionId", s.ID, "oauthApp", app.Name, "flow", s.Flow.Type, "subjectMode", s.SubjectMode)
+	return authorizationRequired(s, link), nil
+}
+
+// authorizationRequired is the answer that sends the user to session s
+// through link, the same for a new session and a reused one.
+func authorizationRequired(s domain.Session, link string) Result {
+	var prompt *DeviceCodePrompt
+	if d := s.Flow.DeviceCode; d != nil {
+		prompt = &DeviceCodePrompt{VerificationURI: d.VerificationURI, UserCode: d.UserCode, Interval: d.Interval}
+	}
 	return Result{
 		Status:           StatusAuthorizationRequired,
 		AuthSessionID:    s.ID,
 		AuthorizationURL: link,
 		SessionExpiresAt: s.ExpiresAt,
-		Message:          promptMessage(app.Provider, prompt),
+		Message:          promptMessage(s.Provider, prompt),
 		DeviceCode:       prompt,
 	}
 }

@@ -86,57 +86,91 @@ func (r CleanupReport) String() string {
 const SessionRetention = 24 * time.Hour
 
 // CleanupExpiredSessions marks pending sessions past their expiry as
-// expired, delivers auth.granted events whose first delivery failed, and
-// deletes finished sessions older than SessionRetention.
+// expired, settles exchanges a crash interrupted, delivers auth.granted
+// events whose first delivery failed, and
+// deletes finished sessions whose expiry is SessionRetention or more ago.
+// It reads the store's sweep sets (domain.SessionIndex), so its cost
+// follows the sessions it acts on, not how many the store holds.
 func (m *Manager) CleanupExpiredSessions(ctx context.Context) (CleanupReport, error) {
 	var rep CleanupReport
-	sessions, bad, err := m.cfg.Store.ListSessions(ctx)
-	if err != nil {
-		return rep, fmt.Errorf("cleanup: list sessions: %w", err)
-	}
-	rep.Unreadable = len(bad)
-	for _, b := range bad {
-		m.log.WarnContext(ctx, "cleanup skipped an unreadable session", "err", b)
-	}
 	now := m.now()
-	for _, s := range sessions {
-		switch {
-		case s.Status == domain.SessionPending && !now.Before(s.ExpiresAt):
-			s.Status, s.StatusReason = domain.SessionExpired, ReasonSessionExpired
-			if _, err := m.cfg.Store.UpdateSession(ctx, s); err == nil {
-				rep.Expired++
-			} else if !errors.Is(err, domain.ErrConflict) {
-				return rep, fmt.Errorf("cleanup: expire %s: %w", s.ID, err)
+	// A store that cannot tell an unreadable record's set (the file
+	// store) reports it in every list: count it once.
+	unreadable := map[string]bool{}
+	list := func(set domain.SweepSet, expiredBy time.Time) ([]domain.Session, error) {
+		sessions, bad, err := m.cfg.Store.ListSweepSessions(ctx, set, expiredBy)
+		if err != nil {
+			return nil, fmt.Errorf("cleanup: list %s sessions: %w", set, err)
+		}
+		for _, b := range bad {
+			if !unreadable[b.Error()] {
+				unreadable[b.Error()] = true
+				m.log.WarnContext(ctx, "cleanup skipped an unreadable session", "err", b)
 			}
-		case s.Status == domain.SessionExchanging && now.After(s.ExpiresAt.Add(exchangeGrace)):
-			done, err := m.recoverExchange(ctx, s)
-			if err != nil {
-				return rep, fmt.Errorf("cleanup: settle exchanging %s: %w", s.ID, err)
-			}
-			if done {
-				rep.Recovered++
-			}
-		case s.Status == domain.SessionCompleted && s.EventPending:
-			g, err := m.cfg.Store.GetGrant(ctx, GrantID(s.OAuthAppRef, s.Subject))
-			if err != nil {
-				m.log.WarnContext(ctx, "cleanup: grant of pending event unreadable", "authSessionId", s.ID, "err", err)
-				continue
-			}
-			if err := m.emitGranted(ctx, s, g); err != nil {
-				m.log.WarnContext(ctx, "cleanup: auth.granted still not queued", "authSessionId", s.ID, "err", err)
-				continue
-			}
-			s.EventPending = false
-			if _, err := m.cfg.Store.UpdateSession(ctx, s); err != nil && !errors.Is(err, domain.ErrConflict) {
-				return rep, fmt.Errorf("cleanup: mark event delivered %s: %w", s.ID, err)
-			}
-			rep.EventsDelivered++
-		case s.Status != domain.SessionPending && !s.EventPending && now.Sub(s.ExpiresAt) > SessionRetention:
-			if err := m.cfg.Store.DeleteSession(ctx, s.ID); err == nil {
-				rep.Deleted++
-			} else if !errors.Is(err, domain.ErrNotFound) {
-				return rep, fmt.Errorf("cleanup: delete %s: %w", s.ID, err)
-			}
+		}
+		rep.Unreadable = len(unreadable)
+		return sessions, nil
+	}
+
+	expired, err := list(domain.SweepPending, now)
+	if err != nil {
+		return rep, err
+	}
+	for _, s := range expired {
+		s.Status, s.StatusReason = domain.SessionExpired, ReasonSessionExpired
+		if _, err := m.cfg.Store.UpdateSession(ctx, s); err == nil {
+			rep.Expired++
+		} else if !errors.Is(err, domain.ErrConflict) {
+			return rep, fmt.Errorf("cleanup: expire %s: %w", s.ID, err)
+		}
+	}
+
+	// A callback that died after claiming its session left it exchanging:
+	// settle it once the exchange surely is over.
+	interrupted, err := list(domain.SweepExchanging, now.Add(-exchangeGrace))
+	if err != nil {
+		return rep, err
+	}
+	for _, s := range interrupted {
+		done, err := m.recoverExchange(ctx, s)
+		if err != nil {
+			return rep, fmt.Errorf("cleanup: settle exchanging %s: %w", s.ID, err)
+		}
+		if done {
+			rep.Recovered++
+		}
+	}
+
+	undelivered, err := list(domain.SweepEventPending, time.Time{})
+	if err != nil {
+		return rep, err
+	}
+	for _, s := range undelivered {
+		g, err := m.cfg.Store.GetGrant(ctx, GrantID(s.OAuthAppRef, s.Subject))
+		if err != nil {
+			m.log.WarnContext(ctx, "cleanup: grant of pending event unreadable", "authSessionId", s.ID, "err", err)
+			continue
+		}
+		if err := m.emitGranted(ctx, s, g); err != nil {
+			m.log.WarnContext(ctx, "cleanup: auth.granted still not queued", "authSessionId", s.ID, "err", err)
+			continue
+		}
+		s.EventPending = false
+		if _, err := m.cfg.Store.UpdateSession(ctx, s); err != nil && !errors.Is(err, domain.ErrConflict) {
+			return rep, fmt.Errorf("cleanup: mark event delivered %s: %w", s.ID, err)
+		}
+		rep.EventsDelivered++
+	}
+
+	old, err := list(domain.SweepFinished, now.Add(-SessionRetention))
+	if err != nil {
+		return rep, err
+	}
+	for _, s := range old {
+		if err := m.cfg.Store.DeleteSession(ctx, s.ID); err == nil {
+			rep.Deleted++
+		} else if !errors.Is(err, domain.ErrNotFound) {
+			return rep, fmt.Errorf("cleanup: delete %s: %w", s.ID, err)
 		}
 	}
 	return rep, nil
@@ -190,22 +224,22 @@ func (m *Manager) recoverExchange(ctx context.Context, s domain.Session) (bool, 
 }
 
 // PendingBlock builds the auth.pending context block for one agent
-// instance: its pending, unexpired sessions, without any secret.
+// instance: its pending, unexpired sessions, without any secret. It reads
+// the store's index of pending sessions by resume target (one DynamoDB
+// Query), never every session.
 func (m *Manager) PendingBlock(ctx context.Context, instanceKey, agentName string) (AuthPendingBlock, error) {
 	block := AuthPendingBlock{Type: "auth.pending", Items: []AuthPendingItem{}}
-	sessions, _, err := m.cfg.Store.ListSessions(ctx)
+	// Unreadable sessions are left out: their links could not be rebuilt
+	// either, and the sweep reports them.
+	sessions, _, err := m.cfg.Store.ListPendingSessions(ctx, instanceKey, agentName, m.now())
 	if err != nil {
-		return block, fmt.Errorf("auth.pending: list sessions: %w", err)
+		return block, fmt.Errorf("auth.pending: list pending sessions: %w", err)
 	}
-	now := m.now()
-	// An agent that asked several times has several pending sessions for
-	// one (app, subject); the user needs one link: the newest.
+	// An agent that asked for different scopes, or again when its session
+	// was about to expire, has several pending sessions for one (app,
+	// subject); the user needs one link: the newest.
 	newest := map[string]domain.Session{}
 	for _, s := range sessions {
-		if s.Status != domain.SessionPending || !now.Before(s.ExpiresAt) ||
-			s.Resume.InstanceKey != instanceKey || s.Resume.AgentName != agentName {
-			continue
-		}
 		k := s.OAuthAppRef.String() + "\x00" + s.Subject
 		if cur, ok := newest[k]; !ok || s.CreatedAt.After(cur.CreatedAt) {
 			newest[k] = s

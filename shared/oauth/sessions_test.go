@@ -3,6 +3,8 @@ package oauth
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -106,6 +108,24 @@ func TestNoPlaintextStateAtRest(t *testing.T) {
 	}
 }
 
+// spoilState gives session id the sealed state of session donor: bound to
+// another record, it no longer opens.
+func (h *harness) spoilState(id, donor string) {
+	h.t.Helper()
+	s, err := h.store.GetSession(context.Background(), id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	d, err := h.store.GetSession(context.Background(), donor)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	s.Flow.State = d.Flow.State
+	if _, err := h.store.UpdateSession(context.Background(), s); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 func TestPendingLinkOfStoredSessions(t *testing.T) {
 	t.Run("record of an older version with the state in its URL", func(t *testing.T) {
 		h := newHarness(t)
@@ -127,15 +147,114 @@ func TestPendingLinkOfStoredSessions(t *testing.T) {
 		h := newHarness(t)
 		bad := h.request("global")
 		good := h.request("user")
-		s, _ := h.store.GetSession(context.Background(), bad.AuthSessionID)
-		other, _ := h.store.GetSession(context.Background(), good.AuthSessionID)
-		s.Flow.State = other.Flow.State // bound to another record: does not open
-		if _, err := h.store.UpdateSession(context.Background(), s); err != nil {
-			t.Fatal(err)
-		}
+		h.spoilState(bad.AuthSessionID, good.AuthSessionID)
 		block, err := h.m.PendingBlock(context.Background(), testResume.InstanceKey, testResume.AgentName)
 		if err != nil || len(block.Items) != 1 || block.Items[0].AuthSessionID != good.AuthSessionID {
 			t.Fatalf("auth.pending %+v %v, want only the readable session", block, err)
 		}
 	})
+}
+
+// indexOnlyStore refuses ListSessions, which reads every session (a Scan
+// of the whole table in DynamoDB), and counts the index queries.
+type indexOnlyStore struct {
+	domain.Store
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (s *indexOnlyStore) count(op string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.calls == nil {
+		s.calls = map[string]int{}
+	}
+	s.calls[op]++
+}
+
+func (s *indexOnlyStore) take() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.calls
+	s.calls = nil
+	return out
+}
+
+func (s *indexOnlyStore) ListSessions(context.Context) ([]domain.Session, []error, error) {
+	s.count("ListSessions")
+	return nil, nil, errors.New("ListSessions reads every session")
+}
+
+func (s *indexOnlyStore) ListPendingSessions(ctx context.Context, instanceKey, agentName string, at time.Time) ([]domain.Session, []error, error) {
+	s.count("ListPendingSessions")
+	return s.Store.ListPendingSessions(ctx, instanceKey, agentName, at)
+}
+
+func (s *indexOnlyStore) ListSweepSessions(ctx context.Context, set domain.SweepSet, expiredBy time.Time) ([]domain.Session, []error, error) {
+	s.count("ListSweepSessions:" + string(set))
+	return s.Store.ListSweepSessions(ctx, set, expiredBy)
+}
+
+// auth.pending and the sweep read the store's index, never every session
+// (issue 9.12): one index query per auth.pending, one per sweep set.
+func TestPendingAndSweepReadTheIndex(t *testing.T) {
+	h := newHarness(t)
+	st := &indexOnlyStore{Store: h.store}
+	h.m = h.newManager(st)
+	ctx := context.Background()
+
+	// An undelivered event, a pending session and one of another agent.
+	h.queue.fail = true
+	granted := h.request("global")
+	code, state := h.p.approve(granted.AuthorizationURL, "team")
+	if _, err := h.m.HandleCallback(ctx, h.bundle.OAuthApps["global"], url.Values{"code": {code}, "state": {state}}); err != nil {
+		t.Fatal(err)
+	}
+	h.queue.fail = false
+	pending := h.request("user")
+	h.request("user", func(r *TokenRequest) { r.Resume = &domain.ResumeInfo{InstanceKey: "other", AgentName: "planner"} })
+	st.take()
+
+	block, err := h.m.PendingBlock(ctx, testResume.InstanceKey, testResume.AgentName)
+	if err != nil || len(block.Items) != 1 || block.Items[0].AuthSessionID != pending.AuthSessionID {
+		t.Fatalf("auth.pending %+v %v", block, err)
+	}
+	if got, want := st.take(), map[string]int{"ListPendingSessions": 1}; !maps.Equal(got, want) {
+		t.Fatalf("auth.pending read %v, want %v", got, want)
+	}
+
+	rep, err := h.m.CleanupExpiredSessions(ctx)
+	if err != nil || rep != (CleanupReport{EventsDelivered: 1}) {
+		t.Fatalf("sweep %+v %v", rep, err)
+	}
+	want := map[string]int{"ListSweepSessions:pending": 1, "ListSweepSessions:exchanging": 1, "ListSweepSessions:eventPending": 1, "ListSweepSessions:finished": 1}
+	if got := st.take(); !maps.Equal(got, want) {
+		t.Fatalf("the sweep read %v, want %v", got, want)
+	}
+	h.clock.Advance(DefaultSessionTTL)
+	if rep, err = h.m.CleanupExpiredSessions(ctx); err != nil || rep != (CleanupReport{Expired: 2}) {
+		t.Fatalf("sweep after expiry %+v %v", rep, err)
+	}
+	h.clock.Advance(SessionRetention)
+	if rep, err = h.m.CleanupExpiredSessions(ctx); err != nil || rep != (CleanupReport{Deleted: 3}) {
+		t.Fatalf("sweep after the retention %+v %v", rep, err)
+	}
+	if block, err = h.m.PendingBlock(ctx, testResume.InstanceKey, testResume.AgentName); err != nil || len(block.Items) != 0 {
+		t.Fatalf("auth.pending after the sweep %+v %v", block, err)
+	}
+}
+
+// An unreadable session file is counted once per sweep, although the
+// file store reports it with each set it lists.
+func TestSweepCountsAnUnreadableSessionOnce(t *testing.T) {
+	h := newHarness(t)
+	res := h.request("global")
+	path := filepath.Join(h.home, "oauth", "sessions", res.AuthSessionID+".enc.json")
+	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := h.m.CleanupExpiredSessions(context.Background())
+	if err != nil || rep.Unreadable != 1 {
+		t.Fatalf("sweep %+v %v", rep, err)
+	}
 }

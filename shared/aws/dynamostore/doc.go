@@ -21,12 +21,15 @@
 // # Table layout
 //
 // One table, partition key [PartitionKey] ("pk", a string), no sort key,
-// on-demand billing, TimeToLive on [TTLAttribute] ("ttl"); [TableSchema] and
-// [TimeToLiveSpec] give the requests that create it. Items:
+// on-demand billing, TimeToLive on [TTLAttribute] ("ttl"), and two global
+// secondary indexes over session items; [TableSchema] and [TimeToLiveSpec]
+// give the requests that create it (infra/stack creates the same). Items:
 //
 //	pk                               kind               other attributes
 //	grant#<grantId>                  OAuthGrantRecord   version N, createdAt S, doc S
-//	session#<sessionId>              AuthSessionRecord  version N, status S, completedAt S (once set), ttl N (see below), doc S
+//	session#<sessionId>              AuthSessionRecord  version N, status S, completedAt S (once set), ttl N (see below), doc S,
+//	                                                    expiresAt N, sweepSet S, pendingFor S (while pending)
+//	reuse#<reuseKey>                 SessionReuse       sessionId S, reuseUntil N (Unix ms), ttl N
 //	lease#<sha256 hex(key)>          Lease              owner S, expiresAt N (Unix ms), ttl N
 //	tenantres#<tenant>#<kind>#<name> TenantResource     tenant S, resourceKind S (Skill or Tool), name S, spec S, updatedAt S
 //	tenantrev                        TenantRevision     revision N
@@ -45,6 +48,84 @@
 // auth.granted event is still pending (eventPending): it keeps no ttl until
 // the sweep has delivered the event.
 //
+// # Session indexes
+//
+// A session item's expiresAt (Unix ms), sweepSet (its domain.SweepSet) and
+// pendingFor (a hash of its resume target's instance key and agent name,
+// present only while the session is pending) are copies of what doc and
+// status say, written by every write of the item: CreateSession and
+// UpdateSession put the whole item, CompleteSession SETs sweepSet and
+// expiresAt and REMOVEs pendingFor in its update. They key two global
+// secondary indexes:
+//
+//	index              partition key  sort key      projection  holds
+//	[PendingIndex]     pendingFor S   expiresAt N   ALL         pending sessions only (sparse)
+//	[SweepIndex]       sweepSet S     expiresAt N   KEYS_ONLY   every session
+//
+// Global secondary indexes follow the table within about a second, and a
+// Query of one reads what it holds, not the table: a session that left
+// pending a moment ago may still be listed by ListPendingSessions (its
+// snapshot says pending), one created a moment ago missed. The sweep
+// re-reads each session it lists with a strongly consistent GetItem and
+// acts only on what is stored now (its writes are conditional anyway).
+//
+// SweepIndex has four partition key values, one per set. It is not
+// sharded: one value takes about 1,000 writes a second (its sort key
+// grows with time, so DynamoDB cannot split it by heat), its items (keys
+// only) cost one write unit each, and the busiest set (pending: one write
+// when a session is created, one when it leaves) would throttle at about
+// 500 new sessions a second, far above what people giving consent
+// produce; a throttled index write throttles the table write with it.
+// Sharding (sweepSet#<digit>) would multiply the sweep's queries by the
+// shard count. PendingIndex spreads by resume target.
+//
+// A reuse#<reuseKey> item points at the session that took the
+// domain.SessionReuseKey, and is written in the CreateSession transaction
+// of that session, on condition that there is no pointer, its reuseUntil
+// (the session's expiresAt minus domain.SessionReuseMargin, rounded up to
+// the millisecond) has passed, or it names a session CreateSession has
+// just read and found not to hold the key. It is never updated when its
+// session changes: FindPendingSession reads the session it names and
+// returns it only when that session holds the key and is reusable now. So
+// a pointer left behind by a session that completed, failed or was
+// deleted never yields it, and TTL removes pointers after their session's
+// expiry. Replacing a stale pointer is the one write that follows a read:
+// safe, because a session never returns to pending, and the retry's
+// condition pins the pointer to the session that was read.
+//
+// # Access patterns
+//
+// Every read and write of the store, with its key (no operation of the
+// request path, the callback or the sweep scans):
+//
+//	operation                        calls (key; index)
+//	GetGrant                         GetItem grant#id, consistent
+//	PutGrant                         PutItem grant#id, condition on version (or absence)
+//	ListGrants (operator)            Scan, filter kind; all pages
+//	CreateSession, no reuse key      PutItem session#id, condition attribute_not_exists
+//	CreateSession, reuse key         TransactWriteItems [Put session#id, Put reuse#key]; when the pointer's
+//	                                 condition fails: GetItem session#<holder>, and again the transaction
+//	                                 when the holder is stale
+//	FindPendingSession               GetItem reuse#key, then GetItem session#<sessionId> (both consistent)
+//	GetSession                       GetItem session#id, consistent
+//	UpdateSession                    PutItem session#id, condition on version
+//	CompleteSession                  TransactWriteItems [Update session#id (condition: version, status, doc),
+//	                                 Put grant#id (condition: version or absence)]; GetItem session#id first
+//	                                 only when this Store has not seen the session
+//	ListPendingSessions              Query PendingIndex: pendingFor = hash(instance, agent) AND expiresAt >= at
+//	ListSweepSessions                Query SweepIndex: sweepSet = set [AND expiresAt <= expiredBy], then
+//	                                 GetItem session#id (consistent) per listed session
+//	ListSessions (operator)          Scan, filter kind; all pages
+//	DeleteSession                    DeleteItem session#id, condition attribute_exists
+//	AcquireLease                     PutItem lease#hash, condition: absent, ended, or same owner
+//	ReleaseLease                     DeleteItem lease#hash, condition on owner
+//	ToolLimiter.Allow                UpdateItem ratelimit#key, condition GCRA's rule (one or two)
+//	PutTenantResource, DeleteTenantResource
+//	                                 TransactWriteItems [Put or Delete tenantres#…, Update tenantrev ADD 1]
+//	TenantRevision                   GetItem tenantrev, consistent
+//	ListTenantResources              Scan, filter kind; all pages
+//	HasRecords, KeyIDs, Reseal       Scan (operator commands)
+//
 // A TenantResource is one upload: spec is its JSON byte for byte, as a
 // string (uploads are not secrets; nothing in them is sealed). Validated
 // tenants, kinds and names hold no '#', so the key splits back. tenantrev
@@ -57,5 +138,6 @@
 // theoretical arrival time, ttl the time after which the item means the
 // same as no item. It holds no principal, only the bucket's Key.
 //
-// Times in attributes are RFC 3339 text with nanoseconds, as in doc.
+// Times in attributes are RFC 3339 text with nanoseconds, as in doc,
+// except the numbers named Unix ms or µs above.
 package dynamostore

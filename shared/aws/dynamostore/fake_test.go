@@ -14,11 +14,12 @@ import (
 // records the inputs. It proves only error translation: the semantics are
 // tested against an emulator (integration tests).
 type fakeDynamo struct {
-	get  func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error)
-	put  func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error)
-	del  func(*dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error)
-	tx   func(n int, in *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error)
-	scan func(*dynamodb.ScanInput) (*dynamodb.ScanOutput, error)
+	get   func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error)
+	put   func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error)
+	del   func(*dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error)
+	tx    func(n int, in *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error)
+	scan  func(*dynamodb.ScanInput) (*dynamodb.ScanOutput, error)
+	query func(*dynamodb.QueryInput) (*dynamodb.QueryOutput, error)
 
 	mu  sync.Mutex
 	txs []*dynamodb.TransactWriteItemsInput
@@ -65,6 +66,13 @@ func (f *fakeDynamo) Scan(_ context.Context, in *dynamodb.ScanInput, _ ...func(*
 	return f.scan(in)
 }
 
+func (f *fakeDynamo) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	if f.query == nil {
+		return nil, errUnexpected
+	}
+	return f.query(in)
+}
+
 // Errors as the SDK returns them.
 
 func ccf(item map[string]types.AttributeValue) error {
@@ -79,10 +87,11 @@ func noTable() error {
 // table that does not exist.
 func missingTable() *fakeDynamo {
 	return &fakeDynamo{
-		get:  func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return nil, noTable() },
-		put:  func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) { return nil, noTable() },
-		del:  func(*dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) { return nil, noTable() },
-		scan: func(*dynamodb.ScanInput) (*dynamodb.ScanOutput, error) { return nil, noTable() },
+		get:   func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return nil, noTable() },
+		put:   func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) { return nil, noTable() },
+		del:   func(*dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) { return nil, noTable() },
+		scan:  func(*dynamodb.ScanInput) (*dynamodb.ScanOutput, error) { return nil, noTable() },
+		query: func(*dynamodb.QueryInput) (*dynamodb.QueryOutput, error) { return nil, noTable() },
 		tx: func(int, *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
 			return nil, noTable()
 		},

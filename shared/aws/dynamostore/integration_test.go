@@ -80,6 +80,11 @@ func (c *countingAPI) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...fun
 	return c.DynamoAPI.Scan(ctx, in, o...)
 }
 
+func (c *countingAPI) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	c.count("Query")
+	return c.DynamoAPI.Query(ctx, in, o...)
+}
+
 func must(t *testing.T, err error, what string) {
 	t.Helper()
 	if err != nil {
@@ -172,8 +177,9 @@ func TestItemLayout(t *testing.T) {
 	sess := futureSession()
 	must(t, s.CreateSession(ctx, sess), "CreateSession")
 	item = rawItem(t, api, s.Table(), "session#"+sess.ID)
-	sameKeys(t, item, "pk", "kind", "version", "status", "ttl", "doc")
-	if attrS(t, item, "kind") != "AuthSessionRecord" || attrS(t, item, "status") != "pending" || attrN(t, item, "version") != "0" {
+	sameKeys(t, item, "pk", "kind", "version", "status", "ttl", "doc", "expiresAt", "sweepSet", "pendingFor")
+	if attrS(t, item, "kind") != "AuthSessionRecord" || attrS(t, item, "status") != "pending" || attrN(t, item, "version") != "0" ||
+		attrS(t, item, "sweepSet") != "pending" || attrN(t, item, "expiresAt") != fmt.Sprint(sess.ExpiresAt.UnixMilli()) {
 		t.Fatalf("session item %v", item)
 	}
 	doc = nil
@@ -188,11 +194,20 @@ func TestItemLayout(t *testing.T) {
 	_, _, err = s.CompleteSession(ctx, sess.ID, at, storetest.SampleGrant(storetest.NewGrantID()))
 	must(t, err, "CompleteSession")
 	item = rawItem(t, api, s.Table(), "session#"+sess.ID)
-	sameKeys(t, item, "pk", "kind", "version", "status", "completedAt", "ttl", "doc")
+	sameKeys(t, item, "pk", "kind", "version", "status", "completedAt", "ttl", "doc", "expiresAt", "sweepSet")
 	atText, _ := at.MarshalText()
-	if attrS(t, item, "status") != "completed" || attrS(t, item, "completedAt") != string(atText) ||
+	if attrS(t, item, "status") != "completed" || attrS(t, item, "completedAt") != string(atText) || attrS(t, item, "sweepSet") != "finished" ||
 		attrN(t, item, "version") != "1" || attrS(t, item, "doc") != docBefore {
 		t.Fatalf("completed session item %v", item)
+	}
+
+	reusable := futureSession()
+	reusable.ReuseKey = domain.SessionReuseKey(reusable.OAuthAppRef, reusable.Subject, reusable.RequestedScopes, reusable.Resume)
+	must(t, s.CreateSession(ctx, reusable), "CreateSession with a reuse key")
+	item = rawItem(t, api, s.Table(), "reuse#"+reusable.ReuseKey)
+	sameKeys(t, item, "pk", "kind", "sessionId", "reuseUntil", "ttl")
+	if attrS(t, item, "kind") != "SessionReuse" || attrS(t, item, "sessionId") != reusable.ID {
+		t.Fatalf("reuse pointer item %v", item)
 	}
 
 	leaseKey := "refresh/" + g.ID

@@ -2,9 +2,12 @@ package dynamostore
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -117,6 +120,7 @@ func sessionItem(s domain.Session) (map[string]types.AttributeValue, error) {
 		attrStatus:   str(string(s.Status)),
 		attrDoc:      str(string(doc)),
 	}
+	maps.Copy(item, sessionIndexAttrs(s))
 	// A session whose auth.granted event is still to be delivered must
 	// outlive its retention until the sweep delivers it (and clears the
 	// flag, which brings the ttl back).
@@ -173,4 +177,74 @@ func decodeSession(id string, item map[string]types.AttributeValue) (domain.Sess
 		s.CompletedAt = &at
 	}
 	return s, sessionState{version: version, status: s.Status, doc: doc}, nil
+}
+
+// sessionIndexAttrs are the attributes that put s in the table's indexes:
+// its expiry and sweep set always (SweepIndex), and its resume target
+// only while it is pending (PendingIndex is sparse). Every write of a
+// session item sets them from the session it writes; CompleteSession,
+// which does not rewrite the item, sets and removes them itself.
+func sessionIndexAttrs(s domain.Session) map[string]types.AttributeValue {
+	attrs := map[string]types.AttributeValue{
+		attrExpiresAt: num(s.ExpiresAt.UnixMilli()),
+		attrSweepSet:  str(string(domain.SweepSetOf(s))),
+	}
+	if s.Status == domain.SessionPending {
+		attrs[attrPendingFor] = str(pendingFor(s.Resume.InstanceKey, s.Resume.AgentName))
+	}
+	return attrs
+}
+
+// pendingFor is PendingIndex's partition key for a resume target: a hash,
+// so that no caller's text reaches a key, and length-prefixed parts, so
+// that ("a#b", "c") and ("a", "b#c") differ.
+func pendingFor(instanceKey, agentName string) string {
+	h := sha256.New()
+	for _, part := range []string{instanceKey, agentName} {
+		h.Write(binary.AppendUvarint(nil, uint64(len(part))))
+		h.Write([]byte(part))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// reuseUntil is the first Unix millisecond at which s no longer answers
+// a repeated request (domain.Session.ReusableAt), rounded up so that a
+// pointer never looks free while its session is still reusable.
+func reuseUntil(s domain.Session) int64 {
+	t := s.ExpiresAt.Add(-domain.SessionReuseMargin)
+	ms := t.UnixMilli()
+	if t.Nanosecond()%int(time.Millisecond) != 0 {
+		ms++
+	}
+	return ms
+}
+
+// reusePointerItem is the item that says sess has taken its reuse key:
+// the session's id and reuseUntil, removed by TTL once the session has
+// expired.
+func reusePointerItem(sess domain.Session) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		PartitionKey:   str(reusePrefix + sess.ReuseKey),
+		attrKind:       str(kindReusePointer),
+		attrSessionID:  str(sess.ID),
+		attrReuseUntil: num(reuseUntil(sess)),
+		TTLAttribute:   num(epochCeil(sess.ExpiresAt)),
+	}
+}
+
+// decodeReusePointer reads a pointer item. Errors wrap domain.ErrCorrupt.
+func decodeReusePointer(item map[string]types.AttributeValue) (id string, until int64, err error) {
+	if err := checkKind(item, kindReusePointer); err != nil {
+		return "", 0, err
+	}
+	if id, err = needS(item, attrSessionID); err != nil {
+		return "", 0, err
+	}
+	if err := domain.ValidateSessionID(id); err != nil {
+		return "", 0, fmt.Errorf("%w: attribute %s is not a session id", domain.ErrCorrupt, attrSessionID)
+	}
+	if until, err = needN(item, attrReuseUntil); err != nil {
+		return "", 0, err
+	}
+	return id, until, nil
 }

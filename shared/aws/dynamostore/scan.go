@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -35,26 +36,62 @@ func (s *Store) scanKind(ctx context.Context, kind, prefix string, valid func(st
 		if err != nil {
 			return nil, s.apiError(err)
 		}
-		for _, item := range out.Items {
-			pk, _ := getPK(item)
-			id, ok := strings.CutPrefix(pk, prefix)
-			if !ok {
-				bad = append(bad, fmt.Errorf("dynamostore: item of kind %s with key %.80q: %w", kind, pk, domain.ErrCorrupt))
-				continue
-			}
-			if err := valid(id); err != nil {
-				bad = append(bad, fmt.Errorf("dynamostore: stray item: %w", err))
-				continue
-			}
-			if err := each(id, item); err != nil {
-				bad = append(bad, err)
-			}
+		if bad, err = eachRecord(out.Items, kind, prefix, valid, each, bad); err != nil {
+			return nil, err
 		}
 		if len(out.LastEvaluatedKey) == 0 {
 			return bad, nil
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+}
+
+// eachRecord calls each for every item whose key is prefix and a valid
+// id, and appends to bad an error for every other item and every error of
+// each; an errStop from each ends it with its error instead.
+func eachRecord(items []map[string]types.AttributeValue, kind, prefix string, valid func(string) error,
+	each func(id string, item map[string]types.AttributeValue) error, bad []error) ([]error, error) {
+	for _, item := range items {
+		pk, _ := getPK(item)
+		id, ok := strings.CutPrefix(pk, prefix)
+		if !ok {
+			bad = append(bad, fmt.Errorf("dynamostore: item of kind %s with key %.80q: %w", kind, pk, domain.ErrCorrupt))
+			continue
+		}
+		if err := valid(id); err != nil {
+			bad = append(bad, fmt.Errorf("dynamostore: stray item: %w", err))
+			continue
+		}
+		if err := each(id, item); err != nil {
+			var stop errStop
+			if errors.As(err, &stop) {
+				return nil, stop.err
+			}
+			bad = append(bad, err)
+		}
+	}
+	return bad, nil
+}
+
+// errStop ends eachRecord with its error instead of listing it as one bad
+// record (a failed read, not an unreadable record).
+type errStop struct{ err error }
+
+func (e errStop) Error() string { return e.err.Error() }
+func (e errStop) Unwrap() error { return e.err }
+
+// cancellation returns the reasons of a canceled transaction of n
+// members; any other error, or a cancellation with another number of
+// reasons, comes back as the error to return.
+func (s *Store) cancellation(err error, n int) ([]types.CancellationReason, error) {
+	var canceled *types.TransactionCanceledException
+	if !errors.As(err, &canceled) {
+		return nil, s.apiError(err)
+	}
+	if len(canceled.CancellationReasons) != n {
+		return nil, fmt.Errorf("transaction canceled (%s)", reasonCodes(canceled.CancellationReasons))
+	}
+	return canceled.CancellationReasons, nil
 }
 
 func getPK(item map[string]types.AttributeValue) (string, bool) {

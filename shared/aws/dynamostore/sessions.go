@@ -2,8 +2,10 @@ package dynamostore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -16,14 +18,27 @@ import (
 )
 
 // CreateSession writes a new session as given (Version included, normally
-// 0); ErrConflict when the id exists.
+// 0); ErrConflict when the id exists. A session with a reuse key is
+// written in one transaction with the key's pointer (see createReusable).
 func (s *Store) CreateSession(ctx context.Context, sess domain.Session) error {
 	if err := domain.ValidateSessionID(sess.ID); err != nil {
 		return fmt.Errorf("dynamostore: create session: %w", err)
 	}
+	if sess.ReuseKey != "" {
+		if err := domain.ValidateReuseKey(sess.ReuseKey); err != nil {
+			return fmt.Errorf("dynamostore: create session %s: %w", sess.ID, err)
+		}
+	}
 	item, err := sessionItem(sess)
 	if err != nil {
 		return fmt.Errorf("dynamostore: create session %s: %w", sess.ID, err)
+	}
+	if sess.ReuseKey != "" {
+		if err := s.createReusable(ctx, sess, item); err != nil {
+			return fmt.Errorf("dynamostore: create session %s: %w", sess.ID, err)
+		}
+		s.rememberSession(sess.ID, item)
+		return nil
 	}
 	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                aws.String(s.table),
@@ -137,10 +152,11 @@ const maxCompleteAttempts = 6
 // TransactWriteItems, and reads nothing when this Store has seen the
 // session (the callback has just read it with GetSession):
 //
-//  1. the session item: SET status, completedAt and version+1, on condition
-//     that version, status (pending) and doc are what this Store last saw;
-//     the doc is not rewritten, so what CompleteSession returns is exactly
-//     what is stored;
+//  1. the session item: SET status, completedAt and version+1, and its
+//     index attributes (sweepSet and expiresAt SET, pendingFor REMOVEd),
+//     on condition that version, status (pending or exchanging) and doc
+//     are what this Store last saw; the doc is not rewritten, so what
+//     CompleteSession returns is exactly what is stored;
 //  2. the grant item: a Put of g with version+1 and the stored createdAt,
 //     on condition that the version is the one this Store last saw (or
 //     that there is no grant, when it has seen none).
@@ -350,6 +366,14 @@ func (s *Store) completion(sessionID string, sess sessionState, atText string, g
 		put.ExpressionAttributeValues = map[string]types.AttributeValue{":v": num(grant.version)}
 	}
 
+	// The completed session leaves PendingIndex and moves in SweepIndex:
+	// its index attributes follow from the doc the condition pins.
+	var completed domain.Session
+	if err := json.Unmarshal([]byte(sess.doc), &completed); err != nil {
+		return nil, nil, nil, fmt.Errorf("session %s: %w: doc: %s", sessionID, domain.ErrCorrupt, domain.JSONErrorWithoutContent(err))
+	}
+	completed.Status = domain.SessionCompleted
+	index := sessionIndexAttrs(completed)
 	done = map[string]types.AttributeValue{
 		PartitionKey:    str(sessionPrefix + sessionID),
 		attrKind:        str(kindSession),
@@ -358,13 +382,16 @@ func (s *Store) completion(sessionID string, sess sessionState, atText string, g
 		attrCompletedAt: str(atText),
 		attrDoc:         str(sess.doc),
 	}
+	maps.Copy(done, index)
 	update := &types.Update{
-		TableName:           aws.String(s.table),
-		Key:                 key(sessionPrefix + sessionID),
-		UpdateExpression:    aws.String("SET #status = :completed, #completedAt = :at, #version = :next"),
+		TableName: aws.String(s.table),
+		Key:       key(sessionPrefix + sessionID),
+		UpdateExpression: aws.String("SET #status = :completed, #completedAt = :at, #version = :next, " +
+			"#sweepSet = :sweepSet, #expiresAt = :expiresAt REMOVE #pendingFor"),
 		ConditionExpression: aws.String("#version = :v AND #status IN (:pending, :exchanging) AND #doc = :doc"),
 		ExpressionAttributeNames: map[string]string{
 			"#status": attrStatus, "#completedAt": attrCompletedAt, "#version": attrVersion, "#doc": attrDoc,
+			"#sweepSet": attrSweepSet, "#expiresAt": attrExpiresAt, "#pendingFor": attrPendingFor,
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":completed":  str(string(domain.SessionCompleted)),
@@ -374,6 +401,8 @@ func (s *Store) completion(sessionID string, sess sessionState, atText string, g
 			":v":          num(sess.version),
 			":next":       num(sess.version + 1),
 			":doc":        str(sess.doc),
+			":sweepSet":   index[attrSweepSet],
+			":expiresAt":  index[attrExpiresAt],
 		},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}

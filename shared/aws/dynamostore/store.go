@@ -23,6 +23,7 @@ type DynamoAPI interface {
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 }
 
 var _ DynamoAPI = (*dynamodb.Client)(nil)
@@ -39,6 +40,24 @@ const (
 	SessionRetention = 24 * time.Hour
 	// LeaseRetention is how long a lease item stays after the lease ends.
 	LeaseRetention = time.Hour
+
+	// PendingIndex is the global secondary index of pending sessions by
+	// resume target: partition key [PendingForAttribute] (S), sort key
+	// [ExpiresAtAttribute] (N), every attribute projected. Sparse: a
+	// session carries pendingFor only while it is pending.
+	PendingIndex = "pending-by-target"
+	// SweepIndex is the global secondary index of sessions by sweep set:
+	// partition key [SweepSetAttribute] (S), sort key
+	// [ExpiresAtAttribute] (N), keys only (the sweep reads each session it
+	// lists).
+	SweepIndex = "sweep-by-expiry"
+	// PendingForAttribute holds a pending session's resume target, hashed.
+	PendingForAttribute = "pendingFor"
+	// SweepSetAttribute holds a session's domain.SweepSet.
+	SweepSetAttribute = "sweepSet"
+	// ExpiresAtAttribute is a session's expiry (and a lease's end) in Unix
+	// milliseconds.
+	ExpiresAtAttribute = "expiresAt"
 )
 
 // Attribute names and kinds. They are the stored format: never change one.
@@ -50,7 +69,11 @@ const (
 	attrCreatedAt   = "createdAt"
 	attrCompletedAt = "completedAt"
 	attrOwner       = "owner"
-	attrExpiresAt   = "expiresAt"
+	attrExpiresAt   = ExpiresAtAttribute
+	attrPendingFor  = PendingForAttribute
+	attrSweepSet    = SweepSetAttribute
+	attrSessionID   = "sessionId"
+	attrReuseUntil  = "reuseUntil"
 
 	attrTenant       = "tenant"
 	attrResourceKind = "resourceKind" // Skill or Tool: "kind" is the item's
@@ -62,25 +85,54 @@ const (
 	kindGrant          = "OAuthGrantRecord"
 	kindSession        = "AuthSessionRecord"
 	kindLease          = "Lease"
+	kindReusePointer   = "SessionReuse"
 	kindTenantResource = "TenantResource"
 	kindTenantRevision = "TenantRevision"
 
 	grantPrefix      = "grant#"
 	sessionPrefix    = "session#"
 	leasePrefix      = "lease#"
+	reusePrefix      = "reuse#"
 	tenantResPrefix  = "tenantres#"
 	tenantRevisionPK = "tenantrev"
 )
 
 // TableSchema is the CreateTable request for the store's table: pk (S) as
-// the only key, on-demand billing. Enable TimeToLive with TimeToLiveSpec
-// once the table is active.
+// the only key, the global secondary indexes [PendingIndex] and
+// [SweepIndex], on-demand billing. Enable TimeToLive with TimeToLiveSpec
+// once the table is active. infra/stack creates the same table.
 func TableSchema(table string) *dynamodb.CreateTableInput {
+	attr := func(name string, t types.ScalarAttributeType) types.AttributeDefinition {
+		return types.AttributeDefinition{AttributeName: aws.String(name), AttributeType: t}
+	}
+	keys := func(hash, sort string) []types.KeySchemaElement {
+		return []types.KeySchemaElement{
+			{AttributeName: aws.String(hash), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(sort), KeyType: types.KeyTypeRange},
+		}
+	}
 	return &dynamodb.CreateTableInput{
-		TableName:            aws.String(table),
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(PartitionKey), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(PartitionKey), KeyType: types.KeyTypeHash}},
-		BillingMode:          types.BillingModePayPerRequest,
+		TableName: aws.String(table),
+		AttributeDefinitions: []types.AttributeDefinition{
+			attr(PartitionKey, types.ScalarAttributeTypeS),
+			attr(PendingForAttribute, types.ScalarAttributeTypeS),
+			attr(SweepSetAttribute, types.ScalarAttributeTypeS),
+			attr(ExpiresAtAttribute, types.ScalarAttributeTypeN),
+		},
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(PartitionKey), KeyType: types.KeyTypeHash}},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
+			{
+				IndexName:  aws.String(PendingIndex),
+				KeySchema:  keys(PendingForAttribute, ExpiresAtAttribute),
+				Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+			},
+			{
+				IndexName:  aws.String(SweepIndex),
+				KeySchema:  keys(SweepSetAttribute, ExpiresAtAttribute),
+				Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
+			},
+		},
+		BillingMode: types.BillingModePayPerRequest,
 	}
 }
 
@@ -114,8 +166,8 @@ type Store struct {
 	api   DynamoAPI
 	table string
 	now   func() time.Time
-	// scanLimit caps the items one Scan page examines; 0 leaves DynamoDB's
-	// 1 MB page. Tests lower it to exercise pagination.
+	// scanLimit caps the items one Scan or Query page examines; 0 leaves
+	// DynamoDB's 1 MB page. Tests lower it to exercise pagination.
 	scanLimit int32
 	// known remembers records this Store has read or written, so that
 	// CompleteSession can write without reading first (see sessions.go).

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -91,8 +92,30 @@ func TestTableSchema(t *testing.T) {
 	if len(in.KeySchema) != 1 || aws.ToString(in.KeySchema[0].AttributeName) != PartitionKey || in.KeySchema[0].KeyType != types.KeyTypeHash {
 		t.Fatalf("key schema %+v", in.KeySchema)
 	}
-	if len(in.AttributeDefinitions) != 1 || in.AttributeDefinitions[0].AttributeType != types.ScalarAttributeTypeS {
-		t.Fatalf("attributes %+v", in.AttributeDefinitions)
+	attrs := map[string]types.ScalarAttributeType{}
+	for _, d := range in.AttributeDefinitions {
+		attrs[aws.ToString(d.AttributeName)] = d.AttributeType
+	}
+	// infra/stack's table must say the same (its tests check these names).
+	wantAttrs := map[string]types.ScalarAttributeType{"pk": "S", "pendingFor": "S", "sweepSet": "S", "expiresAt": "N"}
+	if !maps.Equal(attrs, wantAttrs) {
+		t.Fatalf("attributes %v, want %v", attrs, wantAttrs)
+	}
+	type gsi struct{ hash, sort, projection string }
+	got := map[string]gsi{}
+	for _, g := range in.GlobalSecondaryIndexes {
+		if len(g.KeySchema) != 2 || g.KeySchema[0].KeyType != types.KeyTypeHash || g.KeySchema[1].KeyType != types.KeyTypeRange ||
+			g.ProvisionedThroughput != nil || g.Projection == nil {
+			t.Fatalf("index %s: %+v", aws.ToString(g.IndexName), g)
+		}
+		got[aws.ToString(g.IndexName)] = gsi{aws.ToString(g.KeySchema[0].AttributeName), aws.ToString(g.KeySchema[1].AttributeName), string(g.Projection.ProjectionType)}
+	}
+	want := map[string]gsi{
+		"pending-by-target": {"pendingFor", "expiresAt", "ALL"},
+		"sweep-by-expiry":   {"sweepSet", "expiresAt", "KEYS_ONLY"},
+	}
+	if !maps.Equal(got, want) || len(in.LocalSecondaryIndexes) != 0 {
+		t.Fatalf("indexes %v, want %v", got, want)
 	}
 	ttl := TimeToLiveSpec("t1")
 	if aws.ToString(ttl.TimeToLiveSpecification.AttributeName) != TTLAttribute || !aws.ToBool(ttl.TimeToLiveSpecification.Enabled) {
@@ -234,6 +257,15 @@ func TestMissingTable(t *testing.T) {
 		"AcquireLease":  func() error { return s.AcquireLease(ctx, "k", "o", time.Second) },
 		"ReleaseLease":  func() error { return s.ReleaseLease(ctx, "k", "o") },
 		"HasRecords":    func() error { _, err := s.HasRecords(ctx); return err },
+		"FindPendingSession": func() error {
+			_, err := s.FindPendingSession(ctx, domain.SessionReuseKey(sess.OAuthAppRef, "x", nil, sess.Resume), time.Now())
+			return err
+		},
+		"ListPendingSessions": func() error { _, _, err := s.ListPendingSessions(ctx, "i", "a", time.Now()); return err },
+		"ListSweepSessions": func() error {
+			_, _, err := s.ListSweepSessions(ctx, domain.SweepPending, time.Now())
+			return err
+		},
 		"CompleteSession": func() error {
 			_, _, err := s.CompleteSession(ctx, sess.ID, time.Now(), storetest.SampleGrant(storetest.NewGrantID()))
 			return err

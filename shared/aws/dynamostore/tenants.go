@@ -153,13 +153,9 @@ func (s *Store) writeTenant(ctx context.Context, op types.TransactWriteItem) err
 		if err == nil {
 			return nil
 		}
-		var canceled *types.TransactionCanceledException
-		if !errors.As(err, &canceled) {
-			return s.apiError(err)
-		}
-		reasons := canceled.CancellationReasons
-		if len(reasons) != 2 {
-			return fmt.Errorf("transaction canceled (%s)", reasonCodes(reasons))
+		reasons, err := s.cancellation(err, 2)
+		if err != nil {
+			return err
 		}
 		busy := false
 		for i, r := range reasons {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -154,16 +155,38 @@ spec:
 	}
 	counts := func(c *awscount.Counter) string { s := c.String(); c.Reset(); return s }
 
+	// exactly checks that counter c holds exactly want, and starts again.
+	exactly := func(what string, c *awscount.Counter, want map[string]int) {
+		t.Helper()
+		got := c.Snapshot()
+		t.Logf("AWS calls: %-32s: %s", what, counts(c))
+		if !maps.Equal(got, want) {
+			t.Errorf("%s: AWS calls %v, want %v", what, got, want)
+		}
+	}
+
 	runtimeCount.Reset()
 	out := token()
 	if out["status"] != "authorization_required" {
 		t.Fatalf("first: %v", out)
 	}
-	t.Logf("AWS calls: token, new session            : %s", counts(runtimeCount))
+	// The grant, the reuse pointer, then the session and its pointer in
+	// one transaction (issue 9.11).
+	exactly("token, new session", runtimeCount, map[string]int{"dynamodb.GetItem": 2, "dynamodb.TransactWriteItems": 1})
+	again := token()
+	if again["authSessionId"] != out["authSessionId"] || again["authorizationUrl"] != out["authorizationUrl"] {
+		t.Fatalf("a repeated request got another session: %v, first %v", again, out)
+	}
+	exactly("token, pending session reused", runtimeCount, map[string]int{"dynamodb.GetItem": 3})
+	resp, err := httpadapter.NewV2(runtime).ProxyWithContext(ctx, v2Event("GET", "/v1/oauth/pending?instanceKey=i-1&agentName=planner", ""))
+	if err != nil || resp.StatusCode != 200 || !strings.Contains(resp.Body, out["authSessionId"].(string)) {
+		t.Fatalf("auth.pending: %v %d %s", err, resp.StatusCode, resp.Body)
+	}
+	exactly("auth.pending", runtimeCount, map[string]int{"dynamodb.Query": 1})
 	au, _ := url.Parse(out["authorizationUrl"].(string))
 
 	callbackCount.Reset()
-	resp, err := httpadapter.NewV2(callback).ProxyWithContext(ctx, v2Event("GET", "/oauth/callback/team?code=c&state="+url.QueryEscape(au.Query().Get("state")), ""))
+	resp, err = httpadapter.NewV2(callback).ProxyWithContext(ctx, v2Event("GET", "/oauth/callback/team?code=c&state="+url.QueryEscape(au.Query().Get("state")), ""))
 	if err != nil || resp.StatusCode != 200 || !strings.Contains(resp.Body, "Connected") {
 		t.Fatalf("callback: %v %d %s", err, resp.StatusCode, resp.Body)
 	}

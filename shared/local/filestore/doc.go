@@ -17,8 +17,14 @@
 //	grants/<grantId>.enc.json     OAuthGrantRecord envelope
 //	sessions/<sessionId>.enc.json AuthSessionRecord envelope
 //	leases/<hash of key>.json     lease key, owner and expiry
+//	reuse/<reuseKey>.json         {"sessionId"}: the session that took a
+//	                              domain.SessionReuseKey (a pointer that a
+//	                              lookup checks against the session)
 //	locks/<record>.lock           flock files for conditional writes
 //	                              (tenants.lock for every upload write)
+//
+// Listing pending sessions and the sweep's sets reads sessions/ and
+// filters (see index.go).
 //
 // Layout under <home>/tenants (same modes), plain JSON, nothing sealed:
 //

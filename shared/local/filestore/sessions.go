@@ -30,17 +30,29 @@ func sessionRecords(dir string) *records[domain.Session] {
 func (s *Store) sessionPath(id string) string { return s.sessions.path(id) }
 
 // CreateSession writes a new session as given (Version included, normally
-// 0); ErrConflict when the id exists.
-func (s *Store) CreateSession(_ context.Context, sess domain.Session) error {
+// 0); ErrConflict when the id exists, or when sess has a reuse key that a
+// pending session still holds (see index.go).
+func (s *Store) CreateSession(ctx context.Context, sess domain.Session) error {
 	if err := domain.ValidateSessionID(sess.ID); err != nil {
 		return fmt.Errorf("filestore: create session: %w", err)
+	}
+	if sess.ReuseKey != "" {
+		if err := domain.ValidateReuseKey(sess.ReuseKey); err != nil {
+			return fmt.Errorf("filestore: create session %s: %w", sess.ID, err)
+		}
 	}
 	data, written, err := s.sessions.encode(sess.ID, sess)
 	if err != nil {
 		return fmt.Errorf("filestore: create session %s: %w", sess.ID, err)
 	}
-	// link(2) refuses an existing name, so no lock is needed to create once.
-	st, err := createFileExclusive(s.sessionPath(sess.ID), data)
+	var st fileStamp
+	if sess.ReuseKey != "" {
+		st, err = s.createReusable(ctx, sess, data)
+	} else {
+		// link(2) refuses an existing name, so no lock is needed to
+		// create once.
+		st, err = createFileExclusive(s.sessionPath(sess.ID), data)
+	}
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("filestore: create session %s: already exists: %w", sess.ID, domain.ErrConflict)
 	}
@@ -178,6 +190,9 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("filestore: delete session %s: %w", id, err)
 	}
+	// Its reuse pointer goes too; an unreadable session keeps its pointer,
+	// which lookups ignore once the session is gone.
+	sess, loadErr := s.sessions.load(id)
 	err = os.Remove(s.sessionPath(id))
 	s.sessions.drop(id)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -190,5 +205,10 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	}
 	atomicfile.SyncDir(s.sessionsDir)
 	l.release(true)
+	if loadErr == nil && sess.ReuseKey != "" && domain.ValidateReuseKey(sess.ReuseKey) == nil {
+		if err := s.dropReusePointer(ctx, sess.ReuseKey, id); err != nil {
+			return fmt.Errorf("filestore: delete session %s: session deleted, its reuse pointer not: %w", id, err)
+		}
+	}
 	return nil
 }

@@ -36,6 +36,7 @@ type Store struct {
 	sessionsDir string
 	leasesDir   string
 	locksDir    string
+	reuseDir    string
 	// tenantsDir is <home>/tenants (tenants.go), made on the first upload.
 	tenantsDir string
 
@@ -59,16 +60,17 @@ func New(home string) (*Store, error) {
 		sessionsDir: filepath.Join(root, "sessions"),
 		leasesDir:   filepath.Join(root, "leases"),
 		locksDir:    filepath.Join(root, "locks"),
+		reuseDir:    filepath.Join(root, "reuse"),
 		tenantsDir:  filepath.Join(home, "tenants"),
 	}
 	s.grants = grantRecords(s.grantsDir)
 	s.sessions = sessionRecords(s.sessionsDir)
-	for _, dir := range []string{root, s.grantsDir, s.sessionsDir, s.leasesDir, s.locksDir} {
+	for _, dir := range []string{root, s.grantsDir, s.sessionsDir, s.leasesDir, s.locksDir, s.reuseDir} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("filestore: %w", err)
 		}
 	}
-	for _, dir := range []string{s.grantsDir, s.sessionsDir, s.leasesDir} {
+	for _, dir := range []string{s.grantsDir, s.sessionsDir, s.leasesDir, s.reuseDir} {
 		// Best effort: a leftover temporary file costs only space.
 		atomicfile.RemoveStaleTemps(dir, time.Hour)
 	}

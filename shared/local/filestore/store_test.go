@@ -87,7 +87,7 @@ func TestLayoutAndModes(t *testing.T) {
 	ctx := context.Background()
 	home := t.TempDir()
 	s := openStore(t, home)
-	for _, d := range []string{"oauth", "oauth/grants", "oauth/sessions", "oauth/leases", "oauth/locks"} {
+	for _, d := range []string{"oauth", "oauth/grants", "oauth/sessions", "oauth/leases", "oauth/locks", "oauth/reuse"} {
 		fi, err := os.Stat(filepath.Join(home, d))
 		if err != nil {
 			t.Fatal(err)
@@ -98,6 +98,7 @@ func TestLayoutAndModes(t *testing.T) {
 	}
 	g := putSampleGrant(t, s)
 	sess := storetest.SampleSession(storetest.NewSessionID())
+	sess.ReuseKey = domain.SessionReuseKey(sess.OAuthAppRef, sess.Subject, sess.RequestedScopes, sess.Resume)
 	if err := s.CreateSession(ctx, sess); err != nil {
 		t.Fatal(err)
 	}
@@ -143,17 +144,83 @@ func TestLayoutAndModes(t *testing.T) {
 		t.Fatalf("%d lease files", len(leases))
 	}
 	check(filepath.Join(home, "oauth", "leases", leases[0].Name()), "", "")
+	check(filepath.Join(home, "oauth", "reuse", sess.ReuseKey+".json"), "", "")
 	locks, _ := os.ReadDir(filepath.Join(home, "oauth", "locks"))
 	for _, l := range locks {
 		check(filepath.Join(home, "oauth", "locks", l.Name()), "", "")
 	}
-	for _, dir := range []string{"grants", "sessions", "leases"} {
+	for _, dir := range []string{"grants", "sessions", "leases", "reuse"} {
 		entries, _ := os.ReadDir(filepath.Join(home, "oauth", dir))
 		for _, e := range entries {
 			if strings.Contains(e.Name(), ".tmp-") {
 				t.Fatalf("temporary file left behind: %s", e.Name())
 			}
 		}
+	}
+}
+
+// A reuse pointer lives as long as the session it names: replaced when
+// another session takes the key, removed with its session, and never
+// trusted over the session itself.
+func TestReusePointerFiles(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	sess := storetest.SampleSession(storetest.NewSessionID())
+	sess.EventPending = false
+	sess.ReuseKey = domain.SessionReuseKey(sess.OAuthAppRef, sess.Subject, sess.RequestedScopes, sess.Resume)
+	pointer := filepath.Join(s.reuseDir, sess.ReuseKey+".json")
+	names := func() string {
+		t.Helper()
+		data, err := os.ReadFile(pointer)
+		if errors.Is(err, fs.ErrNotExist) {
+			return ""
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p struct{ SessionID string }
+		if err := json.Unmarshal(data, &p); err != nil {
+			t.Fatal(err)
+		}
+		return p.SessionID
+	}
+	if err := s.CreateSession(ctx, sess); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(); got != sess.ID {
+		t.Fatalf("pointer names %q, want %s", got, sess.ID)
+	}
+
+	// A pointer that does not decode counts as none: the next session
+	// with the key replaces it.
+	if err := os.WriteFile(pointer, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FindPendingSession(ctx, sess.ReuseKey, sess.CreatedAt); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("FindPendingSession with an unreadable pointer: %v", err)
+	}
+	next := sess
+	next.ID = storetest.NewSessionID()
+	if err := s.CreateSession(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(); got != next.ID {
+		t.Fatalf("pointer names %q, want %s", got, next.ID)
+	}
+
+	// Deleting a session that no longer holds the key leaves the pointer.
+	if err := s.DeleteSession(ctx, sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(); got != next.ID {
+		t.Fatalf("after deleting the old holder the pointer names %q, want %s", got, next.ID)
+	}
+	// Deleting the holder removes it.
+	if err := s.DeleteSession(ctx, next.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(); got != "" {
+		t.Fatalf("after deleting the holder the pointer names %q", got)
 	}
 }
 

@@ -50,7 +50,12 @@ func (p storePair) ListGrants(ctx context.Context) ([]domain.Grant, []error, err
 	return p.a.ListGrants(ctx)
 }
 
+// CreateSession picks by the session id's last digit, so racers on one
+// reuse key (random ids) create through both.
 func (p storePair) CreateSession(ctx context.Context, s domain.Session) error {
+	if s.ID != "" && s.ID[len(s.ID)-1]%2 == 0 {
+		return p.a.CreateSession(ctx, s)
+	}
 	return p.b.CreateSession(ctx, s)
 }
 
@@ -73,6 +78,18 @@ func (p storePair) CompleteSession(ctx context.Context, id string, at time.Time,
 
 func (p storePair) ListSessions(ctx context.Context) ([]domain.Session, []error, error) {
 	return p.a.ListSessions(ctx)
+}
+
+func (p storePair) FindPendingSession(ctx context.Context, key string, at time.Time) (domain.Session, error) {
+	return p.a.FindPendingSession(ctx, key, at)
+}
+
+func (p storePair) ListPendingSessions(ctx context.Context, instanceKey, agentName string, at time.Time) ([]domain.Session, []error, error) {
+	return p.a.ListPendingSessions(ctx, instanceKey, agentName, at)
+}
+
+func (p storePair) ListSweepSessions(ctx context.Context, set domain.SweepSet, expiredBy time.Time) ([]domain.Session, []error, error) {
+	return p.a.ListSweepSessions(ctx, set, expiredBy)
 }
 
 func (p storePair) DeleteSession(ctx context.Context, id string) error {

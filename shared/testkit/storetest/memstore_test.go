@@ -20,6 +20,7 @@ type memStore struct {
 	grants   map[string][]byte
 	sessions map[string][]byte
 	leases   map[string]memLease
+	reuse    map[string]string // reuse key → id of the session that took it
 }
 
 type memLease struct {
@@ -104,13 +105,75 @@ func (m *memStore) CreateSession(_ context.Context, s domain.Session) error {
 	if err := checkID(sessionRE, s.ID); err != nil {
 		return err
 	}
+	if s.ReuseKey != "" {
+		if err := domain.ValidateReuseKey(s.ReuseKey); err != nil {
+			return err
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.sessions[s.ID]; ok {
 		return domain.ErrConflict
 	}
+	if s.ReuseKey != "" {
+		if holder, ok := m.reuseHolder(s.ReuseKey, s.CreatedAt); ok && holder.ID != s.ID {
+			return domain.ErrConflict
+		}
+		m.reuse[s.ReuseKey] = s.ID
+	}
 	m.sessions[s.ID] = enc(s)
 	return nil
+}
+
+// reuseHolder is the session that took key and is reusable at at; the
+// caller holds m.mu.
+func (m *memStore) reuseHolder(key string, at time.Time) (domain.Session, bool) {
+	b, ok := m.sessions[m.reuse[key]]
+	if !ok {
+		return domain.Session{}, false
+	}
+	s := dec[domain.Session](b)
+	s.ID = m.reuse[key]
+	return s, s.ReuseKey == key && s.ReusableAt(at)
+}
+
+func (m *memStore) FindPendingSession(_ context.Context, key string, at time.Time) (domain.Session, error) {
+	if err := domain.ValidateReuseKey(key); err != nil {
+		return domain.Session{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.reuseHolder(key, at); ok {
+		return s, nil
+	}
+	return domain.Session{}, domain.ErrNotFound
+}
+
+// all returns every session, in id order.
+func (m *memStore) all(ctx context.Context) []domain.Session {
+	list, _, _ := m.ListSessions(ctx)
+	return list
+}
+
+func (m *memStore) ListPendingSessions(ctx context.Context, instanceKey, agentName string, at time.Time) ([]domain.Session, []error, error) {
+	var out []domain.Session
+	for _, s := range m.all(ctx) {
+		if s.Status == domain.SessionPending && s.ExpiresAt.After(at) && s.Resume.InstanceKey == instanceKey && s.Resume.AgentName == agentName {
+			out = append(out, s)
+		}
+	}
+	return out, nil, nil
+}
+
+func (m *memStore) ListSweepSessions(ctx context.Context, set domain.SweepSet, expiredBy time.Time) ([]domain.Session, []error, error) {
+	var out []domain.Session
+	for _, s := range m.all(ctx) {
+		if domain.SweepSetOf(s) == set && (expiredBy.IsZero() || !s.ExpiresAt.After(expiredBy)) {
+			out = append(out, s)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].ExpiresAt.Before(out[j].ExpiresAt) })
+	return out, nil, nil
 }
 
 func (m *memStore) GetSession(_ context.Context, id string) (domain.Session, error) {
@@ -248,7 +311,7 @@ func (q *memQueue) List(context.Context) ([]domain.Event, error) {
 }
 
 func newMemStore() *memStore {
-	return &memStore{grants: map[string][]byte{}, sessions: map[string][]byte{}, leases: map[string]memLease{}}
+	return &memStore{grants: map[string][]byte{}, sessions: map[string][]byte{}, leases: map[string]memLease{}, reuse: map[string]string{}}
 }
 
 // The suites pass against the reference backends.

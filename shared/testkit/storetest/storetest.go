@@ -151,6 +151,12 @@ func RunStore(t *testing.T, newStore func(t *testing.T) domain.Store) {
 		{"LeaseRace", testLeaseRace},
 		{"List", testList},
 		{"DeleteSession", testDeleteSession},
+		{"ReuseKey", testReuseKey},
+		{"ReuseKeyLeavesPending", testReuseKeyLeavesPending},
+		{"ReuseKeyRace", testReuseKeyRace},
+		{"PendingForInstance", testPendingForInstance},
+		{"SweepSets", testSweepSets},
+		{"SweepSetsFollowWrites", testSweepSetsFollowWrites},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, newStore(t)) })
