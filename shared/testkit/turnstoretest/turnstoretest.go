@@ -33,11 +33,11 @@ func First(k turn.InstanceKey) turn.Commit {
 	tr := turn.Turn{ID: "t1", Instance: k, InputEventID: "ev-1", InputType: "user.input", Status: turn.TurnRunning, TraceID: "trace-1",
 		Auth: domain.TurnAuth{Actor: &domain.Actor{Type: "user", ID: "alice"}}, StartedAt: t0, Origin: map[string]any{"channel": "C1"}, NextEvent: 1}
 	return turn.Commit{
-		Expect:   0,
-		Instance: turn.Instance{Key: k, Status: turn.Active, ActiveTurn: "t1", NextSeq: 1, CreatedAt: t0, UpdatedAt: t0, Version: 1},
-		Turn:     &tr,
-		Messages: []message.Event{{Seq: 0, Type: message.LLMMessage, Message: &message.Message{ID: "u1", Role: message.User, Content: []message.Part{{Type: message.Text, Text: "hi"}}}}},
-		Events:   []turn.TurnEvent{{TurnID: "t1", Seq: 0, Type: turn.EvTurnStarted, At: t0, Data: json.RawMessage(`{"input":"user.input"}`)}},
+		Expect:    0,
+		Instance:  turn.Instance{Key: k, Status: turn.Active, ActiveTurn: "t1", NextSeq: 1, CreatedAt: t0, UpdatedAt: t0, Version: 1},
+		Turn:      &tr,
+		Messages:  []message.Event{{Seq: 0, Type: message.LLMMessage, Message: &message.Message{ID: "u1", Role: message.User, Content: []message.Part{{Type: message.Text, Text: "hi"}}}}},
+		Events:    []turn.TurnEvent{{TurnID: "t1", Seq: 0, Type: turn.EvTurnStarted, At: t0, Data: json.RawMessage(`{"input":"user.input"}`)}},
 		Processed: "ev-1",
 	}
 }
@@ -130,7 +130,9 @@ func testFence(t *testing.T, s turn.Store) {
 		t.Fatalf("second create: %v, want ErrStale", err)
 	}
 	st := load(t, s, k)
-	c := next(st, func(c *turn.Commit) { c.Calls = []turn.Call{{ID: "c1", TurnID: "t1", Tool: "whoami", State: turn.CallPlanned}} })
+	c := next(st, func(c *turn.Commit) {
+		c.Calls = []turn.Call{{ID: "c1", TurnID: "t1", Tool: "whoami", State: turn.CallPlanned}}
+	})
 	stale := c
 	stale.Expect, stale.Instance.Version = st.Instance.Version-1, st.Instance.Version
 	if err := s.Commit(ctx, stale); !errors.Is(err, turn.ErrStale) {
@@ -223,7 +225,9 @@ func testBacklog(t *testing.T, s turn.Store) {
 	ctx := context.Background()
 	k := Key(t)
 	must(t, s.Commit(ctx, First(k)), "first commit")
-	ev := func(id string) domain.Event { return domain.Event{ID: id, InstanceKey: k.Key, AgentName: k.Agent, Input: `{"type":"user.input"}`} }
+	ev := func(id string) domain.Event {
+		return domain.Event{ID: id, InstanceKey: k.Key, AgentName: k.Agent, Input: `{"type":"user.input"}`}
+	}
 	st := load(t, s, k)
 	must(t, s.Commit(ctx, next(st, func(c *turn.Commit) { c.BacklogPush = []domain.Event{ev("b1"), ev("b2")}; c.Processed = "b1" })), "push")
 	st = load(t, s, k)
