@@ -110,10 +110,15 @@ type Turn struct {
 	StepAnswered bool `json:"stepAnswered,omitempty"`
 	// BundleRevision is the revision the current step runs on (the Safe
 	// Point: fixed at step.config, never changed mid-step).
-	BundleRevision string      `json:"bundleRevision,omitempty"`
-	Usage          model.Usage `json:"usage"`
-	ToolCalls      int         `json:"toolCalls"`
-	Errors         int         `json:"errors"`
+	BundleRevision string `json:"bundleRevision,omitempty"`
+	// Catalog is the current step's tool catalog (after step.tools), and
+	// Idempotent the names in it that may run again after a crash: the
+	// step's calls are checked against them, also when they resume.
+	Catalog    []string    `json:"catalog,omitempty"`
+	Idempotent []string    `json:"idempotent,omitempty"`
+	Usage      model.Usage `json:"usage"`
+	ToolCalls  int         `json:"toolCalls"`
+	Errors     int         `json:"errors"`
 	// Error says why a failed turn failed (a code and a safe message).
 	Error     *Failure   `json:"error,omitempty"`
 	StartedAt time.Time  `json:"startedAt"`
