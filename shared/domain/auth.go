@@ -26,6 +26,11 @@ type ResumeInfo struct {
 	AgentName   string         `json:"agentName"`
 	Origin      map[string]any `json:"origin,omitempty"`
 	Auth        TurnAuth       `json:"auth"`
+	// TurnID, Step and CallID name the tool call that parked on the
+	// consent (set by the turn engine): auth.granted carries them back.
+	TurnID string `json:"turnId,omitempty"`
+	Step   int    `json:"step,omitempty"`
+	CallID string `json:"callId,omitempty"`
 }
 
 // Subject modes.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"strconv"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -265,7 +266,7 @@ func (m *Manager) emitGranted(ctx context.Context, s domain.Session, g domain.Gr
 		Input:       string(input),
 		Origin:      s.Resume.Origin,
 		Auth:        s.Resume.Auth,
-		Metadata:    map[string]string{"eventType": "auth.granted", "authSessionId": s.ID},
+		Metadata:    resumeMetadata("auth.granted", s),
 		EnqueuedAt:  m.now().UTC(),
 	})
 }
@@ -283,6 +284,16 @@ func (m *Manager) claim(ctx context.Context, s domain.Session) (domain.Session, 
 func (m *Manager) grantStored(ctx context.Context, sealed domain.Grant) bool {
 	cur, err := m.cfg.Store.GetGrant(ctx, sealed.ID)
 	return err == nil && cur.Token.AccessToken == sealed.Token.AccessToken
+}
+
+// resumeMetadata is an auth event's metadata: its type, the session, and
+// the parked tool call the session's resume names (the turn engine's).
+func resumeMetadata(eventType string, s domain.Session) map[string]string {
+	md := map[string]string{"eventType": eventType, "authSessionId": s.ID}
+	if r := s.Resume; r.TurnID != "" {
+		md["turnId"], md["callId"], md["step"] = r.TurnID, r.CallID, strconv.Itoa(r.Step)
+	}
+	return md
 }
 
 // settle moves a pending session to a final status. Losing the race to

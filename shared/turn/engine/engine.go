@@ -1,0 +1,310 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/turn"
+	"github.com/agentauth/agentauth/shared/turn/message"
+)
+
+// Engine runs turns. Build it once per process; Handle is safe for
+// concurrent use on different instances (one instance's events are
+// serialised by the queue's message group, and by the store's fence).
+type Engine struct {
+	Store   turn.Store
+	Config  Config
+	Tools   Tools
+	Pending Pending // nil: no auth.pending block
+	// Queue receives continuations when the invocation's time runs short.
+	Queue domain.EventQueue
+	Hooks Hooks
+	Log   *slog.Logger
+	Now   func() time.Time
+	// Reserve is the time a step needs; with less left before ctx's
+	// deadline the turn hands over with a continuation (default 30 s).
+	Reserve time.Duration
+}
+
+// Error codes of tool results the engine writes itself.
+const (
+	CodeOutcomeUnknown        = "E_TOOL_OUTCOME_UNKNOWN"
+	CodeAuthorizationExpired  = "authorization_expired"
+	CodeTooManyCalls          = "E_TOOL_TOO_MANY_CALLS"
+	CodeTurnFailed            = "turn_failed"
+	CodeStepLimitReached      = "step_limit_reached"
+	maxStaleRetries           = 5
+	defaultMaxSteps           = 32
+	defaultMaxToolCallsInStep = 16
+)
+
+func (e *Engine) now() time.Time {
+	if e.Now != nil {
+		return e.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (e *Engine) log() *slog.Logger {
+	if e.Log != nil {
+		return e.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// input is what Handle reads of a queued event's Input.
+type input struct {
+	Type string `json:"type"`
+	Text string `json:"text,omitempty"`
+}
+
+func parseInput(ev domain.Event) input {
+	var in input
+	if json.Unmarshal([]byte(ev.Input), &in) != nil || in.Type == "" {
+		// A bare string is a user's message.
+		return input{Type: EventUserInput, Text: ev.Input}
+	}
+	if t := ev.Metadata["eventType"]; in.Type == "" && t != "" {
+		in.Type = t
+	}
+	return in
+}
+
+// KeyOf is the instance an event is for.
+func KeyOf(ev domain.Event) turn.InstanceKey {
+	return turn.InstanceKey{Swarm: ev.SwarmRef.Name, Key: ev.InstanceKey, Agent: ev.AgentName}
+}
+
+// Handle processes one queued event: a duplicate is a no-op; an event
+// for a busy or paused instance waits in its backlog; auth.granted
+// resumes the call that parked on the consent; anything else starts a
+// turn. It returns when the turn ends, parks, or hands over.
+func (e *Engine) Handle(ctx context.Context, ev domain.Event) error {
+	key := KeyOf(ev)
+	if err := key.Validate(); err != nil {
+		return fmt.Errorf("engine: event %s: %w", ev.ID, err)
+	}
+	for attempt := 0; ; attempt++ {
+		err := e.handle(ctx, key, ev)
+		if !errors.Is(err, turn.ErrStale) || attempt >= maxStaleRetries {
+			return err
+		}
+		// Another worker moved the instance: read again and decide again.
+	}
+}
+
+func (e *Engine) handle(ctx context.Context, key turn.InstanceKey, ev domain.Event) error {
+	st, err := e.Store.Load(ctx, key)
+	if errors.Is(err, domain.ErrNotFound) {
+		st = turn.NewState()
+	} else if err != nil {
+		return err
+	}
+	r := &run{e: e, key: key, st: st}
+	if st.HasProcessed(ev.ID) {
+		// A redelivery. When a worker died mid-turn, the turn is still
+		// running with no one at it: carry it on from its last commit.
+		if t, ok := st.Turns[st.Instance.ActiveTurn]; ok && t.Status == turn.TurnRunning && st.Instance.Status == turn.Active {
+			e.log().InfoContext(ctx, "continuing an interrupted turn", "eventId", ev.ID, "turnId", t.ID, "traceId", t.TraceID)
+			return r.runTurn(ctx, t.ID)
+		}
+		e.log().InfoContext(ctx, "duplicate event ignored", "eventId", ev.ID, "instance", key.String())
+		return nil
+	}
+	in := parseInput(ev)
+	switch {
+	case st.Instance.Status == turn.Terminated:
+		e.log().WarnContext(ctx, "event for a terminated instance recorded, not run", "eventId", ev.ID, "instance", key.String())
+		return r.commit(ctx, func(c *turn.Commit) { c.Processed = ev.ID })
+	case in.Type == EventAuthGranted || in.Type == EventAuthExpired:
+		return r.authEvent(ctx, ev, in)
+	case in.Type == EventContinuation:
+		if st.Instance.ActiveTurn != ev.Metadata[MetaTurnID] || st.Instance.Status != turn.Active {
+			return r.commit(ctx, func(c *turn.Commit) { c.Processed = ev.ID })
+		}
+		if err := r.commit(ctx, func(c *turn.Commit) { c.Processed = ev.ID }); err != nil {
+			return err
+		}
+		return r.runTurn(ctx, st.Instance.ActiveTurn)
+	case st.Instance.Status == turn.Paused || st.Instance.ActiveTurn != "":
+		return r.commit(ctx, func(c *turn.Commit) {
+			c.BacklogPush = []domain.Event{ev}
+			c.Processed = ev.ID
+		})
+	}
+	return r.start(ctx, ev, in, 0)
+}
+
+// run is one Handle's working state: the instance as last committed.
+type run struct {
+	e   *Engine
+	key turn.InstanceKey
+	st  turn.State
+}
+
+// commit builds a commit over the current state with mut, writes it and
+// applies it to the state. The instance record's version, UpdatedAt and
+// key are set here.
+func (r *run) commit(ctx context.Context, mut func(*turn.Commit)) error {
+	inst := r.st.Instance
+	if inst.Version == 0 {
+		inst = turn.Instance{Key: r.key, Status: turn.Active, CreatedAt: r.e.now()}
+	}
+	inst.Version++
+	inst.UpdatedAt = r.e.now()
+	c := turn.Commit{Expect: r.st.Instance.Version, Instance: inst}
+	mut(&c)
+	if err := r.e.Store.Commit(ctx, c); err != nil {
+		return err
+	}
+	next, err := turn.Apply(r.st, c)
+	if err != nil {
+		return fmt.Errorf("engine: a committed change does not apply: %w", err)
+	}
+	r.st = next
+	return nil
+}
+
+// emit appends a turn event to c for t (t is the commit's turn copy).
+func (r *run) emit(c *turn.Commit, t *turn.Turn, typ string, data any) {
+	var raw json.RawMessage
+	if data != nil {
+		raw, _ = json.Marshal(data)
+	}
+	c.Events = append(c.Events, turn.TurnEvent{TurnID: t.ID, Seq: t.NextEvent, Type: typ, At: r.e.now(), Data: raw})
+	t.NextEvent++
+}
+
+// message appends a message event to c (its Seq from the instance).
+func (r *run) message(c *turn.Commit, typ message.EventType, m *message.Message) {
+	c.Messages = append(c.Messages, message.Event{Seq: c.Instance.NextSeq, Type: typ, Message: m})
+	c.Instance.NextSeq++
+}
+
+// turnID derives a turn's id from the event that starts it, so a start
+// retried after a crash names the same turn.
+func turnID(eventID string) string {
+	sum := sha256.Sum256([]byte("turn\x00" + eventID))
+	return "turn-" + hex.EncodeToString(sum[:10])
+}
+
+// start begins a turn for ev (popping it from the backlog when pop is 1)
+// and runs it.
+func (r *run) start(ctx context.Context, ev domain.Event, in input, pop int) error {
+	t := turn.Turn{
+		ID: turnID(ev.ID), Instance: r.key, InputEventID: ev.ID, InputType: in.Type,
+		Origin: ev.Origin, Auth: ev.Auth, TraceID: traceID(ev), Status: turn.TurnRunning, StartedAt: r.e.now(),
+	}
+	err := r.commit(ctx, func(c *turn.Commit) {
+		c.Instance.ActiveTurn = t.ID
+		c.BacklogPop = pop
+		if pop == 0 {
+			c.Processed = ev.ID
+		}
+		if in.Type == EventUserInput && in.Text != "" || in.Type != EventUserInput && in.Type != EventWakeup {
+			text := in.Text
+			if in.Type != EventUserInput {
+				text = ev.Input // other event kinds reach the model as their JSON
+			}
+			r.message(c, message.LLMMessage, &message.Message{ID: t.ID + "-input", Role: message.User,
+				Content: []message.Part{{Type: message.Text, Text: text}}})
+		}
+		r.emit(c, &t, turn.EvTurnStarted, map[string]any{"inputType": in.Type, "eventId": ev.ID, "traceId": t.TraceID})
+		c.Turn = &t
+	})
+	if err != nil {
+		return err
+	}
+	r.e.log().InfoContext(ctx, "turn started", "turnId", t.ID, "traceId", t.TraceID, "instance", r.key.String(), "inputType", in.Type)
+	return r.runTurn(ctx, t.ID)
+}
+
+// traceID continues the event's trace when it carries one.
+func traceID(ev domain.Event) string {
+	if id := ev.Metadata["traceId"]; id != "" {
+		return id
+	}
+	sum := sha256.Sum256([]byte("trace\x00" + ev.ID))
+	return hex.EncodeToString(sum[:16])
+}
+
+// authEvent resumes the calls parked on the consent the event reports:
+// auth.granted runs them again (switching parked → resuming in one
+// conditional commit, so a duplicate finds nothing parked), auth.expired
+// answers them authorization_expired.
+func (r *run) authEvent(ctx context.Context, ev domain.Event, in input) error {
+	session := ev.Metadata["authSessionId"]
+	if session == "" {
+		session = ev.ID
+	}
+	active := r.st.Instance.ActiveTurn
+	t, ok := r.st.Turns[active]
+	var parked []turn.Call
+	if ok && t.Status == turn.TurnParked {
+		for _, cl := range r.st.Calls {
+			if cl.TurnID == active && cl.State == turn.CallParked && cl.AuthSession == session {
+				parked = append(parked, cl)
+			}
+		}
+	}
+	if len(parked) == 0 {
+		// Not for a parked call (the turn moved on, or a duplicate after
+		// the dedup window): recorded, nothing runs.
+		r.e.log().InfoContext(ctx, "auth event with no call parked on it", "eventId", ev.ID, "authSessionId", session, "instance", r.key.String())
+		return r.commit(ctx, func(c *turn.Commit) { c.Processed = ev.ID })
+	}
+	if r.st.Instance.Status == turn.Paused {
+		return r.commit(ctx, func(c *turn.Commit) { c.BacklogPush = []domain.Event{ev}; c.Processed = ev.ID })
+	}
+	sortCalls(parked)
+	err := r.commit(ctx, func(c *turn.Commit) {
+		c.Processed = ev.ID
+		tt := t
+		tt.Status = turn.TurnRunning
+		r.emit(c, &tt, turn.EvTurnResumed, map[string]any{"authSessionId": session, "event": in.Type})
+		for _, cl := range parked {
+			cl.UpdatedAt = r.e.now()
+			if in.Type == EventAuthGranted {
+				cl.State = turn.CallResuming
+			} else {
+				cl.State = turn.CallError
+				cl.Result = errorResult(CodeAuthorizationExpired, "the user did not approve access in time; the tool did not run")
+				r.toolResult(c, &tt, cl)
+			}
+			c.Calls = append(c.Calls, cl)
+		}
+		c.Turn = &tt
+	})
+	if err != nil {
+		return err
+	}
+	return r.runTurn(ctx, active)
+}
+
+// errorResult is a tool result the engine writes itself, in the tool
+// hooks' shape.
+func errorResult(code, msg string) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"status": "error", "error": map[string]string{"code": code, "message": msg, "name": "TurnEngine"}})
+	return b
+}
+
+// toolResult appends cl's result to the conversation and the turn's
+// events.
+func (r *run) toolResult(c *turn.Commit, t *turn.Turn, cl turn.Call) {
+	isErr := cl.State == turn.CallError
+	r.message(c, message.LLMMessage, &message.Message{ID: t.ID + "-result-" + cl.ID, Role: message.Tool,
+		Content: []message.Part{{Type: message.ToolResult, CallID: cl.ID, Output: cl.Result, IsError: isErr}}})
+	typ := turn.EvToolCompleted
+	if isErr {
+		typ = turn.EvToolFailed
+		t.Errors++
+	}
+	r.emit(c, t, typ, map[string]any{"callId": cl.ID, "tool": cl.Tool, "step": cl.Step})
+}

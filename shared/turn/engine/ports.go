@@ -1,0 +1,115 @@
+// Package engine runs agent turns: it takes one queued event for an agent
+// instance and runs the turn's steps — step.config, step.tools,
+// step.blocks, step.llmInput, step.llmCall, the tool calls, step.post —
+// committing every state change to the turn.Store before the next one
+// starts. A tool whose token needs the user's consent parks its call; the
+// auth.granted event resumes exactly that call, once.
+//
+// The engine is pure logic over ports (store, models, tools, auth.pending,
+// queue, clock): it does no I/O of its own, reads no environment, and never
+// puts a token in a message, an event or a log line — tools get tokens
+// from the OAuth core inside the tool plane, never through the engine.
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/turn"
+	"github.com/agentauth/agentauth/shared/turn/model"
+)
+
+// Agent is what step.config resolves for an instance's agent from the
+// active bundle revision.
+type Agent struct {
+	Model        model.Model
+	SystemPrompt string
+	// MaxSteps ends a turn with turn.stepLimitReached (the Swarm's
+	// policy.maxStepsPerTurn unless the Agent overrides it).
+	MaxSteps int
+	// MaxToolCallsPerStep: calls beyond it get an error result.
+	MaxToolCallsPerStep int
+	ToolTimeout         time.Duration
+}
+
+// Config resolves the agent of an instance at the active bundle revision
+// (the Safe Point: called once per step, at step.config).
+type Config interface {
+	Agent(ctx context.Context, key turn.InstanceKey) (Agent, string, error)
+}
+
+// Tool is one tool of a step's catalog.
+type Tool struct {
+	Spec model.ToolSpec
+	// Idempotent tools are run again when a crash left their outcome
+	// unknown; others answer E_TOOL_OUTCOME_UNKNOWN.
+	Idempotent bool
+}
+
+// Invocation is one tool call the engine asks the tool plane to run.
+type Invocation struct {
+	Turn turn.Turn
+	Call turn.Call
+	// Catalog is the step's tool names: a call outside it is refused.
+	Catalog []string
+	// Resume names this call for the auth session a consent would start,
+	// so auth.granted comes back to exactly it.
+	Resume domain.ResumeInfo
+	// IdempotencyKey is stable across re-runs of this call (http tools
+	// send it as Idempotency-Key).
+	IdempotencyKey string
+}
+
+// Outcome kinds.
+const (
+	OutcomeOK    = "ok"
+	OutcomeError = "error"
+	// OutcomeAuthorizationRequired: the tool needs the user's consent
+	// first; the call parks.
+	OutcomeAuthorizationRequired = "authorization_required"
+)
+
+// Outcome is what a tool call produced.
+type Outcome struct {
+	Kind string
+	// Result is the tool result for the model (the tool hooks' JSON).
+	Result json.RawMessage
+	// AuthSession and AuthorizationURL, with OutcomeAuthorizationRequired.
+	AuthSession      string
+	AuthorizationURL string
+}
+
+// Tools is the tool plane as a turn sees it.
+type Tools interface {
+	// Catalog is the step's tools: the agent's tool selection ∩ what the
+	// turn's principal may see.
+	Catalog(ctx context.Context, t turn.Turn) ([]Tool, error)
+	// Invoke runs one call through the tool hooks (catalog, scopes, rate
+	// limit, audit). A tool error is an OutcomeError, never a Go error.
+	Invoke(ctx context.Context, in Invocation) Outcome
+}
+
+// Pending gives the auth.pending context block of an instance (its
+// pending consents, no secret), for step.blocks.
+type Pending interface {
+	PendingBlock(ctx context.Context, instanceKey, agentName string) (json.RawMessage, error)
+}
+
+// Events types the engine reads from a queued event's input.
+const (
+	EventUserInput    = "user.input"
+	EventAuthGranted  = "auth.granted"
+	EventAuthExpired  = "auth.expired"
+	EventContinuation = "turn.continue"
+	EventWakeup       = "system.wakeup"
+)
+
+// Resume metadata keys: a parked call's auth session carries them in its
+// resume target, and auth.granted / auth.expired bring them back.
+const (
+	MetaTurnID = "turnId"
+	MetaCallID = "callId"
+	MetaStep   = "step"
+)
