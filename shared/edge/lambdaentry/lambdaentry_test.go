@@ -36,12 +36,19 @@ func event(t *testing.T) events.APIGatewayV2HTTPRequest {
 	return ev
 }
 
-func TestRuntimeFunctionAnswersAPIGatewayEvents(t *testing.T) {
+// functionEnv is a function's environment on the test bundle and a fresh
+// embedded home.
+func functionEnv(t *testing.T) {
+	t.Helper()
 	t.Setenv(config.Bundle, "testdata/bundle")
 	t.Setenv(config.Home, t.TempDir())
 	t.Setenv(config.PublicURL, "https://auth.example")
 	t.Setenv("TEAM_CLIENT_SECRET", "s3cret")
 	t.Setenv(config.MasterKey, "")
+}
+
+func TestRuntimeFunctionAnswersAPIGatewayEvents(t *testing.T) {
+	functionEnv(t)
 	h, err := Build(context.Background(), os.Getenv, RuntimeRoutes, "gettoken", slog.New(slog.DiscardHandler), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -82,11 +89,7 @@ func TestBuildNamesMissingConfiguration(t *testing.T) {
 }
 
 func TestInvokeRoutesScheduledEventsToTheSweep(t *testing.T) {
-	t.Setenv(config.Bundle, "testdata/bundle")
-	t.Setenv(config.Home, t.TempDir())
-	t.Setenv(config.PublicURL, "https://auth.example")
-	t.Setenv("TEAM_CLIENT_SECRET", "s3cret")
-	t.Setenv(config.MasterKey, "")
+	functionEnv(t)
 	f, err := build(context.Background(), os.Getenv, RuntimeRoutes, "gettoken", slog.New(slog.DiscardHandler), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -119,11 +122,7 @@ func TestInvokeRoutesScheduledEventsToTheSweep(t *testing.T) {
 // event fixture (functions/<fn>/testdata) to the function it belongs to:
 // the routes answer it, not a 404, and the scheduled event runs the sweep.
 func TestFunctionFixturesThroughTheirHandlers(t *testing.T) {
-	t.Setenv(config.Bundle, "testdata/bundle")
-	t.Setenv(config.Home, t.TempDir())
-	t.Setenv(config.PublicURL, "https://auth.example")
-	t.Setenv("TEAM_CLIENT_SECRET", "s3cret")
-	t.Setenv(config.MasterKey, "")
+	functionEnv(t)
 	iss := jwttest.Start(t)
 	for k, v := range iss.Env() {
 		t.Setenv(k, v)

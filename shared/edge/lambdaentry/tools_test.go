@@ -31,11 +31,7 @@ func toolsEvent(method, path, token, body string) json.RawMessage {
 
 func TestToolsFunctionAnswersAPIGatewayEvents(t *testing.T) {
 	iss := jwttest.Start(t)
-	t.Setenv(config.Bundle, "testdata/bundle")
-	t.Setenv(config.Home, t.TempDir())
-	t.Setenv(config.PublicURL, "https://auth.example")
-	t.Setenv("TEAM_CLIENT_SECRET", "s3cret")
-	t.Setenv(config.MasterKey, "")
+	functionEnv(t)
 	t.Setenv(config.JWKSURL, "")
 	if _, err := build(context.Background(), os.Getenv, ToolsRoutes, "tools", slog.New(slog.DiscardHandler), Options{}); err == nil || !strings.Contains(err.Error(), "AGENTAUTH_JWKS_URL is required") {
 		t.Fatalf("without a JWKS URL: %v", err)

@@ -49,7 +49,9 @@ func TestFileNamesHoldNoInput(t *testing.T) {
 	}
 }
 
-func TestFileCorruptStateIsAnError(t *testing.T) {
+// allowOverStored stores content as alice's search state, then asks.
+func allowOverStored(t *testing.T, content string) (bool, error) {
+	t.Helper()
 	dir := t.TempDir()
 	l, err := New(dir, ratelimit.Limits{Default: ratelimit.Limit{Rate: 1, Burst: 1}}, nil)
 	if err != nil {
@@ -59,11 +61,15 @@ func TestFileCorruptStateIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, key+".tat")
-	if err := os.WriteFile(path, []byte("garbage"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, key+".tat"), []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ok, _, err := l.Allow(context.Background(), "alice", "search")
+	return ok, err
+}
+
+func TestFileCorruptStateIsAnError(t *testing.T) {
+	ok, err := allowOverStored(t, "garbage")
 	if err == nil || ok {
 		t.Fatalf("Allow = %v, %v; want an error", ok, err)
 	}
@@ -203,19 +209,7 @@ func TestSweepRemovesRefilledBuckets(t *testing.T) {
 // TestStoredZeroIsAState: a TAT of 0 (the epoch) is a valid, long-refilled
 // state, not corruption.
 func TestStoredZeroIsAState(t *testing.T) {
-	dir := t.TempDir()
-	l, err := New(dir, ratelimit.Limits{Default: ratelimit.Limit{Rate: 1, Burst: 1}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ratelimit.Key("alice", "search")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, key+".tat"), []byte("0\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if ok, _, err := l.Allow(context.Background(), "alice", "search"); !ok || err != nil {
+	if ok, err := allowOverStored(t, "0\n"); !ok || err != nil {
 		t.Fatalf("Allow over a zero TAT: %v %v", ok, err)
 	}
 }

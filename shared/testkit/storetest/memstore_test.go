@@ -86,19 +86,24 @@ func (m *memStore) PutGrant(_ context.Context, g domain.Grant, expect int64) (do
 }
 
 func (m *memStore) ListGrants(ctx context.Context) ([]domain.Grant, []error, error) {
+	return listAll(ctx, m, m.grants, m.GetGrant), nil, nil
+}
+
+// listAll reads every record of table through get, in id order.
+func listAll[T any](ctx context.Context, m *memStore, table map[string][]byte, get func(context.Context, string) (T, error)) []T {
 	m.mu.Lock()
-	var ids []string
-	for id := range m.grants {
+	ids := make([]string, 0, len(table))
+	for id := range table {
 		ids = append(ids, id)
 	}
 	m.mu.Unlock()
 	sort.Strings(ids)
-	var out []domain.Grant
+	var out []T
 	for _, id := range ids {
-		g, _ := m.GetGrant(ctx, id)
-		out = append(out, g)
+		v, _ := get(ctx, id)
+		out = append(out, v)
 	}
-	return out, nil, nil
+	return out
 }
 
 func (m *memStore) CreateSession(_ context.Context, s domain.Session) error {
@@ -236,19 +241,7 @@ func (m *memStore) CompleteSession(_ context.Context, id string, at time.Time, g
 }
 
 func (m *memStore) ListSessions(ctx context.Context) ([]domain.Session, []error, error) {
-	m.mu.Lock()
-	var ids []string
-	for id := range m.sessions {
-		ids = append(ids, id)
-	}
-	m.mu.Unlock()
-	sort.Strings(ids)
-	var out []domain.Session
-	for _, id := range ids {
-		s, _ := m.GetSession(ctx, id)
-		out = append(out, s)
-	}
-	return out, nil, nil
+	return listAll(ctx, m, m.sessions, m.GetSession), nil, nil
 }
 
 func (m *memStore) DeleteSession(_ context.Context, id string) error {

@@ -720,28 +720,24 @@ func testList(t *testing.T, s domain.Store) {
 		wantS[sess.ID] = sess
 	}
 	grants, errs, err = s.ListGrants(ctx)
-	noErr(t, err, "ListGrants")
-	if len(errs) != 0 || len(grants) != len(wantG) {
-		t.Fatalf("ListGrants: %d grants, errors %v", len(grants), errs)
-	}
-	for _, g := range grants {
-		w, ok := wantG[g.ID]
-		if !ok {
-			t.Fatalf("ListGrants returned unknown id %s", g.ID)
-		}
-		sameGrant(t, g, w, "listed grant")
-	}
+	sameListed(t, "ListGrants", grants, errs, err, wantG, func(g domain.Grant) string { return g.ID }, sameGrant)
 	sessions, errs, err = s.ListSessions(ctx)
-	noErr(t, err, "ListSessions")
-	if len(errs) != 0 || len(sessions) != len(wantS) {
-		t.Fatalf("ListSessions: %d sessions, errors %v", len(sessions), errs)
+	sameListed(t, "ListSessions", sessions, errs, err, wantS, func(s domain.Session) string { return s.ID }, sameSession)
+}
+
+// sameListed checks that a List call returned exactly want, by id.
+func sameListed[T any](t *testing.T, what string, got []T, errs []error, err error, want map[string]T, id func(T) string, same func(*testing.T, T, T, string)) {
+	t.Helper()
+	noErr(t, err, what)
+	if len(errs) != 0 || len(got) != len(want) {
+		t.Fatalf("%s: %d records, errors %v", what, len(got), errs)
 	}
-	for _, sess := range sessions {
-		w, ok := wantS[sess.ID]
+	for _, v := range got {
+		w, ok := want[id(v)]
 		if !ok {
-			t.Fatalf("ListSessions returned unknown id %s", sess.ID)
+			t.Fatalf("%s returned unknown id %s", what, id(v))
 		}
-		sameSession(t, sess, w, "listed session")
+		same(t, v, w, what+" record")
 	}
 }
 
