@@ -42,6 +42,65 @@ func (m *mapping) integer(key string) (v int, line int, present, ok bool) {
 	return int(i), n.Line, true, true
 }
 
+// intIn reads an optional integer that must lie in [lo, hi]; def when it
+// is absent, or invalid (reported).
+func (m *mapping) intIn(key string, def, lo, hi int) int {
+	v, line, present, ok := m.integer(key)
+	if !present || !ok {
+		return def
+	}
+	if v < lo || v > hi {
+		m.r.errorf(line, m.field(key), "must be between %d and %d", lo, hi)
+		return def
+	}
+	return v
+}
+
+// stringMap reads an optional mapping of non-empty string keys to string
+// values (metadata.labels, an ingress rule's properties). Entries that
+// fail are reported and left out.
+func (m *mapping) stringMap(key string) map[string]string {
+	n, _ := m.get(key)
+	if n == nil {
+		return nil
+	}
+	path := m.field(key)
+	if n.Kind != yaml.MappingNode {
+		m.r.errorf(n.Line, path, "must be a mapping of strings, got %s", describe(n))
+		return nil
+	}
+	out := map[string]string{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := deref(n.Content[i]), deref(n.Content[i+1])
+		if k == nil || k.Kind != yaml.ScalarNode {
+			m.r.errorf(n.Content[i].Line, path, "keys must be strings")
+			continue
+		}
+		fp := fieldPath(path, k.Value)
+		if _, dup := out[k.Value]; dup {
+			m.r.errorf(k.Line, fp, "duplicate key")
+			continue
+		}
+		if k.Value == "" {
+			m.r.errorf(k.Line, path, "keys must not be empty")
+			continue
+		}
+		if v == nil || v.Kind != yaml.ScalarNode || v.ShortTag() != "!!str" {
+			got := "null"
+			if v != nil {
+				got = describe(v)
+				if v.Kind == yaml.ScalarNode {
+					got += " (quote it)"
+				}
+			}
+			m.r.errorf(k.Line, fp, "must be a string, got %s", got)
+			continue
+		}
+		out[k.Value] = v.Value
+	}
+	return out
+}
+
 // listItem is one string of a list, where it was.
 type listItem struct {
 	Value string
