@@ -49,8 +49,7 @@ type Options struct {
 // the bundle.
 type kindDecoder func(r *res, d *document)
 
-// kindRegistry maps kind to decoder. Later kinds (Swarm, Agent, Model)
-// are added here.
+// kindRegistry maps kind to decoder.
 func kindRegistry() map[string]kindDecoder {
 	return map[string]kindDecoder{
 		"OAuthApp":     decodeOAuthApp,
@@ -58,6 +57,7 @@ func kindRegistry() map[string]kindDecoder {
 		"ToolGroup":    decodeToolGroup,
 		"AccessPolicy": decodeAccessPolicy,
 		"Skill":        decodeSkill,
+		"Model":        decodeModel,
 	}
 }
 
@@ -115,6 +115,7 @@ func Parse(files []File, opts Options) (*Bundle, error) {
 			ToolGroups:     map[string]*ToolGroup{},
 			AccessPolicies: map[string]*AccessPolicy{},
 			Skills:         map[string]*Skill{},
+			Models:         map[string]*Model{},
 		},
 		seen: map[domain.ObjectRef]place{},
 	}

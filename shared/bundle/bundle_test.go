@@ -98,6 +98,7 @@ const (
 	slackClientID = "slack-client-id-1234"
 	demoSecret    = "env-secret-VALUE-7f3a"
 	slackSecret   = "file-secret-VALUE-9c1e"
+	openAIKey     = "sk-env-VALUE-41d2"
 )
 
 type fakeSecrets map[string]string // "name/key" → value
@@ -123,6 +124,7 @@ func validOptions() Options {
 			"SLACK_CLIENT_ID": slackClientID,
 			"DEMO_SECRET":     demoSecret,
 			"EMPTY_VAR":       "",
+			"OPENAI_API_KEY":  openAIKey,
 		}),
 		Secrets: fakeSecrets{"slack/client-secret": slackSecret},
 	}
@@ -351,7 +353,7 @@ func TestParseRules(t *testing.T) {
 		{name: "apiVersion missing", file: dev, old: "apiVersion: agents.example.io/v1alpha1\n", new: "",
 			at: "kind: OAuthApp", want: "OAuthApp/cli-device: apiVersion: required"},
 		{name: "unknown kind", old: "kind: OAuthApp\nmetadata:\n  name: demo-user", new: "kind: Tol\nmetadata:\n  name: demo-user",
-			at: "kind: Tol", want: `Tol/demo-user: kind: unknown kind "Tol"; known kinds: AccessPolicy, OAuthApp, Skill, Tool, ToolGroup`},
+			at: "kind: Tol", want: `Tol/demo-user: kind: unknown kind "Tol"; known kinds: AccessPolicy, Model, OAuthApp, Skill, Tool, ToolGroup`},
 		{name: "kind missing", file: dev, old: "kind: OAuthApp\n", new: "",
 			at: "apiVersion", want: "kind: required"},
 		{name: "name invalid", old: "name: demo-user", new: "name: Demo_User",
@@ -881,8 +883,8 @@ func TestLoadDir(t *testing.T) {
 		t.Error("LoadDir revision differs from Parse of the same files")
 	}
 
-	must(os.WriteFile(filepath.Join(dir, "more", "broken.yaml"), []byte("apiVersion: agents.example.io/v1alpha1\nkind: Swarm\n"), 0o644))
-	if _, err := LoadDir(dir, validOptions()); err == nil || !strings.Contains(err.Error(), `more/broken.yaml:2: Swarm: kind: unknown kind "Swarm"; known kinds: AccessPolicy, OAuthApp, Skill, Tool, ToolGroup`) {
+	must(os.WriteFile(filepath.Join(dir, "more", "broken.yaml"), []byte("apiVersion: agents.example.io/v1alpha1\nkind: Pipeline\n"), 0o644))
+	if _, err := LoadDir(dir, validOptions()); err == nil || !strings.Contains(err.Error(), `more/broken.yaml:2: Pipeline: kind: unknown kind "Pipeline"; known kinds: AccessPolicy, Model, OAuthApp, Skill, Tool, ToolGroup`) {
 		t.Errorf("LoadDir with a broken file: %v", err)
 	}
 

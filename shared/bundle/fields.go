@@ -27,11 +27,7 @@ func (m *mapping) integer(key string) (v int, line int, present, ok bool) {
 		return 0, line, false, true
 	}
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
-		got := describe(n)
-		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
-			got = "a string (write the number without quotes)"
-		}
-		m.r.errorf(n.Line, m.field(key), "must be an integer, got %s", got)
+		m.r.errorf(n.Line, m.field(key), "must be an integer, got %s", describeNumber(n))
 		return 0, n.Line, true, false
 	}
 	var i int64
@@ -99,6 +95,34 @@ func (m *mapping) stringMap(key string) map[string]string {
 		out[k.Value] = v.Value
 	}
 	return out
+}
+
+// numberIn reads an optional number (integer or decimal) that must lie in
+// [lo, hi]; nil when it is absent, or invalid (reported).
+func (m *mapping) numberIn(key string, lo, hi float64) *float64 {
+	n, _ := m.get(key)
+	if n == nil {
+		return nil
+	}
+	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") {
+		m.r.errorf(n.Line, m.field(key), "must be a number, got %s", describeNumber(n))
+		return nil
+	}
+	var v float64
+	// NaN fails both comparisons: written this way it is refused too.
+	if err := n.Decode(&v); err != nil || !(v >= lo && v <= hi) {
+		m.r.errorf(n.Line, m.field(key), "must be a number between %g and %g", lo, hi)
+		return nil
+	}
+	return &v
+}
+
+// describeNumber is describe for a value that should have been a number.
+func describeNumber(n *yaml.Node) string {
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+		return "a string (write the number without quotes)"
+	}
+	return describe(n)
 }
 
 // listItem is one string of a list, where it was.

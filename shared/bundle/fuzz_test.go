@@ -26,6 +26,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("spec: {client: {clientId: {valueFrom: {secretRef: {ref: Secret/x, key: k}}}}}\nkind: OAuthApp\n"))
 	f.Add([]byte(appsYAML + "---\n" + toolsYAML))
 	f.Add([]byte(toolsYAML))
+	f.Add([]byte(turnYAML))
+	f.Add([]byte("apiVersion: agents.example.io/v1alpha1\nkind: Model\nmetadata: {name: m}\nspec: {provider: openai, model: m, endpoint: \"http://[::1]:1/v1\", parameters: {maxTokens: 1, temperature: 2.0}, retry: {maxRetries: 0}}\n"))
 	f.Add([]byte("apiVersion: agents.example.io/v1alpha1\nkind: Tool\nmetadata: {name: t}\nspec: {id: a:b, name: b, description: d, sourceId: a, transport: native, inputSchema: {type: object, properties: {x: {$ref: '#/$defs/y'}}, $defs: {y: &y {type: array, items: *y}}}}\n"))
 	opts := Options{
 		LookupEnv: func(k string) (string, bool) { return "fuzz-env-" + k, k != "" && k[0] != 'X' },
@@ -83,6 +85,19 @@ func FuzzParse(f *testing.F) {
 				if _, ok := b.ToolGroups[g]; !ok {
 					t.Fatalf("policy %q grants a missing group %q", name, g)
 				}
+			}
+		}
+		for name, m := range b.Models {
+			if name != m.Name || m.ModelID == "" || m.Endpoint == "" && m.Provider == ModelProviderOpenAI ||
+				m.RequestTimeout <= 0 || m.MaxRetries < 0 || m.MaxRetries > maxModelRetries ||
+				m.Temperature != nil && !(*m.Temperature >= 0 && *m.Temperature <= maxModelTemperature) {
+				t.Fatalf("model %q: %+v", name, m)
+			}
+			if m.Provider == ModelProviderOpenAI && m.APIKey.IsZero() && !loopbackURL(m.Endpoint) {
+				t.Fatalf("openai model %q off loopback without an apiKey", name)
+			}
+			if m.Provider == ModelProviderBedrock && !m.APIKey.IsZero() {
+				t.Fatalf("bedrock model %q with an apiKey", name)
 			}
 		}
 		for name, sk := range b.Skills {

@@ -33,6 +33,8 @@ type Bundle struct {
 	AccessPolicies map[string]*AccessPolicy
 	// Skills by metadata.name.
 	Skills map[string]*Skill
+	// Models by metadata.name.
+	Models map[string]*Model
 	// Warnings are problems that do not stop the bundle from loading
 	// (empty scopes, subject verification turned off); the caller logs
 	// them at start.

@@ -1,0 +1,248 @@
+package bundle
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentauth/agentauth/shared/domain"
+)
+
+// turnYAML holds the turn engine's kinds. Its line numbers are asserted:
+// append, do not insert.
+const turnYAML = `apiVersion: agents.example.io/v1alpha1
+kind: Model
+metadata:
+  name: gpt
+  labels: {team: platform}
+spec:
+  provider: openai
+  model: gpt-4o-mini
+  credentials:
+    apiKey:
+      valueFrom: {env: OPENAI_API_KEY}
+  parameters:
+    maxTokens: 4096
+    temperature: 0.2
+  timeouts: {requestSeconds: 60}
+  retry: {maxRetries: 5}
+---
+apiVersion: agents.example.io/v1alpha1
+kind: Model
+metadata: {name: local}
+spec:
+  provider: openai
+  model: "llama3.1:8b"
+  endpoint: http://localhost:11434/v1
+---
+apiVersion: agents.example.io/v1alpha1
+kind: Model
+metadata: {name: claude}
+spec:
+  provider: bedrock
+  model: anthropic.claude-3-5-haiku-20241022-v1:0
+  region: eu-central-1
+  parameters: {temperature: 1}
+---
+apiVersion: agents.example.io/v1alpha1
+kind: Model
+metadata: {name: emulated}
+spec:
+  provider: bedrock
+  model: scripted
+  endpoint: http://127.0.0.1:4566
+`
+
+func turnFiles() map[string]string {
+	f := toolFiles()
+	f["turn.yaml"] = turnYAML
+	return f
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestParseModels(t *testing.T) {
+	b := mustParse(t, turnFiles())
+	want := map[string]*Model{
+		"gpt": {Name: "gpt", Labels: map[string]string{"team": "platform"}, File: "turn.yaml", Line: 1,
+			Provider: ModelProviderOpenAI, ModelID: "gpt-4o-mini", Endpoint: DefaultOpenAIEndpoint,
+			APIKey: domain.NewSecret(openAIKey), MaxTokens: 4096, Temperature: ptr(0.2),
+			RequestTimeout: time.Minute, MaxRetries: 5},
+		"local": {Name: "local", File: "turn.yaml", Line: 18,
+			Provider: ModelProviderOpenAI, ModelID: "llama3.1:8b", Endpoint: "http://localhost:11434/v1",
+			RequestTimeout: DefaultModelRequestTimeout, MaxRetries: DefaultModelMaxRetries},
+		"claude": {Name: "claude", File: "turn.yaml", Line: 26,
+			Provider: ModelProviderBedrock, ModelID: "anthropic.claude-3-5-haiku-20241022-v1:0", Region: "eu-central-1",
+			Temperature: ptr(1.0), RequestTimeout: DefaultModelRequestTimeout, MaxRetries: DefaultModelMaxRetries},
+		"emulated": {Name: "emulated", File: "turn.yaml", Line: 35,
+			Provider: ModelProviderBedrock, ModelID: "scripted", Endpoint: "http://127.0.0.1:4566",
+			RequestTimeout: DefaultModelRequestTimeout, MaxRetries: DefaultModelMaxRetries},
+	}
+	if !reflect.DeepEqual(b.Models, want) {
+		for name, m := range b.Models {
+			t.Errorf("%s = %+v", name, *m)
+		}
+	}
+	if b.Models["gpt"].APIKey.Reveal() != openAIKey {
+		t.Error("gpt's apiKey not resolved from the environment")
+	}
+	if !b.Models["local"].APIKey.IsZero() {
+		t.Error("local has an apiKey")
+	}
+	if s := fmt.Sprintf("%+v %#v", *b.Models["gpt"], b.Models["gpt"]); strings.Contains(s, openAIKey) {
+		t.Errorf("printing a model shows its apiKey: %s", s)
+	}
+	if got := b.Models["gpt"].Ref(); got != (domain.ObjectRef{Kind: "Model", Name: "gpt"}) {
+		t.Errorf("Ref() = %v", got)
+	}
+}
+
+// Each form a Model may take, alone in a file, and what it decodes to.
+func TestModelForms(t *testing.T) {
+	tests := []struct {
+		name, spec string
+		want       Model
+		warning    string
+	}{
+		{"openai defaults", "provider: openai\n  model: m\n  credentials: {apiKey: {valueFrom: {env: OPENAI_API_KEY}}}",
+			Model{Provider: "openai", ModelID: "m", Endpoint: "https://api.openai.com/v1", APIKey: domain.NewSecret(openAIKey), RequestTimeout: 120 * time.Second, MaxRetries: 3}, ""},
+		{"openai other https endpoint", "provider: openai\n  model: m\n  endpoint: https://litellm.example.com/v1\n  credentials: {apiKey: {valueFrom: {env: OPENAI_API_KEY}}}",
+			Model{Provider: "openai", ModelID: "m", Endpoint: "https://litellm.example.com/v1", APIKey: domain.NewSecret(openAIKey), RequestTimeout: 120 * time.Second, MaxRetries: 3}, ""},
+		{"openai loopback IPv6 without a key", "provider: openai\n  model: m\n  endpoint: http://[::1]:8000/v1",
+			Model{Provider: "openai", ModelID: "m", Endpoint: "http://[::1]:8000/v1", RequestTimeout: 120 * time.Second, MaxRetries: 3}, ""},
+		{"openai loopback with a key", "provider: openai\n  model: m\n  endpoint: http://127.0.0.1:9292/v1\n  credentials: {apiKey: {value: k}}",
+			Model{Provider: "openai", ModelID: "m", Endpoint: "http://127.0.0.1:9292/v1", APIKey: domain.NewSecret("k"), RequestTimeout: 120 * time.Second, MaxRetries: 3},
+			"x.yaml:8: Model/x: spec.credentials.apiKey.value: a literal secret in the bundle is for tests and demos; use valueFrom (env or secretRef) (spec 2.4 rule 4)"},
+		{"bedrock defaults", "provider: bedrock\n  model: amazon.nova-lite-v1:0",
+			Model{Provider: "bedrock", ModelID: "amazon.nova-lite-v1:0", RequestTimeout: 120 * time.Second, MaxRetries: 3}, ""},
+		{"bedrock inference profile ARN and GovCloud region", "provider: bedrock\n  model: arn:aws:bedrock:us-gov-west-1:123456789012:inference-profile/us-gov.m\n  region: us-gov-west-1",
+			Model{Provider: "bedrock", ModelID: "arn:aws:bedrock:us-gov-west-1:123456789012:inference-profile/us-gov.m", Region: "us-gov-west-1", RequestTimeout: 120 * time.Second, MaxRetries: 3}, ""},
+		{"bounds low", "provider: bedrock\n  model: m\n  parameters: {maxTokens: 1, temperature: 0}\n  timeouts: {requestSeconds: 1}\n  retry: {maxRetries: 0}",
+			Model{Provider: "bedrock", ModelID: "m", MaxTokens: 1, Temperature: ptr(0.0), RequestTimeout: time.Second}, ""},
+		{"bounds high", "provider: bedrock\n  model: m\n  parameters: {maxTokens: 200000, temperature: 2.0}\n  timeouts: {requestSeconds: 900}\n  retry: {maxRetries: 10}",
+			Model{Provider: "bedrock", ModelID: "m", MaxTokens: 200000, Temperature: ptr(2.0), RequestTimeout: 900 * time.Second, MaxRetries: 10}, ""},
+		{"empty blocks take the defaults", "provider: bedrock\n  model: m\n  parameters: {}\n  timeouts:\n  retry: {}\n  credentials: {}",
+			Model{Provider: "bedrock", ModelID: "m", RequestTimeout: 120 * time.Second, MaxRetries: 3}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := "apiVersion: agents.example.io/v1alpha1\nkind: Model\nmetadata: {name: x}\nspec:\n  " + tt.spec + "\n"
+			b, err := Parse([]File{{Name: "x.yaml", Data: []byte(doc)}}, validOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tt.want
+			want.Name, want.File, want.Line = "x", "x.yaml", 1
+			if got := b.Models["x"]; !reflect.DeepEqual(got, &want) {
+				t.Errorf("got  %+v\nwant %+v", *got, want)
+			}
+			var wantWarnings []string
+			if tt.warning != "" {
+				wantWarnings = []string{tt.warning}
+			}
+			if !reflect.DeepEqual(b.Warnings, wantWarnings) {
+				t.Errorf("warnings = %q, want %q", b.Warnings, wantWarnings)
+			}
+		})
+	}
+}
+
+func TestTurnRules(t *testing.T) {
+	runRuleCases(t, turnFiles, "turn.yaml", []ruleCase{
+		// Model.
+		{name: "model spec missing", old: "metadata: {name: local}\nspec:\n  provider: openai\n  model: \"llama3.1:8b\"\n  endpoint: http://localhost:11434/v1\n", new: "metadata: {name: local}\n",
+			at: "apiVersion: agents.example.io/v1alpha1\nkind: Model\nmetadata: {name: local}", want: "Model/local: spec: required"},
+		{name: "model unknown field", old: "  retry: {maxRetries: 5}", new: "  retries: {maxRetries: 5}",
+			at: "retries:", want: "Model/gpt: spec.retries: unknown field; known fields: provider, model, endpoint, region, credentials, parameters, timeouts, retry"},
+		{name: "provider missing", old: "  provider: openai\n  model: gpt-4o-mini\n", new: "  model: gpt-4o-mini\n",
+			at: "spec:\n  model: gpt", want: "Model/gpt: spec.provider: required"},
+		{name: "provider unknown", old: "provider: bedrock\n  model: anthropic", new: "provider: anthropic\n  model: anthropic",
+			at: "provider: anthropic", want: `Model/claude: spec.provider: "anthropic" is not allowed; allowed values: bedrock, openai`},
+		{name: "model id missing", old: "  model: scripted\n", new: "",
+			at: "spec:\n  provider: bedrock\n  endpoint", want: "Model/emulated: spec.model: required"},
+		{name: "model id with a space", old: "model: gpt-4o-mini", new: "model: gpt 4o",
+			at: "model: gpt 4o", want: `Model/gpt: spec.model: "gpt 4o" must not contain spaces or control characters`},
+		{name: "model id a number", old: "model: scripted", new: "model: 4",
+			at: "model: 4", want: "Model/emulated: spec.model: must be a string, got a number (quote it)"},
+		{name: "endpoint plain http off loopback", old: "endpoint: http://localhost:11434/v1", new: "endpoint: http://ollama.lan:11434/v1",
+			at: "endpoint:", want: "Model/local: spec.endpoint: https is required (plain http only for loopback hosts: localhost, 127.0.0.1, ::1)"},
+		{name: "endpoint with credentials", old: "endpoint: http://localhost:11434/v1", new: "endpoint: https://u:hunter2@llm.example.com/v1",
+			at: "endpoint:", want: "Model/local: spec.endpoint: must not contain credentials"},
+		{name: "endpoint with a query", old: "endpoint: http://localhost:11434/v1", new: "endpoint: https://llm.example.com/v1?key=x",
+			at: "endpoint:", want: "Model/local: spec.endpoint: must not contain a query"},
+		{name: "endpoint not a URL", old: "endpoint: http://127.0.0.1:4566", new: "endpoint: bedrock.local",
+			at: "endpoint: bedrock.local", want: "Model/emulated: spec.endpoint: must be an absolute http or https URL"},
+		{name: "openai without a key", old: "  credentials:\n    apiKey:\n      valueFrom: {env: OPENAI_API_KEY}\n", new: "",
+			at: "spec:\n  provider: openai\n  model: gpt", want: "Model/gpt: spec.credentials.apiKey: required for provider openai unless the endpoint is on a loopback host (a local server, or the scripted model)"},
+		{name: "openai https endpoint without a key", old: "endpoint: http://localhost:11434/v1", new: "endpoint: https://vllm.example.com/v1",
+			at: "spec:\n  provider: openai\n  model: \"llama", want: "Model/local: spec.credentials.apiKey: required for provider openai unless the endpoint is on a loopback host"},
+		{name: "openai empty credentials", old: "endpoint: http://localhost:11434/v1", new: "endpoint: https://vllm.example.com/v1\n  credentials: {}",
+			at: "credentials: {}", want: "Model/local: spec.credentials.apiKey: required for provider openai"},
+		{name: "openai key from an unset variable", old: "env: OPENAI_API_KEY", new: "env: NOPE_KEY",
+			at: "env: NOPE_KEY", want: `Model/gpt: spec.credentials.apiKey.valueFrom.env: environment variable "NOPE_KEY" is not set`},
+		{name: "openai key not a ValueSource", old: "    apiKey:\n      valueFrom: {env: OPENAI_API_KEY}", new: "    apiKey: sk-123",
+			at: "apiKey: sk-123", want: "Model/gpt: spec.credentials.apiKey: must be a mapping, got a !!str value"},
+		{name: "openai with a region", old: "  endpoint: http://localhost:11434/v1\n", new: "  endpoint: http://localhost:11434/v1\n  region: us-east-1\n",
+			at: "region: us-east-1", want: "Model/local: spec.region: only for provider bedrock: an openai endpoint is named by its URL"},
+		{name: "credentials unknown field", old: "    apiKey:\n      valueFrom", new: "    apikey:\n      valueFrom",
+			at: "apikey:", want: "Model/gpt: spec.credentials.apikey: unknown field; did you mean apiKey?"},
+		{name: "bedrock with a key", old: "  region: eu-central-1\n", new: "  region: eu-central-1\n  credentials: {apiKey: {valueFrom: {env: NOT_READ}}}\n",
+			at: "credentials: {apiKey", want: "Model/claude: spec.credentials.apiKey: not for provider bedrock: it signs its calls with the AWS credentials of the process (the function's role; locally the SDK's default chain); apiKey is for provider openai"},
+		{name: "bedrock region malformed", old: "region: eu-central-1", new: "region: Frankfurt",
+			at: "region: Frankfurt", want: `Model/claude: spec.region: "Frankfurt" is not an AWS region name (like us-east-1)`},
+		{name: "maxTokens zero", old: "maxTokens: 4096", new: "maxTokens: 0",
+			at: "maxTokens: 0", want: "Model/gpt: spec.parameters.maxTokens: must be between 1 and 200000"},
+		{name: "maxTokens too many", old: "maxTokens: 4096", new: "maxTokens: 200001",
+			at: "maxTokens: 2", want: "Model/gpt: spec.parameters.maxTokens: must be between 1 and 200000"},
+		{name: "maxTokens decimal", old: "maxTokens: 4096", new: "maxTokens: 4096.5",
+			at: "maxTokens: 4", want: "Model/gpt: spec.parameters.maxTokens: must be an integer, got a number"},
+		{name: "temperature above 2", old: "temperature: 0.2", new: "temperature: 2.01",
+			at: "temperature: 2", want: "Model/gpt: spec.parameters.temperature: must be a number between 0 and 2"},
+		{name: "temperature negative", old: "temperature: 1}", new: "temperature: -0.5}",
+			at: "temperature: -", want: "Model/claude: spec.parameters.temperature: must be a number between 0 and 2"},
+		{name: "temperature NaN", old: "temperature: 0.2", new: "temperature: .nan",
+			at: "temperature: .nan", want: "Model/gpt: spec.parameters.temperature: must be a number between 0 and 2"},
+		{name: "temperature quoted", old: "temperature: 0.2", new: `temperature: "0.2"`,
+			at: "temperature:", want: "Model/gpt: spec.parameters.temperature: must be a number, got a string (write the number without quotes)"},
+		{name: "parameters unknown field", old: "maxTokens: 4096", new: "maxtokens: 4096",
+			at: "maxtokens:", want: "Model/gpt: spec.parameters.maxtokens: unknown field; did you mean maxTokens?"},
+		{name: "requestSeconds zero", old: "requestSeconds: 60", new: "requestSeconds: 0",
+			at: "requestSeconds: 0", want: "Model/gpt: spec.timeouts.requestSeconds: must be between 1 and 900"},
+		{name: "requestSeconds too long", old: "requestSeconds: 60", new: "requestSeconds: 901",
+			at: "requestSeconds: 901", want: "Model/gpt: spec.timeouts.requestSeconds: must be between 1 and 900"},
+		{name: "maxRetries negative", old: "maxRetries: 5", new: "maxRetries: -1",
+			at: "maxRetries: -1", want: "Model/gpt: spec.retry.maxRetries: must be between 0 and 10"},
+		{name: "maxRetries too many", old: "maxRetries: 5", new: "maxRetries: 11",
+			at: "maxRetries: 11", want: "Model/gpt: spec.retry.maxRetries: must be between 0 and 10"},
+		{name: "retry not a mapping", old: "retry: {maxRetries: 5}", new: "retry: 5",
+			at: "retry: 5", want: "Model/gpt: spec.retry: must be a mapping, got a number"},
+		{name: "duplicate model", file: "z.yaml", new: "apiVersion: agents.example.io/v1alpha1\nkind: Model\nmetadata: {name: gpt}\nspec: {provider: bedrock, model: m}\n",
+			at: "metadata:", want: "Model/gpt: metadata.name: duplicate Model/gpt: already defined at turn.yaml:1"},
+	})
+}
+
+// A resolved apiKey never shows in a problem or a warning, also when the
+// model around it is broken.
+func TestTurnSecretsNeverInMessages(t *testing.T) {
+	files := turnFiles()
+	mutate(t, files, "turn.yaml", "maxTokens: 4096", "maxTokens: -1")
+	mutate(t, files, "turn.yaml", "model: gpt-4o-mini", "model: gpt 4o")
+	mutate(t, files, "turn.yaml", "    apiKey:\n", "    apiKey:\n      value: "+openAIKey+"\n")
+	_, err := Parse(toFiles(files), validOptions())
+	var ve *ValidationError
+	if !errors.As(err, &ve) || len(ve.Problems) < 3 {
+		t.Fatalf("err = %v, want several problems", err)
+	}
+	texts := []string{err.Error(), fmt.Sprintf("%+v", ve)}
+	for _, w := range ve.Warnings {
+		texts = append(texts, w.String())
+	}
+	for _, s := range texts {
+		if strings.Contains(s, openAIKey) {
+			t.Errorf("message shows the apiKey:\n%s", s)
+		}
+	}
+}
