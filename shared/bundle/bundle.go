@@ -58,6 +58,7 @@ func kindRegistry() map[string]kindDecoder {
 		"AccessPolicy": decodeAccessPolicy,
 		"Skill":        decodeSkill,
 		"Model":        decodeModel,
+		"Agent":        decodeAgent,
 	}
 }
 
@@ -116,6 +117,7 @@ func Parse(files []File, opts Options) (*Bundle, error) {
 			AccessPolicies: map[string]*AccessPolicy{},
 			Skills:         map[string]*Skill{},
 			Models:         map[string]*Model{},
+			Agents:         map[string]*Agent{},
 		},
 		seen: map[domain.ObjectRef]place{},
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/tools/discovery"
@@ -27,6 +28,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(appsYAML + "---\n" + toolsYAML))
 	f.Add([]byte(toolsYAML))
 	f.Add([]byte(turnYAML))
+	f.Add([]byte(toolsYAML + "---\n" + turnYAML))
+	f.Add([]byte("apiVersion: agents.example.io/v1alpha1\nkind: Agent\nmetadata: {name: a}\nspec: {modelRef: m, systemPrompt: \"\", tools: {selectors: [{}], explicitToolIds: [x:y]}, limits: {maxToolCallsPerStep: 128}}\n---\napiVersion: agents.example.io/v1alpha1\nkind: Model\nmetadata: {name: m}\nspec: {provider: bedrock, model: m}\n"))
 	f.Add([]byte("apiVersion: agents.example.io/v1alpha1\nkind: Model\nmetadata: {name: m}\nspec: {provider: openai, model: m, endpoint: \"http://[::1]:1/v1\", parameters: {maxTokens: 1, temperature: 2.0}, retry: {maxRetries: 0}}\n"))
 	f.Add([]byte("apiVersion: agents.example.io/v1alpha1\nkind: Tool\nmetadata: {name: t}\nspec: {id: a:b, name: b, description: d, sourceId: a, transport: native, inputSchema: {type: object, properties: {x: {$ref: '#/$defs/y'}}, $defs: {y: &y {type: array, items: *y}}}}\n"))
 	opts := Options{
@@ -98,6 +101,14 @@ func FuzzParse(f *testing.F) {
 			}
 			if m.Provider == ModelProviderBedrock && !m.APIKey.IsZero() {
 				t.Fatalf("bedrock model %q with an apiKey", name)
+			}
+		}
+		for name, a := range b.Agents {
+			if _, ok := b.Models[a.ModelRef.Name]; name != a.Name || !ok || a.ModelRef.Kind != "Model" {
+				t.Fatalf("agent %q names a missing model: %+v", name, a)
+			}
+			if a.MaxStepsPerTurn < 0 || a.MaxStepsPerTurn > maxStepsPerTurn || a.MaxToolCallsPerStep < 1 || a.MaxToolCallsPerStep > maxToolCallsPerStep || a.ToolTimeout < time.Second {
+				t.Fatalf("agent %q limits out of range: %+v", name, a)
 			}
 		}
 		for name, sk := range b.Skills {

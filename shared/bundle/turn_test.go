@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/tools/discovery"
 )
 
 // turnYAML holds the turn engine's kinds. Its line numbers are asserted:
@@ -54,6 +56,30 @@ spec:
   provider: bedrock
   model: scripted
   endpoint: http://127.0.0.1:4566
+---
+apiVersion: agents.example.io/v1alpha1
+kind: Agent
+metadata: {name: assistant}
+spec:
+  modelRef: Model/gpt
+  systemPrompt: |
+    You help with Slack.
+  tools:
+    selectors:
+      - source: slack
+        requiredTags: [chat]
+    explicitToolIds: [native:now, tenant:later]
+    excludedToolIds: [slack:legacy_post]
+  limits:
+    maxStepsPerTurn: 8
+    maxToolCallsPerStep: 4
+    toolTimeoutSeconds: 30
+---
+apiVersion: agents.example.io/v1alpha1
+kind: Agent
+metadata: {name: helper}
+spec:
+  modelRef: local
 `
 
 func turnFiles() map[string]string {
@@ -97,6 +123,64 @@ func TestParseModels(t *testing.T) {
 	}
 	if got := b.Models["gpt"].Ref(); got != (domain.ObjectRef{Kind: "Model", Name: "gpt"}) {
 		t.Errorf("Ref() = %v", got)
+	}
+}
+
+func TestParseAgents(t *testing.T) {
+	b := mustParse(t, turnFiles())
+	want := map[string]*Agent{
+		"assistant": {Name: "assistant", File: "turn.yaml", Line: 43,
+			ModelRef: domain.ObjectRef{Kind: "Model", Name: "gpt"}, SystemPrompt: "You help with Slack.\n",
+			Tools: ToolSelection{
+				Selectors:       []discovery.Selector{{Source: "slack", RequiredTags: []string{"chat"}}},
+				ExplicitToolIDs: []string{"native:now", "tenant:later"},
+				ExcludedToolIDs: []string{"slack:legacy_post"},
+			},
+			MaxStepsPerTurn: 8, MaxToolCallsPerStep: 4, ToolTimeout: 30 * time.Second},
+		"helper": {Name: "helper", File: "turn.yaml", Line: 61,
+			ModelRef:            domain.ObjectRef{Kind: "Model", Name: "local"},
+			MaxToolCallsPerStep: DefaultMaxToolCallsPerStep, ToolTimeout: DefaultToolTimeout},
+	}
+	if !reflect.DeepEqual(b.Agents, want) {
+		for name, a := range b.Agents {
+			t.Errorf("%s = %+v", name, *a)
+		}
+	}
+	if got := b.Agents["helper"].Ref(); got != (domain.ObjectRef{Kind: "Agent", Name: "helper"}) {
+		t.Errorf("Ref() = %v", got)
+	}
+	wantWarning := `turn.yaml:54: Agent/assistant: spec.tools.explicitToolIds[1]: no Tool with id "tenant:later" in the bundle; kept, since tenants may upload it at run time`
+	// An agent without tools is no mistake (a ToolGroup without any is):
+	// helper has no warning.
+	agentWarnings := slices.DeleteFunc(slices.Clone(b.Warnings), func(w string) bool { return !strings.Contains(w, "Agent/") })
+	if !reflect.DeepEqual(agentWarnings, []string{wantWarning}) {
+		t.Errorf("agent warnings =\n%s\nwant\n%s", strings.Join(agentWarnings, "\n"), wantWarning)
+	}
+
+	// The agent's selection is a discovery group like any other: the
+	// same tools as a ToolGroup with the same fields.
+	cfg := b.DiscoveryConfig()
+	cfg.Groups = append(cfg.Groups, b.Agents["assistant"].Tools.Group("agent:assistant", true))
+	ix, err := discovery.NewIndex(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range ix.GroupTools("agent:assistant", false) {
+		got = append(got, e.ToolID)
+	}
+	if want := []string{"native:now", "slack:post_message"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("the agent's tools = %q, want %q", got, want)
+	}
+}
+
+func TestAgentExclusionWarning(t *testing.T) {
+	files := turnFiles()
+	mutate(t, files, "turn.yaml", "excludedToolIds: [slack:legacy_post]", "excludedToolIds: [slack:legacy_post, native:now]")
+	b := mustParse(t, files)
+	want := `turn.yaml:55: Agent/assistant: spec.tools.excludedToolIds[1]: "native:now" is also in explicitToolIds: exclusion wins, the agent does not hold it`
+	if !slices.Contains(b.Warnings, want) {
+		t.Errorf("Warnings =\n%s\nwant among them\n%s", strings.Join(b.Warnings, "\n"), want)
 	}
 }
 
@@ -219,6 +303,50 @@ func TestTurnRules(t *testing.T) {
 			at: "maxRetries: 11", want: "Model/gpt: spec.retry.maxRetries: must be between 0 and 10"},
 		{name: "retry not a mapping", old: "retry: {maxRetries: 5}", new: "retry: 5",
 			at: "retry: 5", want: "Model/gpt: spec.retry: must be a mapping, got a number"},
+		// Agent.
+		{name: "agent spec missing", old: "metadata: {name: helper}\nspec:\n  modelRef: local\n", new: "metadata: {name: helper}\n",
+			at: "apiVersion: agents.example.io/v1alpha1\nkind: Agent\nmetadata: {name: helper}", want: "Agent/helper: spec: required"},
+		{name: "agent unknown field", old: "  modelRef: local\n", new: "  modelRef: local\n  model: local\n",
+			at: "  model: local", want: "Agent/helper: spec.model: unknown field; known fields: modelRef, systemPrompt, tools, limits"},
+		{name: "modelRef missing", old: "  modelRef: local\n", new: "  systemPrompt: hi\n",
+			at: "spec:\n  systemPrompt: hi", want: "Agent/helper: spec.modelRef: required"},
+		{name: "modelRef names no model", old: "modelRef: local", new: "modelRef: Model/nope",
+			at: "modelRef: Model/nope", want: "Agent/helper: spec.modelRef: Model/nope is not in the bundle; Models: claude, emulated, gpt, local"},
+		{name: "modelRef of another kind", old: "modelRef: local", new: "modelRef: Tool/clock",
+			at: "modelRef: Tool", want: `Agent/helper: spec.modelRef: "Tool/clock": must name a Model, not a Tool`},
+		{name: "modelRef malformed", old: "modelRef: local", new: "modelRef: Model/",
+			at: "modelRef: Model/\n", want: `Agent/helper: spec.modelRef: "Model/": want a Model name or Model/<name>`},
+		{name: "modelRef from another file names no model", file: "a-first.yaml", new: "apiVersion: agents.example.io/v1alpha1\nkind: Agent\nmetadata: {name: early}\nspec:\n  modelRef: Model/gtp\n",
+			at: "modelRef:", want: "Agent/early: spec.modelRef: Model/gtp is not in the bundle; Models: claude, emulated, gpt, local"},
+		{name: "systemPrompt not a string", old: "  modelRef: local\n", new: "  modelRef: local\n  systemPrompt: [a]\n",
+			at: "systemPrompt: [a]", want: "Agent/helper: spec.systemPrompt: must be a string, got a list"},
+		{name: "systemPrompt too long", old: "  modelRef: local\n", new: "  modelRef: local\n  systemPrompt: " + strings.Repeat("x", 256<<10+1) + "\n",
+			at: "systemPrompt: x", want: "Agent/helper: spec.systemPrompt: must be at most 262144 bytes"},
+		{name: "tools not a mapping", old: "  modelRef: local\n", new: "  modelRef: local\n  tools: [native:now]\n",
+			at: "tools: [", want: "Agent/helper: spec.tools: must be a mapping, got a list"},
+		{name: "tools unknown field", old: "    explicitToolIds: [native:now, tenant:later]", new: "    explicitToolIds: [native:now, tenant:later]\n    active: true",
+			at: "active: true", want: "Agent/assistant: spec.tools.active: unknown field; known fields: selectors, explicitToolIds, excludedToolIds"},
+		{name: "tools selector pattern invalid", old: "      - source: slack\n", new: "      - source: \"regex:(\"\n",
+			at: "source: \"regex", want: `Agent/assistant: spec.tools.selectors[0].source: pattern "regex:(": invalid regular expression`},
+		{name: "tools explicit id shape", old: "explicitToolIds: [native:now, tenant:later]", new: "explicitToolIds: [native:now, now]",
+			at: "explicitToolIds:", want: `Agent/assistant: spec.tools.explicitToolIds[1]: "now" is not a tool id: want <source>:<operation>`},
+		{name: "tools excluded id duplicate", old: "excludedToolIds: [slack:legacy_post]", new: "excludedToolIds: [slack:legacy_post, slack:legacy_post]",
+			at: "excludedToolIds:", want: `Agent/assistant: spec.tools.excludedToolIds[1]: duplicate "slack:legacy_post" (also spec.tools.excludedToolIds[0])`},
+		{name: "maxStepsPerTurn zero", old: "maxStepsPerTurn: 8", new: "maxStepsPerTurn: 0",
+			at: "maxStepsPerTurn: 0", want: "Agent/assistant: spec.limits.maxStepsPerTurn: must be between 1 and 1000"},
+		{name: "maxStepsPerTurn too many", old: "maxStepsPerTurn: 8", new: "maxStepsPerTurn: 1001",
+			at: "maxStepsPerTurn: 1001", want: "Agent/assistant: spec.limits.maxStepsPerTurn: must be between 1 and 1000"},
+		{name: "maxToolCallsPerStep zero", old: "maxToolCallsPerStep: 4", new: "maxToolCallsPerStep: 0",
+			at: "maxToolCallsPerStep: 0", want: "Agent/assistant: spec.limits.maxToolCallsPerStep: must be between 1 and 128"},
+		{name: "maxToolCallsPerStep too many", old: "maxToolCallsPerStep: 4", new: "maxToolCallsPerStep: 129",
+			at: "maxToolCallsPerStep: 129", want: "Agent/assistant: spec.limits.maxToolCallsPerStep: must be between 1 and 128"},
+		{name: "toolTimeoutSeconds zero", old: "toolTimeoutSeconds: 30", new: "toolTimeoutSeconds: 0",
+			at: "toolTimeoutSeconds: 0", want: "Agent/assistant: spec.limits.toolTimeoutSeconds: must be between 1 and 900"},
+		{name: "toolTimeoutSeconds too long", old: "toolTimeoutSeconds: 30", new: "toolTimeoutSeconds: 901",
+			at: "toolTimeoutSeconds: 901", want: "Agent/assistant: spec.limits.toolTimeoutSeconds: must be between 1 and 900"},
+		{name: "limits unknown field", old: "maxToolCallsPerStep: 4", new: "maxToolCalls: 4",
+			at: "maxToolCalls:", want: "Agent/assistant: spec.limits.maxToolCalls: unknown field; known fields: maxStepsPerTurn, maxToolCallsPerStep, toolTimeoutSeconds"},
+
 		{name: "duplicate model", file: "z.yaml", new: "apiVersion: agents.example.io/v1alpha1\nkind: Model\nmetadata: {name: gpt}\nspec: {provider: bedrock, model: m}\n",
 			at: "metadata:", want: "Model/gpt: metadata.name: duplicate Model/gpt: already defined at turn.yaml:1"},
 	})

@@ -35,6 +35,8 @@ type Bundle struct {
 	Skills map[string]*Skill
 	// Models by metadata.name.
 	Models map[string]*Model
+	// Agents by metadata.name.
+	Agents map[string]*Agent
 	// Warnings are problems that do not stop the bundle from loading
 	// (empty scopes, subject verification turned off); the caller logs
 	// them at start.

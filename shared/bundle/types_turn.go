@@ -63,3 +63,39 @@ type Model struct {
 
 // Ref is the model's object reference.
 func (m *Model) Ref() domain.ObjectRef { return domain.ObjectRef{Kind: "Model", Name: m.Name} }
+
+// Defaults of an Agent's spec.limits.
+const (
+	DefaultMaxToolCallsPerStep = 16
+	DefaultToolTimeout         = 60 * time.Second
+)
+
+// Agent is a validated Agent resource: a model, its instructions and the
+// tools its steps may offer. Its spec fields:
+//
+//	field                         type                          rule
+//	modelRef                      Model/<name>, required        a Model of the bundle
+//	systemPrompt                  string                        may be empty or absent; at most 256 KiB
+//	tools                         ToolSelection                 the step's tools (step.tools): selectors, explicitToolIds,
+//	                                                            excludedToolIds, as a ToolGroup's; absent: no tools. A step's
+//	                                                            catalog is this ∩ what the turn's principal may see
+//	limits.maxStepsPerTurn        integer 1..1000               overrides the Swarm's policy.maxStepsPerTurn
+//	limits.maxToolCallsPerStep    integer 1..128, default 16    the most tool calls one step makes
+//	limits.toolTimeoutSeconds     integer 1..900, default 60    one tool call
+type Agent struct {
+	Name   string // metadata.name
+	Labels map[string]string
+	File   string
+	Line   int
+
+	ModelRef     domain.ObjectRef // Kind Model, of a Model in the bundle: Bundle.Models[ModelRef.Name]
+	SystemPrompt string
+	Tools        ToolSelection
+
+	MaxStepsPerTurn     int // limits.maxStepsPerTurn; 0: the Swarm's (see Swarm.StepLimit)
+	MaxToolCallsPerStep int
+	ToolTimeout         time.Duration
+}
+
+// Ref is the agent's object reference.
+func (a *Agent) Ref() domain.ObjectRef { return domain.ObjectRef{Kind: "Agent", Name: a.Name} }
