@@ -59,6 +59,7 @@ func kindRegistry() map[string]kindDecoder {
 		"Skill":        decodeSkill,
 		"Model":        decodeModel,
 		"Agent":        decodeAgent,
+		"Swarm":        decodeSwarm,
 	}
 }
 
@@ -118,6 +119,7 @@ func Parse(files []File, opts Options) (*Bundle, error) {
 			Skills:         map[string]*Skill{},
 			Models:         map[string]*Model{},
 			Agents:         map[string]*Agent{},
+			Swarms:         map[string]*Swarm{},
 		},
 		seen: map[domain.ObjectRef]place{},
 	}

@@ -12,7 +12,7 @@
 // refused as a whole.
 //
 // Kinds are decoded through a small registry: OAuthApp, Tool, ToolGroup,
-// AccessPolicy and Skill, and the turn engine's Model and Agent (their fields are
+// AccessPolicy and Skill, and the turn engine's Model, Agent and Swarm (their fields are
 // documented on the types of the same names). Unknown kinds and unknown
 // fields are errors, never ignored. References between resources (a
 // tool's OAuthApp and scopes, a policy's groups, a group's tools) are

@@ -80,6 +80,29 @@ kind: Agent
 metadata: {name: helper}
 spec:
   modelRef: local
+---
+apiVersion: agents.example.io/v1alpha1
+kind: Swarm
+metadata: {name: support}
+spec:
+  agents: [Agent/assistant, helper]
+  entrypoint: Agent/assistant
+  policy: {maxStepsPerTurn: 50}
+  ingress:
+    - match: {event: user.input, properties: {channel: help}}
+      route: {agentRef: Agent/helper}
+    - match:
+        properties: {channel: help, priority: high}
+    - match: {event: system.wakeup}
+      route: {agentRef: helper}
+    - route: {}
+---
+apiVersion: agents.example.io/v1alpha1
+kind: Swarm
+metadata: {name: solo}
+spec:
+  agents: [helper]
+  entrypoint: helper
 `
 
 func turnFiles() map[string]string {
@@ -181,6 +204,133 @@ func TestAgentExclusionWarning(t *testing.T) {
 	want := `turn.yaml:55: Agent/assistant: spec.tools.excludedToolIds[1]: "native:now" is also in explicitToolIds: exclusion wins, the agent does not hold it`
 	if !slices.Contains(b.Warnings, want) {
 		t.Errorf("Warnings =\n%s\nwant among them\n%s", strings.Join(b.Warnings, "\n"), want)
+	}
+}
+
+func TestParseSwarms(t *testing.T) {
+	b := mustParse(t, turnFiles())
+	want := map[string]*Swarm{
+		"support": {Name: "support", File: "turn.yaml", Line: 67,
+			Agents: []string{"assistant", "helper"}, Entrypoint: "assistant", MaxStepsPerTurn: 50,
+			Ingress: []IngressRule{
+				{Event: "user.input", Properties: map[string]string{"channel": "help"}, Agent: "helper"},
+				{Properties: map[string]string{"channel": "help", "priority": "high"}},
+				{Event: "system.wakeup", Agent: "helper"},
+				{},
+			}},
+		"solo": {Name: "solo", File: "turn.yaml", Line: 83,
+			Agents: []string{"helper"}, Entrypoint: "helper", MaxStepsPerTurn: DefaultMaxStepsPerTurn},
+	}
+	if !reflect.DeepEqual(b.Swarms, want) {
+		for name, s := range b.Swarms {
+			t.Errorf("%s = %+v", name, *s)
+		}
+	}
+	if got := b.Swarms["solo"].Ref(); got != (domain.ObjectRef{Kind: "Swarm", Name: "solo"}) {
+		t.Errorf("Ref() = %v", got)
+	}
+	for _, w := range b.Warnings {
+		if strings.Contains(w, "Swarm/") {
+			t.Errorf("unexpected warning: %s", w)
+		}
+	}
+
+	support := b.Swarms["support"]
+	for _, tt := range []struct {
+		agent *Agent
+		want  int
+	}{
+		{b.Agents["assistant"], 8}, // the agent's limit wins
+		{b.Agents["helper"], 50},   // none: the swarm's
+		{nil, 50},
+	} {
+		if got := support.StepLimit(tt.agent); got != tt.want {
+			t.Errorf("StepLimit(%v) = %d, want %d", tt.agent, got, tt.want)
+		}
+	}
+	if got := b.Swarms["solo"].StepLimit(b.Agents["helper"]); got != DefaultMaxStepsPerTurn {
+		t.Errorf("solo StepLimit = %d, want the default %d", got, DefaultMaxStepsPerTurn)
+	}
+}
+
+func TestSwarmRoute(t *testing.T) {
+	support := mustParse(t, turnFiles()).Swarms["support"]
+	bare := &Swarm{Agents: []string{"a", "b"}, Entrypoint: "a"}
+	emptyValue := &Swarm{Agents: []string{"a", "b"}, Entrypoint: "a", Ingress: []IngressRule{
+		{Properties: map[string]string{"thread": ""}, Agent: "b"},
+	}}
+	noCatchAll := &Swarm{Agents: []string{"a", "b"}, Entrypoint: "a", Ingress: []IngressRule{
+		{Event: "agent.delegate", Agent: "b"},
+	}}
+	tests := []struct {
+		name  string
+		swarm *Swarm
+		event string
+		props map[string]string
+		want  string
+	}{
+		{"event and property match", support, "user.input", map[string]string{"channel": "help"}, "helper"},
+		{"first match wins over a later, narrower rule", support, "user.input", map[string]string{"channel": "help", "priority": "high"}, "helper"},
+		{"properties alone; a rule without route goes to the entrypoint", support, "auth.granted", map[string]string{"channel": "help", "priority": "high"}, "assistant"},
+		{"one property of two does not match", support, "auth.granted", map[string]string{"channel": "help"}, "assistant"},
+		{"event alone", support, "system.wakeup", nil, "helper"},
+		{"event alone, extra properties", support, "system.wakeup", map[string]string{"channel": "help"}, "helper"},
+		{"property value differs", support, "user.input", map[string]string{"channel": "sales"}, "assistant"},
+		{"no properties", support, "user.input", nil, "assistant"},
+		{"event type is exact", support, "User.Input", map[string]string{"channel": "help"}, "assistant"},
+		{"property value is exact", support, "user.input", map[string]string{"channel": "Help"}, "assistant"},
+		{"no rules: the entrypoint", bare, "user.input", map[string]string{"channel": "help"}, "a"},
+		{"no rule matches: the entrypoint", noCatchAll, "user.input", nil, "a"},
+		{"a rule matches", noCatchAll, "agent.delegate", nil, "b"},
+		{"an empty value needs the key", emptyValue, "user.input", map[string]string{"thread": ""}, "b"},
+		{"a missing key is not an empty value", emptyValue, "user.input", nil, "a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.swarm.Route(tt.event, tt.props); got != tt.want {
+				t.Errorf("Route(%q, %v) = %q, want %q", tt.event, tt.props, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSwarmIngressWarnings(t *testing.T) {
+	files := turnFiles()
+	mutate(t, files, "turn.yaml", "    - route: {}\n", "    - route: {}\n    - match: {event: user.input}\n")
+	mutate(t, files, "turn.yaml", "  entrypoint: helper\n", "  entrypoint: helper\n  ingress:\n    - match: {}\n      route: {agentRef: helper}\n    - {}\n")
+	b := mustParse(t, files)
+	want := []string{
+		"turn.yaml:82: Swarm/support: spec.ingress[4]: unreachable: spec.ingress[3] before it matches every event",
+		"turn.yaml:93: Swarm/solo: spec.ingress[1]: unreachable: spec.ingress[0] before it matches every event",
+	}
+	var got []string
+	for _, w := range b.Warnings {
+		if strings.Contains(w, "Swarm/") {
+			got = append(got, w)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("warnings =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A broken agents list is reported once: the entrypoint and routes that
+// name an agent left out of it are not reported again.
+func TestSwarmBrokenAgentsReportedOnce(t *testing.T) {
+	files := turnFiles()
+	mutate(t, files, "turn.yaml", "agents: [Agent/assistant, helper]", "agents: [Agent/assistant, Model/helper]")
+	_, err := Parse(toFiles(files), validOptions())
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("err = %v", err)
+	}
+	want := []string{`turn.yaml:71: Swarm/support: spec.agents[1]: "Model/helper": must name an Agent, not a Model`}
+	var got []string
+	for _, p := range ve.Problems {
+		got = append(got, p.String())
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("problems =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
@@ -346,6 +496,68 @@ func TestTurnRules(t *testing.T) {
 			at: "toolTimeoutSeconds: 901", want: "Agent/assistant: spec.limits.toolTimeoutSeconds: must be between 1 and 900"},
 		{name: "limits unknown field", old: "maxToolCallsPerStep: 4", new: "maxToolCalls: 4",
 			at: "maxToolCalls:", want: "Agent/assistant: spec.limits.maxToolCalls: unknown field; known fields: maxStepsPerTurn, maxToolCallsPerStep, toolTimeoutSeconds"},
+
+		// Swarm.
+		{name: "swarm spec missing", old: "metadata: {name: solo}\nspec:\n  agents: [helper]\n  entrypoint: helper\n", new: "metadata: {name: solo}\n",
+			at: "apiVersion: agents.example.io/v1alpha1\nkind: Swarm\nmetadata: {name: solo}", want: "Swarm/solo: spec: required"},
+		{name: "swarm unknown field", old: "  entrypoint: helper\n", new: "  entrypoint: helper\n  entryPoint: helper\n",
+			at: "entryPoint", want: "Swarm/solo: spec.entryPoint: unknown field; did you mean entrypoint?"},
+		{name: "agents missing", old: "  agents: [helper]\n", new: "",
+			at: "spec:\n  entrypoint: helper", want: "Swarm/solo: spec.agents: required: at least one Agent"},
+		{name: "agents empty", old: "agents: [helper]", new: "agents: []",
+			at: "agents: []", want: "Swarm/solo: spec.agents: must name at least one Agent"},
+		{name: "agents not a list", old: "agents: [helper]", new: "agents: helper",
+			at: "agents: helper", want: "Swarm/solo: spec.agents: must be a list, got a !!str value"},
+		{name: "agent not in the bundle", old: "agents: [Agent/assistant, helper]", new: "agents: [Agent/assistant, helpr]",
+			at: "agents: [Agent/assistant, helpr]", want: "Swarm/support: spec.agents[1]: Agent/helpr is not in the bundle; Agents: assistant, helper"},
+		{name: "agent named twice, spelt two ways", old: "agents: [Agent/assistant, helper]", new: "agents: [Agent/assistant, helper, assistant]",
+			at: "agents: [", want: "Swarm/support: spec.agents[2]: duplicate Agent/assistant (also spec.agents[0])"},
+		{name: "agent of another kind", old: "agents: [helper]", new: "agents: [Model/local]",
+			at: "agents: [Model", want: `Swarm/solo: spec.agents[0]: "Model/local": must name an Agent, not a Model`},
+		{name: "agent from another file not in the bundle", file: "a-first.yaml", new: "apiVersion: agents.example.io/v1alpha1\nkind: Swarm\nmetadata: {name: early}\nspec:\n  agents:\n    - helper\n    - Agent/later\n  entrypoint: helper\n",
+			at: "- Agent/later", want: "Swarm/early: spec.agents[1]: Agent/later is not in the bundle; Agents: assistant, helper"},
+		{name: "entrypoint missing", old: "  entrypoint: helper\n", new: "",
+			at: "spec:\n  agents: [helper]", want: "Swarm/solo: spec.entrypoint: required"},
+		{name: "entrypoint not one of the agents", old: "entrypoint: helper", new: "entrypoint: assistant",
+			at: "entrypoint: assistant", want: "Swarm/solo: spec.entrypoint: Agent/assistant is not one of spec.agents (helper)"},
+		{name: "entrypoint of another kind", old: "entrypoint: helper", new: "entrypoint: Model/local",
+			at: "entrypoint: Model", want: `Swarm/solo: spec.entrypoint: "Model/local": must name an Agent, not a Model`},
+		{name: "swarm maxStepsPerTurn zero", old: "policy: {maxStepsPerTurn: 50}", new: "policy: {maxStepsPerTurn: 0}",
+			at: "policy:", want: "Swarm/support: spec.policy.maxStepsPerTurn: must be between 1 and 1000"},
+		{name: "swarm maxStepsPerTurn too many", old: "policy: {maxStepsPerTurn: 50}", new: "policy: {maxStepsPerTurn: 1001}",
+			at: "policy:", want: "Swarm/support: spec.policy.maxStepsPerTurn: must be between 1 and 1000"},
+		{name: "policy unknown field", old: "policy: {maxStepsPerTurn: 50}", new: "policy: {maxSteps: 50}",
+			at: "policy:", want: "Swarm/support: spec.policy.maxSteps: unknown field; known fields: maxStepsPerTurn"},
+		{name: "ingress not a list", old: "  entrypoint: helper\n", new: "  entrypoint: helper\n  ingress: {route: {}}\n",
+			at: "ingress: {", want: "Swarm/solo: spec.ingress: must be a list, got a mapping"},
+		{name: "ingress rule null", old: "    - route: {}\n", new: "    -\n",
+			at: "    -\n", want: "Swarm/support: spec.ingress[3]: must be a mapping {match, route}; {} routes every event to the entrypoint"},
+		{name: "ingress rule a string", old: "    - route: {}\n", new: "    - helper\n",
+			at: "    - helper", want: "Swarm/support: spec.ingress[3]: must be a mapping, got a !!str value"},
+		{name: "ingress rule unknown field", old: "    - route: {}\n", new: "    - to: helper\n",
+			at: "    - to:", want: "Swarm/support: spec.ingress[3].to: unknown field; known fields: match, route"},
+		{name: "match unknown field", old: "match: {event: system.wakeup}", new: "match: {type: system.wakeup}",
+			at: "match: {type", want: "Swarm/support: spec.ingress[2].match.type: unknown field; known fields: event, properties"},
+		{name: "match event empty", old: "match: {event: system.wakeup}", new: `match: {event: ""}`,
+			at: `match: {event: ""}`, want: "Swarm/support: spec.ingress[2].match.event: must not be empty; leave it out to match every event type"},
+		{name: "match event with a space", old: "match: {event: system.wakeup}", new: `match: {event: "system wakeup"}`,
+			at: "match: {event: \"system", want: `Swarm/support: spec.ingress[2].match.event: "system wakeup" must not contain spaces or control characters`},
+		{name: "match event a list", old: "match: {event: system.wakeup}", new: "match: {event: [a, b]}",
+			at: "match: {event: [", want: "Swarm/support: spec.ingress[2].match.event: must be a string, got a list"},
+		{name: "match property a number", old: "properties: {channel: help, priority: high}", new: "properties: {channel: help, priority: 1}",
+			at: "properties: {channel: help, priority: 1}", want: "Swarm/support: spec.ingress[1].match.properties.priority: must be a string, got a number (quote it)"},
+		{name: "match properties a list", old: "properties: {channel: help, priority: high}", new: "properties: [channel]",
+			at: "properties: [channel]", want: "Swarm/support: spec.ingress[1].match.properties: must be a mapping of strings, got a list"},
+		{name: "match property key empty", old: "properties: {channel: help, priority: high}", new: `properties: {"": help}`,
+			at: `properties: {"": help}`, want: "Swarm/support: spec.ingress[1].match.properties: keys must not be empty"},
+		{name: "route agent not one of the agents", old: "route: {agentRef: Agent/helper}", new: "route: {agentRef: Agent/other}",
+			at: "route: {agentRef: Agent/other}", want: "Swarm/support: spec.ingress[0].route.agentRef: Agent/other is not one of spec.agents (assistant, helper)"},
+		{name: "route agent of another kind", old: "route: {agentRef: Agent/helper}", new: "route: {agentRef: Model/gpt}",
+			at: "route: {agentRef: Model/gpt}", want: `Swarm/support: spec.ingress[0].route.agentRef: "Model/gpt": must name an Agent, not a Model`},
+		{name: "route unknown field", old: "    - route: {}\n", new: "    - route: {agent: helper}\n",
+			at: "route: {agent:", want: "Swarm/support: spec.ingress[3].route.agent: unknown field; known fields: agentRef"},
+		{name: "duplicate swarm", file: "z.yaml", new: "apiVersion: agents.example.io/v1alpha1\nkind: Swarm\nmetadata: {name: solo}\nspec: {agents: [helper], entrypoint: helper}\n",
+			at: "metadata:", want: "Swarm/solo: metadata.name: duplicate Swarm/solo: already defined at turn.yaml:83"},
 
 		{name: "duplicate model", file: "z.yaml", new: "apiVersion: agents.example.io/v1alpha1\nkind: Model\nmetadata: {name: gpt}\nspec: {provider: bedrock, model: m}\n",
 			at: "metadata:", want: "Model/gpt: metadata.name: duplicate Model/gpt: already defined at turn.yaml:1"},

@@ -37,6 +37,8 @@ type Bundle struct {
 	Models map[string]*Model
 	// Agents by metadata.name.
 	Agents map[string]*Agent
+	// Swarms by metadata.name.
+	Swarms map[string]*Swarm
 	// Warnings are problems that do not stop the bundle from loading
 	// (empty scopes, subject verification turned off); the caller logs
 	// them at start.

@@ -99,3 +99,89 @@ type Agent struct {
 
 // Ref is the agent's object reference.
 func (a *Agent) Ref() domain.ObjectRef { return domain.ObjectRef{Kind: "Agent", Name: a.Name} }
+
+// DefaultMaxStepsPerTurn is a Swarm's policy.maxStepsPerTurn when the
+// bundle sets none (the runtime model's default).
+const DefaultMaxStepsPerTurn = 32
+
+// Swarm is a validated Swarm resource: the agents that serve one kind of
+// conversation, and which of them an incoming event goes to. Its spec
+// fields:
+//
+//	field                     type                           rule
+//	agents                    [Agent/<name>], required       Agents of the bundle, at least one, each once
+//	entrypoint                Agent/<name>, required         one of agents
+//	policy.maxStepsPerTurn    integer 1..1000, default 32    a turn ends after this many steps (an Agent's limit overrides it)
+//	ingress                   [rule]                         routes events to agents; first match wins
+//
+// and an ingress rule's:
+//
+//	match.event               string                         the event type, exactly; omitted: any
+//	match.properties          {string: string}               each must equal the event's property; omitted: any
+//	route.agentRef            Agent/<name>                   one of agents; omitted: the entrypoint
+//
+// event and properties AND; a rule without match (or with an empty one)
+// matches every event, so any rule after it is unreachable (a warning).
+type Swarm struct {
+	Name   string // metadata.name
+	Labels map[string]string
+	File   string
+	Line   int
+
+	Agents          []string // names of Agents in the bundle, in spec order
+	Entrypoint      string   // one of Agents
+	MaxStepsPerTurn int      // policy.maxStepsPerTurn
+	Ingress         []IngressRule
+}
+
+// IngressRule is one rule of a Swarm's ingress.
+type IngressRule struct {
+	Event      string            // match.event; "" matches every type
+	Properties map[string]string // match.properties; nil matches every event
+	Agent      string            // route.agentRef's name, one of the Swarm's agents; "" for the entrypoint
+}
+
+// Ref is the swarm's object reference.
+func (s *Swarm) Ref() domain.ObjectRef { return domain.ObjectRef{Kind: "Swarm", Name: s.Name} }
+
+// Matches reports whether an event of type eventType with properties
+// matches the rule: the same type (when the rule names one) and every
+// property the rule names, with the same value.
+func (r IngressRule) Matches(eventType string, properties map[string]string) bool {
+	if r.Event != "" && r.Event != eventType {
+		return false
+	}
+	for k, want := range r.Properties {
+		if got, ok := properties[k]; !ok || got != want {
+			return false
+		}
+	}
+	return true
+}
+
+// CatchAll reports whether the rule matches every event.
+func (r IngressRule) CatchAll() bool { return r.Event == "" && len(r.Properties) == 0 }
+
+// Route is the agent an event goes to: the agent of the first ingress rule
+// that matches it (the entrypoint when that rule names none), else the
+// entrypoint.
+func (s *Swarm) Route(eventType string, properties map[string]string) (agent string) {
+	for _, r := range s.Ingress {
+		if r.Matches(eventType, properties) {
+			if r.Agent != "" {
+				return r.Agent
+			}
+			break
+		}
+	}
+	return s.Entrypoint
+}
+
+// StepLimit is how many steps a turn of agent a may run in the swarm: the
+// agent's limits.maxStepsPerTurn when set, else the swarm's policy.
+func (s *Swarm) StepLimit(a *Agent) int {
+	if a != nil && a.MaxStepsPerTurn > 0 {
+		return a.MaxStepsPerTurn
+	}
+	return s.MaxStepsPerTurn
+}
