@@ -60,6 +60,7 @@ func kindRegistry() map[string]kindDecoder {
 		"Model":        decodeModel,
 		"Agent":        decodeAgent,
 		"Swarm":        decodeSwarm,
+		"Connector":    decodeConnector,
 	}
 }
 
@@ -120,6 +121,7 @@ func Parse(files []File, opts Options) (*Bundle, error) {
 			Models:         map[string]*Model{},
 			Agents:         map[string]*Agent{},
 			Swarms:         map[string]*Swarm{},
+			Connectors:     map[string]*Connector{},
 		},
 		seen: map[domain.ObjectRef]place{},
 	}

@@ -99,6 +99,8 @@ const (
 	demoSecret    = "env-secret-VALUE-7f3a"
 	slackSecret   = "file-secret-VALUE-9c1e"
 	openAIKey     = "sk-env-VALUE-41d2"
+	hookKey       = "hook-env-VALUE-0123456789abcdef0123"
+	chatHMACKey   = "chat-file-VALUE-0123456789abcdef0123"
 )
 
 type fakeSecrets map[string]string // "name/key" → value
@@ -125,8 +127,9 @@ func validOptions() Options {
 			"DEMO_SECRET":     demoSecret,
 			"EMPTY_VAR":       "",
 			"OPENAI_API_KEY":  openAIKey,
+			"HOOK_KEY":        hookKey,
 		}),
-		Secrets: fakeSecrets{"slack/client-secret": slackSecret},
+		Secrets: fakeSecrets{"slack/client-secret": slackSecret, "chat-ui/hmac": chatHMACKey},
 	}
 }
 
@@ -353,7 +356,7 @@ func TestParseRules(t *testing.T) {
 		{name: "apiVersion missing", file: dev, old: "apiVersion: agents.example.io/v1alpha1\n", new: "",
 			at: "kind: OAuthApp", want: "OAuthApp/cli-device: apiVersion: required"},
 		{name: "unknown kind", old: "kind: OAuthApp\nmetadata:\n  name: demo-user", new: "kind: Tol\nmetadata:\n  name: demo-user",
-			at: "kind: Tol", want: `Tol/demo-user: kind: unknown kind "Tol"; known kinds: AccessPolicy, Agent, Model, OAuthApp, Skill, Swarm, Tool, ToolGroup`},
+			at: "kind: Tol", want: `Tol/demo-user: kind: unknown kind "Tol"; known kinds: AccessPolicy, Agent, Connector, Model, OAuthApp, Skill, Swarm, Tool, ToolGroup`},
 		{name: "kind missing", file: dev, old: "kind: OAuthApp\n", new: "",
 			at: "apiVersion", want: "kind: required"},
 		{name: "name invalid", old: "name: demo-user", new: "name: Demo_User",
@@ -884,7 +887,7 @@ func TestLoadDir(t *testing.T) {
 	}
 
 	must(os.WriteFile(filepath.Join(dir, "more", "broken.yaml"), []byte("apiVersion: agents.example.io/v1alpha1\nkind: Pipeline\n"), 0o644))
-	if _, err := LoadDir(dir, validOptions()); err == nil || !strings.Contains(err.Error(), `more/broken.yaml:2: Pipeline: kind: unknown kind "Pipeline"; known kinds: AccessPolicy, Agent, Model, OAuthApp, Skill, Swarm, Tool, ToolGroup`) {
+	if _, err := LoadDir(dir, validOptions()); err == nil || !strings.Contains(err.Error(), `more/broken.yaml:2: Pipeline: kind: unknown kind "Pipeline"; known kinds: AccessPolicy, Agent, Connector, Model, OAuthApp, Skill, Swarm, Tool, ToolGroup`) {
 		t.Errorf("LoadDir with a broken file: %v", err)
 	}
 

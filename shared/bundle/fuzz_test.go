@@ -32,6 +32,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(toolsYAML + "---\n" + turnYAML))
 	f.Add([]byte("apiVersion: agents.example.io/v1alpha1\nkind: Agent\nmetadata: {name: a}\nspec: {modelRef: m, systemPrompt: \"\", tools: {selectors: [{}], explicitToolIds: [x:y]}, limits: {maxToolCallsPerStep: 128}}\n---\napiVersion: agents.example.io/v1alpha1\nkind: Model\nmetadata: {name: m}\nspec: {provider: bedrock, model: m}\n"))
 	f.Add([]byte("apiVersion: agents.example.io/v1alpha1\nkind: Swarm\nmetadata: {name: s}\nspec:\n  agents: [a, Agent/b]\n  entrypoint: a\n  policy: {maxStepsPerTurn: 1000}\n  ingress:\n    - match: {event: e, properties: {k: v}}\n      route: {agentRef: b}\n    - {}\n    - match: {}\n"))
+	f.Add([]byte("apiVersion: agents.example.io/v1alpha1\nkind: Connector\nmetadata: {name: c}\nspec: {type: webhook, url: \"http://localhost:1/h?a=b\", secret: {valueFrom: {env: K}}, events: [turn.started, turn.failed]}\n"))
 	f.Add([]byte("apiVersion: agents.example.io/v1alpha1\nkind: Model\nmetadata: {name: m}\nspec: {provider: openai, model: m, endpoint: \"http://[::1]:1/v1\", parameters: {maxTokens: 1, temperature: 2.0}, retry: {maxRetries: 0}}\n"))
 	f.Add([]byte("apiVersion: agents.example.io/v1alpha1\nkind: Tool\nmetadata: {name: t}\nspec: {id: a:b, name: b, description: d, sourceId: a, transport: native, inputSchema: {type: object, properties: {x: {$ref: '#/$defs/y'}}, $defs: {y: &y {type: array, items: *y}}}}\n"))
 	opts := Options{
@@ -129,6 +130,11 @@ func FuzzParse(f *testing.F) {
 				if got := sw.Route(rule.Event, rule.Properties); !slices.Contains(sw.Agents, got) {
 					t.Fatalf("swarm %q: Route(%q, %v) = %q, not one of its agents", name, rule.Event, rule.Properties, got)
 				}
+			}
+		}
+		for name, c := range b.Connectors {
+			if name != c.Name || c.Type != ConnectorTypeWebhook || c.URL == "" || c.Secret.IsZero() || len(c.Events) == 0 {
+				t.Fatalf("connector %q: %+v", name, c)
 			}
 		}
 		for name, sk := range b.Skills {

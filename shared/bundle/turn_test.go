@@ -103,6 +103,24 @@ metadata: {name: solo}
 spec:
   agents: [helper]
   entrypoint: helper
+---
+apiVersion: agents.example.io/v1alpha1
+kind: Connector
+metadata: {name: chat-ui}
+spec:
+  type: webhook
+  url: https://chat.example.com/hooks/agentauth?tenant=acme
+  secret:
+    valueFrom: {secretRef: {ref: Secret/chat-ui, key: hmac}}
+  events: [turn.completed, turn.parked, turn.failed]
+---
+apiVersion: agents.example.io/v1alpha1
+kind: Connector
+metadata: {name: local-hook}
+spec:
+  type: webhook
+  url: http://127.0.0.1:7000/hook
+  secret: {valueFrom: {env: HOOK_KEY}}
 `
 
 func turnFiles() map[string]string {
@@ -334,6 +352,57 @@ func TestSwarmBrokenAgentsReportedOnce(t *testing.T) {
 	}
 }
 
+func TestParseConnectors(t *testing.T) {
+	b := mustParse(t, turnFiles())
+	want := map[string]*Connector{
+		"chat-ui": {Name: "chat-ui", File: "turn.yaml", Line: 90, Type: ConnectorTypeWebhook,
+			URL: "https://chat.example.com/hooks/agentauth?tenant=acme", Secret: domain.NewSecret(chatHMACKey),
+			Events: []string{"turn.completed", "turn.parked", "turn.failed"}},
+		"local-hook": {Name: "local-hook", File: "turn.yaml", Line: 100, Type: ConnectorTypeWebhook,
+			URL: "http://127.0.0.1:7000/hook", Secret: domain.NewSecret(hookKey),
+			Events: []string{"turn.completed", "turn.parked"}},
+	}
+	if !reflect.DeepEqual(b.Connectors, want) {
+		for name, c := range b.Connectors {
+			t.Errorf("%s = %+v", name, *c)
+		}
+	}
+	if b.Connectors["chat-ui"].Secret.Reveal() != chatHMACKey || b.Connectors["local-hook"].Secret.Reveal() != hookKey {
+		t.Error("connector secrets not resolved")
+	}
+	if got := b.Connectors["chat-ui"].Ref(); got != (domain.ObjectRef{Kind: "Connector", Name: "chat-ui"}) {
+		t.Errorf("Ref() = %v", got)
+	}
+	// The default is a fresh slice each time: a caller cannot change it.
+	d := DefaultConnectorEvents()
+	d[0] = "changed"
+	if DefaultConnectorEvents()[0] != ConnectorEventTurnCompleted {
+		t.Error("DefaultConnectorEvents shares its slice")
+	}
+}
+
+func TestConnectorShortKeyWarns(t *testing.T) {
+	files := turnFiles()
+	mutate(t, files, "turn.yaml", "secret: {valueFrom: {env: HOOK_KEY}}", "secret: {value: tiny-key-VALUE}")
+	b := mustParse(t, files)
+	want := []string{
+		"turn.yaml:106: Connector/local-hook: spec.secret.value: a literal secret in the bundle is for tests and demos; use valueFrom (env or secretRef) (spec 2.4 rule 4)",
+		"turn.yaml:106: Connector/local-hook: spec.secret: shorter than 32 bytes: use a random HMAC-SHA256 key of at least 32 bytes",
+	}
+	var got []string
+	for _, w := range b.Warnings {
+		if strings.Contains(w, "Connector/") {
+			got = append(got, w)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("warnings =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if s := strings.Join(b.Warnings, "\n"); strings.Contains(s, "tiny-key-VALUE") {
+		t.Errorf("a warning shows the key: %s", s)
+	}
+}
+
 // Each form a Model may take, alone in a file, and what it decodes to.
 func TestModelForms(t *testing.T) {
 	tests := []struct {
@@ -559,18 +628,54 @@ func TestTurnRules(t *testing.T) {
 		{name: "duplicate swarm", file: "z.yaml", new: "apiVersion: agents.example.io/v1alpha1\nkind: Swarm\nmetadata: {name: solo}\nspec: {agents: [helper], entrypoint: helper}\n",
 			at: "metadata:", want: "Swarm/solo: metadata.name: duplicate Swarm/solo: already defined at turn.yaml:83"},
 
+		// Connector.
+		{name: "connector spec missing", old: "metadata: {name: local-hook}\nspec:\n  type: webhook\n  url: http://127.0.0.1:7000/hook\n  secret: {valueFrom: {env: HOOK_KEY}}\n", new: "metadata: {name: local-hook}\n",
+			at: "apiVersion: agents.example.io/v1alpha1\nkind: Connector\nmetadata: {name: local-hook}", want: "Connector/local-hook: spec: required"},
+		{name: "connector unknown field", old: "  url: http://127.0.0.1:7000/hook\n", new: "  url: http://127.0.0.1:7000/hook\n  URL: x\n",
+			at: "  URL: x", want: "Connector/local-hook: spec.URL: unknown field; did you mean url?"},
+		{name: "connector type missing", old: "  type: webhook\n  url: http://127", new: "  url: http://127",
+			at: "spec:\n  url: http://127", want: "Connector/local-hook: spec.type: required"},
+		{name: "connector type unknown", old: "  type: webhook\n  url: http://127", new: "  type: slack\n  url: http://127",
+			at: "type: slack", want: `Connector/local-hook: spec.type: "slack" is not allowed; allowed values: webhook`},
+		{name: "connector url missing", old: "  url: http://127.0.0.1:7000/hook\n", new: "",
+			at: "spec:\n  type: webhook\n  secret: {valueFrom: {env: HOOK", want: "Connector/local-hook: spec.url: required"},
+		{name: "connector url plain http off loopback", old: "url: http://127.0.0.1:7000/hook", new: "url: http://hooks.example.com/x",
+			at: "url: http://hooks", want: "Connector/local-hook: spec.url: https is required (plain http only for loopback hosts: localhost, 127.0.0.1, ::1)"},
+		{name: "connector url with credentials", old: "url: http://127.0.0.1:7000/hook", new: "url: https://u:hunter2@hooks.example.com/x",
+			at: "url: https://u:", want: "Connector/local-hook: spec.url: must not contain credentials"},
+		{name: "connector url with a fragment", old: "url: http://127.0.0.1:7000/hook", new: "url: https://hooks.example.com/x#frag",
+			at: "url: https://hooks", want: "Connector/local-hook: spec.url: must not contain a fragment"},
+		{name: "connector secret missing", old: "  secret: {valueFrom: {env: HOOK_KEY}}\n", new: "",
+			at: "spec:\n  type: webhook\n  url: http://127", want: "Connector/local-hook: spec.secret: required"},
+		{name: "connector secret from an unset variable", old: "env: HOOK_KEY", new: "env: NO_HOOK_KEY",
+			at: "env: NO_HOOK_KEY", want: `Connector/local-hook: spec.secret.valueFrom.env: environment variable "NO_HOOK_KEY" is not set`},
+		{name: "connector secret from a missing secret", old: "ref: Secret/chat-ui, key: hmac", new: "ref: Secret/chat-ui, key: hmac2",
+			at: "valueFrom: {secretRef: {ref: Secret/chat-ui", want: `Connector/chat-ui: spec.secret.valueFrom.secretRef: Secret/chat-ui key "hmac2": secret chat-ui key hmac2: not found`},
+		{name: "connector events empty", old: "events: [turn.completed, turn.parked, turn.failed]", new: "events: []",
+			at: "events: []", want: "Connector/chat-ui: spec.events: must not be empty; leave it out for the default (turn.completed, turn.parked)"},
+		{name: "connector event unknown", old: "events: [turn.completed, turn.parked, turn.failed]", new: "events: [turn.completed, step.started]",
+			at: "events: [", want: `Connector/chat-ui: spec.events[1]: "step.started" is not a turn event a connector delivers; known: turn.started, turn.parked, turn.completed, turn.failed`},
+		{name: "connector event duplicate", old: "events: [turn.completed, turn.parked, turn.failed]", new: "events: [turn.parked, turn.parked]",
+			at: "events: [", want: `Connector/chat-ui: spec.events[1]: duplicate "turn.parked" (also spec.events[0])`},
+		{name: "connector events not a list", old: "events: [turn.completed, turn.parked, turn.failed]", new: "events: turn.completed",
+			at: "events: turn", want: "Connector/chat-ui: spec.events: must be a list, got a !!str value"},
+		{name: "duplicate connector", file: "z.yaml", new: "apiVersion: agents.example.io/v1alpha1\nkind: Connector\nmetadata: {name: chat-ui}\nspec: {type: webhook, url: https://x.example.com, secret: {valueFrom: {env: HOOK_KEY}}}\n",
+			at: "metadata:", want: "Connector/chat-ui: metadata.name: duplicate Connector/chat-ui: already defined at turn.yaml:90"},
+
 		{name: "duplicate model", file: "z.yaml", new: "apiVersion: agents.example.io/v1alpha1\nkind: Model\nmetadata: {name: gpt}\nspec: {provider: bedrock, model: m}\n",
 			at: "metadata:", want: "Model/gpt: metadata.name: duplicate Model/gpt: already defined at turn.yaml:1"},
 	})
 }
 
-// A resolved apiKey never shows in a problem or a warning, also when the
-// model around it is broken.
+// A resolved apiKey or webhook key never shows in a problem or a warning,
+// also when the resource around it is broken.
 func TestTurnSecretsNeverInMessages(t *testing.T) {
 	files := turnFiles()
 	mutate(t, files, "turn.yaml", "maxTokens: 4096", "maxTokens: -1")
 	mutate(t, files, "turn.yaml", "model: gpt-4o-mini", "model: gpt 4o")
 	mutate(t, files, "turn.yaml", "    apiKey:\n", "    apiKey:\n      value: "+openAIKey+"\n")
+	mutate(t, files, "turn.yaml", "url: http://127.0.0.1:7000/hook", "url: http://hooks.example.com/x")
+	mutate(t, files, "turn.yaml", "events: [turn.completed, turn.parked, turn.failed]", "events: [turn.completed, turn.parked, turn.failed, x]")
 	_, err := Parse(toFiles(files), validOptions())
 	var ve *ValidationError
 	if !errors.As(err, &ve) || len(ve.Problems) < 3 {
@@ -581,8 +686,10 @@ func TestTurnSecretsNeverInMessages(t *testing.T) {
 		texts = append(texts, w.String())
 	}
 	for _, s := range texts {
-		if strings.Contains(s, openAIKey) {
-			t.Errorf("message shows the apiKey:\n%s", s)
+		for _, secret := range []string{openAIKey, hookKey, chatHMACKey} {
+			if strings.Contains(s, secret) {
+				t.Errorf("message shows a secret:\n%s", s)
+			}
 		}
 	}
 }

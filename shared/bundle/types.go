@@ -39,6 +39,8 @@ type Bundle struct {
 	Agents map[string]*Agent
 	// Swarms by metadata.name.
 	Swarms map[string]*Swarm
+	// Connectors by metadata.name.
+	Connectors map[string]*Connector
 	// Warnings are problems that do not stop the bundle from loading
 	// (empty scopes, subject verification turned off); the caller logs
 	// them at start.

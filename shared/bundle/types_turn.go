@@ -185,3 +185,46 @@ func (s *Swarm) StepLimit(a *Agent) int {
 	}
 	return s.MaxStepsPerTurn
 }
+
+// ConnectorTypeWebhook is the one Connector type: an HTTPS POST signed
+// with HMAC-SHA256.
+const ConnectorTypeWebhook = "webhook"
+
+// Turn events a Connector delivers.
+const (
+	ConnectorEventTurnStarted   = "turn.started"
+	ConnectorEventTurnParked    = "turn.parked"
+	ConnectorEventTurnCompleted = "turn.completed"
+	ConnectorEventTurnFailed    = "turn.failed"
+)
+
+// DefaultConnectorEvents are the events a Connector delivers when its
+// spec names none: the final answer and the consent link of a parked turn.
+func DefaultConnectorEvents() []string {
+	return []string{ConnectorEventTurnCompleted, ConnectorEventTurnParked}
+}
+
+// Connector is a validated Connector resource: where a turn's outcome is
+// delivered (agentauth's outbound delivery to the origin). Its spec
+// fields:
+//
+//	field    type                   rule
+//	type     webhook, required
+//	url      URL, required          https, or http to a loopback host; no credentials or fragment
+//	secret   ValueSource, required  the HMAC-SHA256 key the deliveries are signed with (a warning under 32 bytes)
+//	events   [string]               which turn events to deliver: turn.started, turn.parked, turn.completed,
+//	                                turn.failed; default [turn.completed, turn.parked]
+type Connector struct {
+	Name   string // metadata.name
+	Labels map[string]string
+	File   string
+	Line   int
+
+	Type   string // ConnectorTypeWebhook
+	URL    string
+	Secret domain.Secret // the resolved HMAC key
+	Events []string      // distinct; DefaultConnectorEvents when the spec names none
+}
+
+// Ref is the connector's object reference.
+func (c *Connector) Ref() domain.ObjectRef { return domain.ObjectRef{Kind: "Connector", Name: c.Name} }
