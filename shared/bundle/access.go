@@ -12,12 +12,8 @@ import (
 var toolSelectionFields = []string{"selectors", "explicitToolIds", "excludedToolIds"}
 
 func decodeToolGroup(r *res, d *document) {
-	spec := r.mapping("spec", d.SpecLine, d.Spec, append([]string{"active"}, toolSelectionFields...)...)
-	if !spec.present {
-		r.errorf(d.SpecLine, "spec", "required")
-		return
-	}
-	if spec.bad {
+	spec := r.spec(d, append([]string{"active"}, toolSelectionFields...)...)
+	if spec == nil {
 		return
 	}
 	g := &ToolGroup{Name: d.Name, Labels: d.Labels, File: r.file, Line: r.line}
@@ -29,9 +25,7 @@ func decodeToolGroup(r *res, d *document) {
 	}
 	g.ToolSelection = toolSelection(r, spec, "group")
 
-	if _, taken := r.l.b.ToolGroups[g.Name]; !taken {
-		r.l.b.ToolGroups[g.Name] = g
-	}
+	keepFirst(r.l.b.ToolGroups, g.Name, g)
 }
 
 // toolSelection reads the ToolSelection fields of m (a ToolGroup's spec,
@@ -120,12 +114,8 @@ func selector(r *res, p string, line int, n *yaml.Node) (discovery.Selector, boo
 }
 
 func decodeAccessPolicy(r *res, d *document) {
-	spec := r.mapping("spec", d.SpecLine, d.Spec, "active", "priority", "claimMatchers", "allowedGroupIds")
-	if !spec.present {
-		r.errorf(d.SpecLine, "spec", "required")
-		return
-	}
-	if spec.bad {
+	spec := r.spec(d, "active", "priority", "claimMatchers", "allowedGroupIds")
+	if spec == nil {
 		return
 	}
 	pol := &AccessPolicy{Name: d.Name, Labels: d.Labels, File: r.file, Line: r.line}
@@ -159,9 +149,7 @@ func decodeAccessPolicy(r *res, d *document) {
 		}
 	})
 
-	if _, taken := r.l.b.AccessPolicies[pol.Name]; !taken {
-		r.l.b.AccessPolicies[pol.Name] = pol
-	}
+	keepFirst(r.l.b.AccessPolicies, pol.Name, pol)
 }
 
 func claimMatcher(r *res, p string, line int, n *yaml.Node) (discovery.Matcher, bool) {

@@ -12,12 +12,8 @@ const (
 )
 
 func decodeAgent(r *res, d *document) {
-	spec := r.mapping("spec", d.SpecLine, d.Spec, "modelRef", "systemPrompt", "tools", "limits")
-	if !spec.present {
-		r.errorf(d.SpecLine, "spec", "required")
-		return
-	}
-	if spec.bad {
+	spec := r.spec(d, "modelRef", "systemPrompt", "tools", "limits")
+	if spec == nil {
 		return
 	}
 	a := &Agent{Name: d.Name, Labels: d.Labels, File: r.file, Line: r.line}
@@ -44,7 +40,5 @@ func decodeAgent(r *res, d *document) {
 	a.MaxToolCallsPerStep = limits.intIn("maxToolCallsPerStep", DefaultMaxToolCallsPerStep, 1, maxToolCallsPerStep)
 	a.ToolTimeout = time.Duration(limits.intIn("toolTimeoutSeconds", defaultToolTimeoutSecs, 1, maxToolTimeoutSecs)) * time.Second
 
-	if _, taken := r.l.b.Agents[a.Name]; !taken {
-		r.l.b.Agents[a.Name] = a
-	}
+	keepFirst(r.l.b.Agents, a.Name, a)
 }

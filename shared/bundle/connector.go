@@ -15,12 +15,8 @@ import (
 const minWebhookKey = 32
 
 func decodeConnector(r *res, d *document) {
-	spec := r.mapping("spec", d.SpecLine, d.Spec, "type", "url", "secret", "events")
-	if !spec.present {
-		r.errorf(d.SpecLine, "spec", "required")
-		return
-	}
-	if spec.bad {
+	spec := r.spec(d, "type", "url", "secret", "events")
+	if spec == nil {
 		return
 	}
 	c := &Connector{Name: d.Name, Labels: d.Labels, File: r.file, Line: r.line}
@@ -41,9 +37,7 @@ func decodeConnector(r *res, d *document) {
 	}
 	c.Events = connectorEvents(r, spec)
 
-	if _, taken := r.l.b.Connectors[c.Name]; !taken {
-		r.l.b.Connectors[c.Name] = c
-	}
+	keepFirst(r.l.b.Connectors, c.Name, c)
 }
 
 // connectorEvents reads spec.events: DefaultConnectorEvents when absent,

@@ -21,13 +21,9 @@ const (
 var awsRegion = regexp.MustCompile(`^[a-z]{2,}(-[a-z]+)+-[0-9]+$`)
 
 func decodeModel(r *res, d *document) {
-	spec := r.mapping("spec", d.SpecLine, d.Spec,
+	spec := r.spec(d,
 		"provider", "model", "endpoint", "region", "credentials", "parameters", "timeouts", "retry")
-	if !spec.present {
-		r.errorf(d.SpecLine, "spec", "required")
-		return
-	}
-	if spec.bad {
+	if spec == nil {
 		return
 	}
 	m := &Model{Name: d.Name, Labels: d.Labels, File: r.file, Line: r.line}
@@ -50,9 +46,7 @@ func decodeModel(r *res, d *document) {
 	m.RequestTimeout = time.Duration(timeouts.intIn("requestSeconds", defaultModelRequestSecs, 1, maxModelRequestSeconds)) * time.Second
 	m.MaxRetries = spec.child("retry", "maxRetries").intIn("maxRetries", DefaultModelMaxRetries, 0, maxModelRetries)
 
-	if _, taken := r.l.b.Models[m.Name]; !taken {
-		r.l.b.Models[m.Name] = m
-	}
+	keepFirst(r.l.b.Models, m.Name, m)
 }
 
 // modelEndpoint reads where and how m is reached: endpoint, region and

@@ -4,12 +4,8 @@ package bundle
 const maxSkillContent = 1 << 20
 
 func decodeSkill(r *res, d *document) {
-	spec := r.mapping("spec", d.SpecLine, d.Spec, "name", "description", "content", "scope", "tenantId")
-	if !spec.present {
-		r.errorf(d.SpecLine, "spec", "required")
-		return
-	}
-	if spec.bad {
+	spec := r.spec(d, "name", "description", "content", "scope", "tenantId")
+	if spec == nil {
 		return
 	}
 	s := &Skill{Name: d.Name, Labels: d.Labels, File: r.file, Line: r.line, SkillName: d.Name}

@@ -8,12 +8,8 @@ import (
 )
 
 func decodeSwarm(r *res, d *document) {
-	spec := r.mapping("spec", d.SpecLine, d.Spec, "agents", "entrypoint", "policy", "ingress")
-	if !spec.present {
-		r.errorf(d.SpecLine, "spec", "required")
-		return
-	}
-	if spec.bad {
+	spec := r.spec(d, "agents", "entrypoint", "policy", "ingress")
+	if spec == nil {
 		return
 	}
 	s := &Swarm{Name: d.Name, Labels: d.Labels, File: r.file, Line: r.line}
@@ -53,9 +49,7 @@ func decodeSwarm(r *res, d *document) {
 		s.Ingress = append(s.Ingress, rule)
 	})
 
-	if _, taken := r.l.b.Swarms[s.Name]; !taken {
-		r.l.b.Swarms[s.Name] = s
-	}
+	keepFirst(r.l.b.Swarms, s.Name, s)
 }
 
 // swarmAgents reads spec.agents and queues the check that each is in the

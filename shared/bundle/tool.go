@@ -73,15 +73,11 @@ func schemaShape(n *yaml.Node) (tooDeep, tooLarge bool) {
 // is read by its own function; the Tool is added only when its id is valid
 // and unused, while every other problem is reported and the load goes on.
 func decodeTool(r *res, d *document) {
-	spec := r.mapping("spec", d.SpecLine, d.Spec,
+	spec := r.spec(d,
 		"id", "name", "description", "inputSchema", "sourceId", "sourcePath", "method",
 		"tags", "labelIds", "version", "enabled", "requiredScopes", "errorMessageLimit",
 		"transport", "url", "auth")
-	if !spec.present {
-		r.errorf(d.SpecLine, "spec", "required")
-		return
-	}
-	if spec.bad {
+	if spec == nil {
 		return
 	}
 	t := &Tool{Name: d.Name, Labels: d.Labels, File: r.file, Line: r.line}

@@ -131,6 +131,17 @@ func turnFiles() map[string]string {
 
 func ptr[T any](v T) *T { return &v }
 
+// warningsAbout is the bundle's warnings about resources of kind.
+func warningsAbout(b *Bundle, kind string) []string {
+	var out []string
+	for _, w := range b.Warnings {
+		if strings.Contains(w, ": "+kind+"/") {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 func TestParseModels(t *testing.T) {
 	b := mustParse(t, turnFiles())
 	want := map[string]*Model{
@@ -193,8 +204,7 @@ func TestParseAgents(t *testing.T) {
 	wantWarning := `turn.yaml:54: Agent/assistant: spec.tools.explicitToolIds[1]: no Tool with id "tenant:later" in the bundle; kept, since tenants may upload it at run time`
 	// An agent without tools is no mistake (a ToolGroup without any is):
 	// helper has no warning.
-	agentWarnings := slices.DeleteFunc(slices.Clone(b.Warnings), func(w string) bool { return !strings.Contains(w, "Agent/") })
-	if !reflect.DeepEqual(agentWarnings, []string{wantWarning}) {
+	if agentWarnings := warningsAbout(b, "Agent"); !reflect.DeepEqual(agentWarnings, []string{wantWarning}) {
 		t.Errorf("agent warnings =\n%s\nwant\n%s", strings.Join(agentWarnings, "\n"), wantWarning)
 	}
 
@@ -247,10 +257,8 @@ func TestParseSwarms(t *testing.T) {
 	if got := b.Swarms["solo"].Ref(); got != (domain.ObjectRef{Kind: "Swarm", Name: "solo"}) {
 		t.Errorf("Ref() = %v", got)
 	}
-	for _, w := range b.Warnings {
-		if strings.Contains(w, "Swarm/") {
-			t.Errorf("unexpected warning: %s", w)
-		}
+	if w := warningsAbout(b, "Swarm"); w != nil {
+		t.Errorf("unexpected warnings: %q", w)
 	}
 
 	support := b.Swarms["support"]
@@ -321,13 +329,7 @@ func TestSwarmIngressWarnings(t *testing.T) {
 		"turn.yaml:82: Swarm/support: spec.ingress[4]: unreachable: spec.ingress[3] before it matches every event",
 		"turn.yaml:93: Swarm/solo: spec.ingress[1]: unreachable: spec.ingress[0] before it matches every event",
 	}
-	var got []string
-	for _, w := range b.Warnings {
-		if strings.Contains(w, "Swarm/") {
-			got = append(got, w)
-		}
-	}
-	if !reflect.DeepEqual(got, want) {
+	if got := warningsAbout(b, "Swarm"); !reflect.DeepEqual(got, want) {
 		t.Errorf("warnings =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
@@ -389,13 +391,7 @@ func TestConnectorShortKeyWarns(t *testing.T) {
 		"turn.yaml:106: Connector/local-hook: spec.secret.value: a literal secret in the bundle is for tests and demos; use valueFrom (env or secretRef) (spec 2.4 rule 4)",
 		"turn.yaml:106: Connector/local-hook: spec.secret: shorter than 32 bytes: use a random HMAC-SHA256 key of at least 32 bytes",
 	}
-	var got []string
-	for _, w := range b.Warnings {
-		if strings.Contains(w, "Connector/") {
-			got = append(got, w)
-		}
-	}
-	if !reflect.DeepEqual(got, want) {
+	if got := warningsAbout(b, "Connector"); !reflect.DeepEqual(got, want) {
 		t.Errorf("warnings =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	if s := strings.Join(b.Warnings, "\n"); strings.Contains(s, "tiny-key-VALUE") {
