@@ -68,6 +68,13 @@ func toolSelection(r *res, m *mapping, holder string) ToolSelection {
 	return sel
 }
 
+func patternProblem(s string) string {
+	if _, err := discovery.CompilePattern(s); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
 func toolIDProblem(s string) string {
 	if !discovery.ValidToolID(s) {
 		return "\"" + s + "\" is not a tool id: want <source>:<operation>"
@@ -90,21 +97,12 @@ func selector(r *res, p string, line int, n *yaml.Node) (discovery.Selector, boo
 		key string
 		dst *string
 	}{{"source", &s.Source}, {"name", &s.Name}, {"path", &s.Path}, {"method", &s.Method}} {
-		v := m.str(f.key)
+		v := m.optStr(f.key, "match every value", patternProblem)
 		switch {
-		case !v.Present:
-		case !v.OK:
-			ok = false
-		case v.Value == "":
-			r.errorf(v.Line, m.field(f.key), "must not be empty; leave it out to match every value")
-			ok = false
-		default:
-			if _, err := discovery.CompilePattern(v.Value); err != nil {
-				r.errorf(v.Line, m.field(f.key), "%v", err)
-				ok = false
-				continue
-			}
+		case v.OK:
 			*f.dst = v.Value
+		case v.Present:
+			ok = false
 		}
 	}
 	s.RequiredTags, _ = m.stringList("requiredTags", noSpaces)

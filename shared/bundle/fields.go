@@ -125,6 +125,24 @@ func describeNumber(n *yaml.Node) string {
 	return describe(n)
 }
 
+// optStr reads an optional string that, when given, must not be empty
+// (leaveOut completes "must not be empty; leave it out to …") and must
+// pass check ("" when nothing is wrong). Its OK is false when it is
+// absent, or given and wrong (reported).
+func (m *mapping) optStr(key, leaveOut string, check func(string) string) scalar {
+	s := m.str(key)
+	switch {
+	case !s.OK:
+	case s.Value == "":
+		m.r.errorf(s.Line, m.field(key), "must not be empty; leave it out to %s", leaveOut)
+		s.OK = false
+	case check(s.Value) != "":
+		m.r.errorf(s.Line, m.field(key), "%s", check(s.Value))
+		s.OK = false
+	}
+	return s
+}
+
 // listItem is one string of a list, where it was.
 type listItem struct {
 	Value string

@@ -9,15 +9,8 @@ func decodeSkill(r *res, d *document) {
 		return
 	}
 	s := &Skill{Name: d.Name, Labels: d.Labels, File: r.file, Line: r.line, SkillName: d.Name}
-	name := spec.str("name")
-	switch {
-	case !name.Present:
-	case !name.OK:
-	case name.Value == "":
-		r.errorf(name.Line, spec.field("name"), "must not be empty; leave it out to use metadata.name")
-	case noControl(name.Value) != "":
-		r.errorf(name.Line, spec.field("name"), "%s", noControl(name.Value))
-	default:
+	name := spec.optStr("name", "use metadata.name", noControl)
+	if name.OK {
 		s.SkillName = name.Value
 	}
 	if v := spec.requireStr("description", ""); v.OK {

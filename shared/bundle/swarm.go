@@ -91,14 +91,7 @@ func ingressRule(r *res, p string, line int, n *yaml.Node, member func(*mapping,
 	}
 	problems := len(r.l.problems)
 	match := m.child("match", "event", "properties")
-	ev := match.str("event")
-	switch {
-	case !ev.OK:
-	case ev.Value == "":
-		r.errorf(ev.Line, match.field("event"), "must not be empty; leave it out to match every event type")
-	case noSpaces(ev.Value) != "":
-		r.errorf(ev.Line, match.field("event"), "%s", noSpaces(ev.Value))
-	default:
+	if ev := match.optStr("event", "match every event type", noSpaces); ev.OK {
 		rule.Event = ev.Value
 	}
 	if props := match.stringMap("properties"); len(props) > 0 {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -225,16 +224,6 @@ func TestParseAgents(t *testing.T) {
 	}
 }
 
-func TestAgentExclusionWarning(t *testing.T) {
-	files := turnFiles()
-	mutate(t, files, "turn.yaml", "excludedToolIds: [slack:legacy_post]", "excludedToolIds: [slack:legacy_post, native:now]")
-	b := mustParse(t, files)
-	want := `turn.yaml:55: Agent/assistant: spec.tools.excludedToolIds[1]: "native:now" is also in explicitToolIds: exclusion wins, the agent does not hold it`
-	if !slices.Contains(b.Warnings, want) {
-		t.Errorf("Warnings =\n%s\nwant among them\n%s", strings.Join(b.Warnings, "\n"), want)
-	}
-}
-
 func TestParseSwarms(t *testing.T) {
 	b := mustParse(t, turnFiles())
 	want := map[string]*Swarm{
@@ -320,20 +309,6 @@ func TestSwarmRoute(t *testing.T) {
 	}
 }
 
-func TestSwarmIngressWarnings(t *testing.T) {
-	files := turnFiles()
-	mutate(t, files, "turn.yaml", "    - route: {}\n", "    - route: {}\n    - match: {event: user.input}\n")
-	mutate(t, files, "turn.yaml", "  entrypoint: helper\n", "  entrypoint: helper\n  ingress:\n    - match: {}\n      route: {agentRef: helper}\n    - {}\n")
-	b := mustParse(t, files)
-	want := []string{
-		"turn.yaml:82: Swarm/support: spec.ingress[4]: unreachable: spec.ingress[3] before it matches every event",
-		"turn.yaml:93: Swarm/solo: spec.ingress[1]: unreachable: spec.ingress[0] before it matches every event",
-	}
-	if got := warningsAbout(b, "Swarm"); !reflect.DeepEqual(got, want) {
-		t.Errorf("warnings =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-}
-
 // A broken agents list is reported once: the entrypoint and routes that
 // name an agent left out of it are not reported again.
 func TestSwarmBrokenAgentsReportedOnce(t *testing.T) {
@@ -383,19 +358,54 @@ func TestParseConnectors(t *testing.T) {
 	}
 }
 
-func TestConnectorShortKeyWarns(t *testing.T) {
-	files := turnFiles()
-	mutate(t, files, "turn.yaml", "secret: {valueFrom: {env: HOOK_KEY}}", "secret: {value: tiny-key-VALUE}")
-	b := mustParse(t, files)
-	want := []string{
-		"turn.yaml:106: Connector/local-hook: spec.secret.value: a literal secret in the bundle is for tests and demos; use valueFrom (env or secretRef) (spec 2.4 rule 4)",
-		"turn.yaml:106: Connector/local-hook: spec.secret: shorter than 32 bytes: use a random HMAC-SHA256 key of at least 32 bytes",
+// Each warning of the turn kinds, from a valid bundle changed as the case
+// says.
+func TestTurnWarnings(t *testing.T) {
+	tests := []struct {
+		name     string
+		old, new []string // each old replaced by its new, in order
+		kind     string
+		want     []string
+	}{
+		{name: "an id both explicit and excluded",
+			old:  []string{"excludedToolIds: [slack:legacy_post]"},
+			new:  []string{"excludedToolIds: [slack:legacy_post, native:now]"},
+			kind: "Agent",
+			want: []string{
+				`turn.yaml:54: Agent/assistant: spec.tools.explicitToolIds[1]: no Tool with id "tenant:later" in the bundle; kept, since tenants may upload it at run time`,
+				`turn.yaml:55: Agent/assistant: spec.tools.excludedToolIds[1]: "native:now" is also in explicitToolIds: exclusion wins, the agent does not hold it`,
+			}},
+		{name: "a rule after a catch-all",
+			old:  []string{"    - route: {}\n", "  entrypoint: helper\n"},
+			new:  []string{"    - route: {}\n    - match: {event: user.input}\n", "  entrypoint: helper\n  ingress:\n    - match: {}\n      route: {agentRef: helper}\n    - {}\n"},
+			kind: "Swarm",
+			want: []string{
+				"turn.yaml:82: Swarm/support: spec.ingress[4]: unreachable: spec.ingress[3] before it matches every event",
+				"turn.yaml:93: Swarm/solo: spec.ingress[1]: unreachable: spec.ingress[0] before it matches every event",
+			}},
+		{name: "a short literal webhook key",
+			old:  []string{"secret: {valueFrom: {env: HOOK_KEY}}"},
+			new:  []string{"secret: {value: tiny-key-VALUE}"},
+			kind: "Connector",
+			want: []string{
+				"turn.yaml:106: Connector/local-hook: spec.secret.value: a literal secret in the bundle is for tests and demos; use valueFrom (env or secretRef) (spec 2.4 rule 4)",
+				"turn.yaml:106: Connector/local-hook: spec.secret: shorter than 32 bytes: use a random HMAC-SHA256 key of at least 32 bytes",
+			}},
 	}
-	if got := warningsAbout(b, "Connector"); !reflect.DeepEqual(got, want) {
-		t.Errorf("warnings =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	if s := strings.Join(b.Warnings, "\n"); strings.Contains(s, "tiny-key-VALUE") {
-		t.Errorf("a warning shows the key: %s", s)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			files := turnFiles()
+			for i := range tt.old {
+				mutate(t, files, "turn.yaml", tt.old[i], tt.new[i])
+			}
+			b := mustParse(t, files)
+			if got := warningsAbout(b, tt.kind); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("warnings =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+			if s := strings.Join(b.Warnings, "\n"); strings.Contains(s, "tiny-key-VALUE") {
+				t.Errorf("a warning shows a key: %s", s)
+			}
+		})
 	}
 }
 
