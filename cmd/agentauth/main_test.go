@@ -73,6 +73,24 @@ func TestExampleBundleLoads(t *testing.T) {
 	if len(b.OAuthApps) != 2 || b.OAuthApps["demo-user"].SubjectMode != "user" || b.OAuthApps["demo-global"].ClientSecret.Reveal() != "demo-secret" {
 		t.Fatalf("example bundle: %+v", b.OAuthApps)
 	}
+	// The turn demo: the scripted model server (loopback, so no apiKey),
+	// an agent whose tools are the demo's whoami, the default swarm.
+	m, ok := b.Models["scripted"]
+	if !ok || len(b.Models) != 1 || m.Provider != bundle.ModelProviderOpenAI || m.ModelID != "scripted" || m.Endpoint != "http://127.0.0.1:9292/v1" || !m.APIKey.IsZero() {
+		t.Fatalf("example models: %+v", b.Models)
+	}
+	a, ok := b.Agents["assistant"]
+	if !ok || len(b.Agents) != 1 || a.ModelRef.Name != "scripted" || a.SystemPrompt == "" ||
+		len(a.Tools.ExplicitToolIDs) != 1 || a.Tools.ExplicitToolIDs[0] != "demo:whoami" || b.Tools["demo:whoami"] == nil {
+		t.Fatalf("example agents: %+v", b.Agents)
+	}
+	sw, ok := b.Swarms["default"]
+	if !ok || len(b.Swarms) != 1 || sw.Entrypoint != "assistant" || sw.Route("user.input", nil) != "assistant" || sw.StepLimit(a) != bundle.DefaultMaxStepsPerTurn {
+		t.Fatalf("example swarms: %+v", b.Swarms)
+	}
+	if len(b.Warnings) != 0 {
+		t.Errorf("the example bundle has warnings: %q", b.Warnings)
+	}
 	if _, err := bundle.LoadDir(example, bundle.Options{Secrets: bundle.DirSecrets{Dir: t.TempDir()}}); err == nil || !strings.Contains(err.Error(), "Secret/demo-oidc") {
 		t.Fatalf("missing secret: %v", err)
 	}

@@ -8,40 +8,48 @@ import (
 	"github.com/agentauth/agentauth/shared/tools/discovery"
 )
 
+// toolSelectionFields are the spec fields of a ToolSelection.
+var toolSelectionFields = []string{"selectors", "explicitToolIds", "excludedToolIds"}
+
 func decodeToolGroup(r *res, d *document) {
-	spec := r.mapping("spec", d.SpecLine, d.Spec, "active", "selectors", "explicitToolIds", "excludedToolIds")
-	if !spec.present {
-		r.errorf(d.SpecLine, "spec", "required")
-		return
-	}
-	if spec.bad {
+	spec := r.spec(d, append([]string{"active"}, toolSelectionFields...)...)
+	if spec == nil {
 		return
 	}
 	g := &ToolGroup{Name: d.Name, Labels: d.Labels, File: r.file, Line: r.line}
 	g.Active = spec.optBool("active", true)
-	spec.listItems("selectors", func(p string, line int, n *yaml.Node) {
-		if s, ok := selector(r, p, line, n); ok {
-			g.Selectors = append(g.Selectors, s)
-		}
-	})
-
 	if n, _ := spec.get("selectors"); n == nil || n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
 		if n, _ := spec.get("explicitToolIds"); n == nil || n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
 			r.warnf(spec.line, spec.path, "no selectors and no explicitToolIds: the group holds no tools")
 		}
 	}
-	explicit, _ := spec.stringItems("explicitToolIds", toolIDProblem)
-	excluded, _ := spec.stringItems("excludedToolIds", toolIDProblem)
+	g.ToolSelection = toolSelection(r, spec, "group")
+
+	keepFirst(r.l.b.ToolGroups, g.Name, g)
+}
+
+// toolSelection reads the ToolSelection fields of m (a ToolGroup's spec,
+// an Agent's spec.tools: holder says which in messages) and queues the
+// warning about ids no Tool of the bundle has.
+func toolSelection(r *res, m *mapping, holder string) ToolSelection {
+	var sel ToolSelection
+	m.listItems("selectors", func(p string, line int, n *yaml.Node) {
+		if s, ok := selector(r, p, line, n); ok {
+			sel.Selectors = append(sel.Selectors, s)
+		}
+	})
+	explicit, _ := m.stringItems("explicitToolIds", toolIDProblem)
+	excluded, _ := m.stringItems("excludedToolIds", toolIDProblem)
 	for _, it := range explicit {
-		g.ExplicitToolIDs = append(g.ExplicitToolIDs, it.Value)
+		sel.ExplicitToolIDs = append(sel.ExplicitToolIDs, it.Value)
 	}
 	for _, it := range excluded {
-		g.ExcludedToolIDs = append(g.ExcludedToolIDs, it.Value)
+		sel.ExcludedToolIDs = append(sel.ExcludedToolIDs, it.Value)
 	}
 	for _, it := range explicit {
 		for _, ex := range excluded {
 			if it.Value == ex.Value {
-				r.warnf(ex.Line, indexPath(spec.field("excludedToolIds"), ex.Index), "%q is also in explicitToolIds: exclusion wins, the group does not hold it", ex.Value)
+				r.warnf(ex.Line, indexPath(m.field("excludedToolIds"), ex.Index), "%q is also in explicitToolIds: exclusion wins, the %s does not hold it", ex.Value, holder)
 			}
 		}
 	}
@@ -52,15 +60,19 @@ func decodeToolGroup(r *res, d *document) {
 		}{{"explicitToolIds", explicit}, {"excludedToolIds", excluded}} {
 			for _, it := range list.items {
 				if _, ok := r.l.b.Tools[it.Value]; !ok {
-					r.warnf(it.Line, indexPath(spec.field(list.key), it.Index), "no Tool with id %q in the bundle; kept, since tenants may upload it at run time", it.Value)
+					r.warnf(it.Line, indexPath(m.field(list.key), it.Index), "no Tool with id %q in the bundle; kept, since tenants may upload it at run time", it.Value)
 				}
 			}
 		}
 	})
+	return sel
+}
 
-	if _, taken := r.l.b.ToolGroups[g.Name]; !taken {
-		r.l.b.ToolGroups[g.Name] = g
+func patternProblem(s string) string {
+	if _, err := discovery.CompilePattern(s); err != nil {
+		return err.Error()
 	}
+	return ""
 }
 
 func toolIDProblem(s string) string {
@@ -85,21 +97,12 @@ func selector(r *res, p string, line int, n *yaml.Node) (discovery.Selector, boo
 		key string
 		dst *string
 	}{{"source", &s.Source}, {"name", &s.Name}, {"path", &s.Path}, {"method", &s.Method}} {
-		v := m.str(f.key)
+		v := m.optStr(f.key, "match every value", patternProblem)
 		switch {
-		case !v.Present:
-		case !v.OK:
-			ok = false
-		case v.Value == "":
-			r.errorf(v.Line, m.field(f.key), "must not be empty; leave it out to match every value")
-			ok = false
-		default:
-			if _, err := discovery.CompilePattern(v.Value); err != nil {
-				r.errorf(v.Line, m.field(f.key), "%v", err)
-				ok = false
-				continue
-			}
+		case v.OK:
 			*f.dst = v.Value
+		case v.Present:
+			ok = false
 		}
 	}
 	s.RequiredTags, _ = m.stringList("requiredTags", noSpaces)
@@ -109,12 +112,8 @@ func selector(r *res, p string, line int, n *yaml.Node) (discovery.Selector, boo
 }
 
 func decodeAccessPolicy(r *res, d *document) {
-	spec := r.mapping("spec", d.SpecLine, d.Spec, "active", "priority", "claimMatchers", "allowedGroupIds")
-	if !spec.present {
-		r.errorf(d.SpecLine, "spec", "required")
-		return
-	}
-	if spec.bad {
+	spec := r.spec(d, "active", "priority", "claimMatchers", "allowedGroupIds")
+	if spec == nil {
 		return
 	}
 	pol := &AccessPolicy{Name: d.Name, Labels: d.Labels, File: r.file, Line: r.line}
@@ -148,9 +147,7 @@ func decodeAccessPolicy(r *res, d *document) {
 		}
 	})
 
-	if _, taken := r.l.b.AccessPolicies[pol.Name]; !taken {
-		r.l.b.AccessPolicies[pol.Name] = pol
-	}
+	keepFirst(r.l.b.AccessPolicies, pol.Name, pol)
 }
 
 func claimMatcher(r *res, p string, line int, n *yaml.Node) (discovery.Matcher, bool) {

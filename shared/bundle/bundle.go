@@ -49,8 +49,7 @@ type Options struct {
 // the bundle.
 type kindDecoder func(r *res, d *document)
 
-// kindRegistry maps kind to decoder. Later kinds (Swarm, Agent, Model)
-// are added here.
+// kindRegistry maps kind to decoder.
 func kindRegistry() map[string]kindDecoder {
 	return map[string]kindDecoder{
 		"OAuthApp":     decodeOAuthApp,
@@ -58,6 +57,10 @@ func kindRegistry() map[string]kindDecoder {
 		"ToolGroup":    decodeToolGroup,
 		"AccessPolicy": decodeAccessPolicy,
 		"Skill":        decodeSkill,
+		"Model":        decodeModel,
+		"Agent":        decodeAgent,
+		"Swarm":        decodeSwarm,
+		"Connector":    decodeConnector,
 	}
 }
 
@@ -115,6 +118,10 @@ func Parse(files []File, opts Options) (*Bundle, error) {
 			ToolGroups:     map[string]*ToolGroup{},
 			AccessPolicies: map[string]*AccessPolicy{},
 			Skills:         map[string]*Skill{},
+			Models:         map[string]*Model{},
+			Agents:         map[string]*Agent{},
+			Swarms:         map[string]*Swarm{},
+			Connectors:     map[string]*Connector{},
 		},
 		seen: map[domain.ObjectRef]place{},
 	}
@@ -337,7 +344,7 @@ func (l *loader) parseDocument(file string, root *yaml.Node) {
 	if n.OK && !validName {
 		r.errorf(n.Line, "metadata.name", "%q is not a valid name: want at most 63 characters of a-z, 0-9, '-' and '.', starting and ending with a letter or digit", n.Value)
 	}
-	d := &document{Name: name, Labels: labels(r, meta)}
+	d := &document{Name: name, Labels: meta.stringMap("labels")}
 	d.Spec, d.SpecLine = top.get("spec")
 
 	if !known {
@@ -355,45 +362,6 @@ func (l *loader) parseDocument(file string, root *yaml.Node) {
 	// all of its problems are reported at once; the decoder stores only
 	// the first of each name and the bundle is refused anyway.
 	decode(r, d)
-}
-
-func labels(r *res, meta *mapping) map[string]string {
-	n, _ := meta.get("labels")
-	if n == nil {
-		return nil
-	}
-	path := meta.field("labels")
-	if n.Kind != yaml.MappingNode {
-		r.errorf(n.Line, path, "must be a mapping of strings, got %s", describe(n))
-		return nil
-	}
-	out := map[string]string{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := deref(n.Content[i]), deref(n.Content[i+1])
-		if k == nil || k.Kind != yaml.ScalarNode {
-			r.errorf(n.Content[i].Line, path, "keys must be strings")
-			continue
-		}
-		fp := fieldPath(path, k.Value)
-		if _, dup := out[k.Value]; dup {
-			r.errorf(k.Line, fp, "duplicate key")
-			continue
-		}
-		if k.Value == "" {
-			r.errorf(k.Line, path, "label keys must not be empty")
-			continue
-		}
-		if v == nil || v.Kind != yaml.ScalarNode || v.ShortTag() != "!!str" {
-			got := "null"
-			if v != nil {
-				got = describe(v)
-			}
-			r.errorf(k.Line, fp, "must be a string, got %s", got)
-			continue
-		}
-		out[k.Value] = v.Value
-	}
-	return out
 }
 
 // OAuthApp returns the app ref names; ref.Kind must be "OAuthApp".

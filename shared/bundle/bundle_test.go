@@ -98,6 +98,9 @@ const (
 	slackClientID = "slack-client-id-1234"
 	demoSecret    = "env-secret-VALUE-7f3a"
 	slackSecret   = "file-secret-VALUE-9c1e"
+	openAIKey     = "sk-env-VALUE-41d2"
+	hookKey       = "hook-env-VALUE-0123456789abcdef0123"
+	chatHMACKey   = "chat-file-VALUE-0123456789abcdef0123"
 )
 
 type fakeSecrets map[string]string // "name/key" → value
@@ -123,8 +126,10 @@ func validOptions() Options {
 			"SLACK_CLIENT_ID": slackClientID,
 			"DEMO_SECRET":     demoSecret,
 			"EMPTY_VAR":       "",
+			"OPENAI_API_KEY":  openAIKey,
+			"HOOK_KEY":        hookKey,
 		}),
-		Secrets: fakeSecrets{"slack/client-secret": slackSecret},
+		Secrets: fakeSecrets{"slack/client-secret": slackSecret, "chat-ui/hmac": chatHMACKey},
 	}
 }
 
@@ -351,7 +356,7 @@ func TestParseRules(t *testing.T) {
 		{name: "apiVersion missing", file: dev, old: "apiVersion: agents.example.io/v1alpha1\n", new: "",
 			at: "kind: OAuthApp", want: "OAuthApp/cli-device: apiVersion: required"},
 		{name: "unknown kind", old: "kind: OAuthApp\nmetadata:\n  name: demo-user", new: "kind: Tol\nmetadata:\n  name: demo-user",
-			at: "kind: Tol", want: `Tol/demo-user: kind: unknown kind "Tol"; known kinds: AccessPolicy, OAuthApp, Skill, Tool, ToolGroup`},
+			at: "kind: Tol", want: `Tol/demo-user: kind: unknown kind "Tol"; known kinds: AccessPolicy, Agent, Connector, Model, OAuthApp, Skill, Swarm, Tool, ToolGroup`},
 		{name: "kind missing", file: dev, old: "kind: OAuthApp\n", new: "",
 			at: "apiVersion", want: "kind: required"},
 		{name: "name invalid", old: "name: demo-user", new: "name: Demo_User",
@@ -364,6 +369,10 @@ func TestParseRules(t *testing.T) {
 			at: "metadata: {}", want: "OAuthApp: metadata.name: required"},
 		{name: "label not a string", old: "team: platform", new: "team: [a]",
 			at: "team: [a]", want: "OAuthApp/slack-bot: metadata.labels.team: must be a string, got a list"},
+		{name: "label a boolean", old: "team: platform", new: "team: true",
+			at: "team: true", want: "OAuthApp/slack-bot: metadata.labels.team: must be a string, got a boolean (quote it)"},
+		{name: "label key empty", old: "team: platform", new: `"": platform`,
+			at: `"": platform`, want: "OAuthApp/slack-bot: metadata.labels: keys must not be empty"},
 		{name: "unknown metadata field", old: "  name: demo-user\n", new: "  name: demo-user\n  annotations: {}\n",
 			at: "annotations", want: "OAuthApp/demo-user: metadata.annotations: unknown field; known fields: name, labels"},
 		{name: "unknown top-level field", old: "", new: "status: {}\n",
@@ -877,8 +886,8 @@ func TestLoadDir(t *testing.T) {
 		t.Error("LoadDir revision differs from Parse of the same files")
 	}
 
-	must(os.WriteFile(filepath.Join(dir, "more", "broken.yaml"), []byte("apiVersion: agents.example.io/v1alpha1\nkind: Swarm\n"), 0o644))
-	if _, err := LoadDir(dir, validOptions()); err == nil || !strings.Contains(err.Error(), `more/broken.yaml:2: Swarm: kind: unknown kind "Swarm"; known kinds: AccessPolicy, OAuthApp, Skill, Tool, ToolGroup`) {
+	must(os.WriteFile(filepath.Join(dir, "more", "broken.yaml"), []byte("apiVersion: agents.example.io/v1alpha1\nkind: Pipeline\n"), 0o644))
+	if _, err := LoadDir(dir, validOptions()); err == nil || !strings.Contains(err.Error(), `more/broken.yaml:2: Pipeline: kind: unknown kind "Pipeline"; known kinds: AccessPolicy, Agent, Connector, Model, OAuthApp, Skill, Swarm, Tool, ToolGroup`) {
 		t.Errorf("LoadDir with a broken file: %v", err)
 	}
 

@@ -12,10 +12,12 @@
 // refused as a whole.
 //
 // Kinds are decoded through a small registry: OAuthApp, Tool, ToolGroup,
-// AccessPolicy and Skill (their fields are documented on the types of the
-// same names). Unknown kinds and unknown fields are errors, never
-// ignored. References between resources (a tool's OAuthApp and scopes, a
-// policy's groups, a group's tools) are checked once every file is read.
+// AccessPolicy and Skill, and the turn engine's Model, Agent, Swarm and
+// Connector (their fields are documented on the types of the same names).
+// Unknown kinds and unknown fields are errors, never ignored. References
+// between resources (a tool's OAuthApp and scopes, a policy's groups, a
+// group's tools, an agent's model, a swarm's agents) are checked once
+// every file is read.
 //
 // The package must never put a resolved secret value (client secret, any
 // value read from the environment or a secret store) into an error, a

@@ -27,11 +27,7 @@ func (m *mapping) integer(key string) (v int, line int, present, ok bool) {
 		return 0, line, false, true
 	}
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
-		got := describe(n)
-		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
-			got = "a string (write the number without quotes)"
-		}
-		m.r.errorf(n.Line, m.field(key), "must be an integer, got %s", got)
+		m.r.errorf(n.Line, m.field(key), "must be an integer, got %s", describeNumber(n))
 		return 0, n.Line, true, false
 	}
 	var i int64
@@ -40,6 +36,111 @@ func (m *mapping) integer(key string) (v int, line int, present, ok bool) {
 		return 0, n.Line, true, false
 	}
 	return int(i), n.Line, true, true
+}
+
+// intIn reads an optional integer that must lie in [lo, hi]; def when it
+// is absent, or invalid (reported).
+func (m *mapping) intIn(key string, def, lo, hi int) int {
+	v, line, present, ok := m.integer(key)
+	if !present || !ok {
+		return def
+	}
+	if v < lo || v > hi {
+		m.r.errorf(line, m.field(key), "must be between %d and %d", lo, hi)
+		return def
+	}
+	return v
+}
+
+// stringMap reads an optional mapping of non-empty string keys to string
+// values (metadata.labels, an ingress rule's properties). Entries that
+// fail are reported and left out.
+func (m *mapping) stringMap(key string) map[string]string {
+	n, _ := m.get(key)
+	if n == nil {
+		return nil
+	}
+	path := m.field(key)
+	if n.Kind != yaml.MappingNode {
+		m.r.errorf(n.Line, path, "must be a mapping of strings, got %s", describe(n))
+		return nil
+	}
+	out := map[string]string{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := deref(n.Content[i]), deref(n.Content[i+1])
+		if k == nil || k.Kind != yaml.ScalarNode {
+			m.r.errorf(n.Content[i].Line, path, "keys must be strings")
+			continue
+		}
+		fp := fieldPath(path, k.Value)
+		if _, dup := out[k.Value]; dup {
+			m.r.errorf(k.Line, fp, "duplicate key")
+			continue
+		}
+		if k.Value == "" {
+			m.r.errorf(k.Line, path, "keys must not be empty")
+			continue
+		}
+		if v == nil || v.Kind != yaml.ScalarNode || v.ShortTag() != "!!str" {
+			got := "null"
+			if v != nil {
+				got = describe(v)
+				if v.Kind == yaml.ScalarNode {
+					got += " (quote it)"
+				}
+			}
+			m.r.errorf(k.Line, fp, "must be a string, got %s", got)
+			continue
+		}
+		out[k.Value] = v.Value
+	}
+	return out
+}
+
+// numberIn reads an optional number (integer or decimal) that must lie in
+// [lo, hi]; nil when it is absent, or invalid (reported).
+func (m *mapping) numberIn(key string, lo, hi float64) *float64 {
+	n, _ := m.get(key)
+	if n == nil {
+		return nil
+	}
+	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") {
+		m.r.errorf(n.Line, m.field(key), "must be a number, got %s", describeNumber(n))
+		return nil
+	}
+	var v float64
+	// NaN fails both comparisons: written this way it is refused too.
+	if err := n.Decode(&v); err != nil || !(v >= lo && v <= hi) {
+		m.r.errorf(n.Line, m.field(key), "must be a number between %g and %g", lo, hi)
+		return nil
+	}
+	return &v
+}
+
+// describeNumber is describe for a value that should have been a number.
+func describeNumber(n *yaml.Node) string {
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+		return "a string (write the number without quotes)"
+	}
+	return describe(n)
+}
+
+// optStr reads an optional string that, when given, must not be empty
+// (leaveOut completes "must not be empty; leave it out to …") and must
+// pass check ("" when nothing is wrong). Its OK is false when it is
+// absent, or given and wrong (reported).
+func (m *mapping) optStr(key, leaveOut string, check func(string) string) scalar {
+	s := m.str(key)
+	switch {
+	case !s.OK:
+	case s.Value == "":
+		m.r.errorf(s.Line, m.field(key), "must not be empty; leave it out to %s", leaveOut)
+		s.OK = false
+	case check(s.Value) != "":
+		m.r.errorf(s.Line, m.field(key), "%s", check(s.Value))
+		s.OK = false
+	}
+	return s
 }
 
 // listItem is one string of a list, where it was.

@@ -2,8 +2,10 @@ package bundle
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/tools/discovery"
@@ -26,6 +28,12 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("spec: {client: {clientId: {valueFrom: {secretRef: {ref: Secret/x, key: k}}}}}\nkind: OAuthApp\n"))
 	f.Add([]byte(appsYAML + "---\n" + toolsYAML))
 	f.Add([]byte(toolsYAML))
+	f.Add([]byte(turnYAML))
+	f.Add([]byte(toolsYAML + "---\n" + turnYAML))
+	f.Add([]byte("apiVersion: agents.example.io/v1alpha1\nkind: Agent\nmetadata: {name: a}\nspec: {modelRef: m, systemPrompt: \"\", tools: {selectors: [{}], explicitToolIds: [x:y]}, limits: {maxToolCallsPerStep: 128}}\n---\napiVersion: agents.example.io/v1alpha1\nkind: Model\nmetadata: {name: m}\nspec: {provider: bedrock, model: m}\n"))
+	f.Add([]byte("apiVersion: agents.example.io/v1alpha1\nkind: Swarm\nmetadata: {name: s}\nspec:\n  agents: [a, Agent/b]\n  entrypoint: a\n  policy: {maxStepsPerTurn: 1000}\n  ingress:\n    - match: {event: e, properties: {k: v}}\n      route: {agentRef: b}\n    - {}\n    - match: {}\n"))
+	f.Add([]byte("apiVersion: agents.example.io/v1alpha1\nkind: Connector\nmetadata: {name: c}\nspec: {type: webhook, url: \"http://localhost:1/h?a=b\", secret: {valueFrom: {env: K}}, events: [turn.started, turn.failed]}\n"))
+	f.Add([]byte("apiVersion: agents.example.io/v1alpha1\nkind: Model\nmetadata: {name: m}\nspec: {provider: openai, model: m, endpoint: \"http://[::1]:1/v1\", parameters: {maxTokens: 1, temperature: 2.0}, retry: {maxRetries: 0}}\n"))
 	f.Add([]byte("apiVersion: agents.example.io/v1alpha1\nkind: Tool\nmetadata: {name: t}\nspec: {id: a:b, name: b, description: d, sourceId: a, transport: native, inputSchema: {type: object, properties: {x: {$ref: '#/$defs/y'}}, $defs: {y: &y {type: array, items: *y}}}}\n"))
 	opts := Options{
 		LookupEnv: func(k string) (string, bool) { return "fuzz-env-" + k, k != "" && k[0] != 'X' },
@@ -83,6 +91,50 @@ func FuzzParse(f *testing.F) {
 				if _, ok := b.ToolGroups[g]; !ok {
 					t.Fatalf("policy %q grants a missing group %q", name, g)
 				}
+			}
+		}
+		for name, m := range b.Models {
+			if name != m.Name || m.ModelID == "" || m.Endpoint == "" && m.Provider == ModelProviderOpenAI ||
+				m.RequestTimeout <= 0 || m.MaxRetries < 0 || m.MaxRetries > maxModelRetries ||
+				m.Temperature != nil && !(*m.Temperature >= 0 && *m.Temperature <= maxModelTemperature) {
+				t.Fatalf("model %q: %+v", name, m)
+			}
+			if m.Provider == ModelProviderOpenAI && m.APIKey.IsZero() && !loopbackURL(m.Endpoint) {
+				t.Fatalf("openai model %q off loopback without an apiKey", name)
+			}
+			if m.Provider == ModelProviderBedrock && !m.APIKey.IsZero() {
+				t.Fatalf("bedrock model %q with an apiKey", name)
+			}
+		}
+		for name, a := range b.Agents {
+			if _, ok := b.Models[a.ModelRef.Name]; name != a.Name || !ok || a.ModelRef.Kind != "Model" {
+				t.Fatalf("agent %q names a missing model: %+v", name, a)
+			}
+			if a.MaxStepsPerTurn < 0 || a.MaxStepsPerTurn > maxStepsPerTurn || a.MaxToolCallsPerStep < 1 || a.MaxToolCallsPerStep > maxToolCallsPerStep || a.ToolTimeout < time.Second {
+				t.Fatalf("agent %q limits out of range: %+v", name, a)
+			}
+		}
+		for name, sw := range b.Swarms {
+			if name != sw.Name || len(sw.Agents) == 0 || !slices.Contains(sw.Agents, sw.Entrypoint) || sw.MaxStepsPerTurn < 1 || sw.MaxStepsPerTurn > maxStepsPerTurn {
+				t.Fatalf("swarm %q: %+v", name, sw)
+			}
+			for _, a := range sw.Agents {
+				if _, ok := b.Agents[a]; !ok {
+					t.Fatalf("swarm %q names a missing agent %q", name, a)
+				}
+			}
+			for _, rule := range sw.Ingress {
+				if rule.Agent != "" && !slices.Contains(sw.Agents, rule.Agent) {
+					t.Fatalf("swarm %q routes to %q, not one of its agents", name, rule.Agent)
+				}
+				if got := sw.Route(rule.Event, rule.Properties); !slices.Contains(sw.Agents, got) {
+					t.Fatalf("swarm %q: Route(%q, %v) = %q, not one of its agents", name, rule.Event, rule.Properties, got)
+				}
+			}
+		}
+		for name, c := range b.Connectors {
+			if name != c.Name || c.Type != ConnectorTypeWebhook || c.URL == "" || c.Secret.IsZero() || len(c.Events) == 0 {
+				t.Fatalf("connector %q: %+v", name, c)
 			}
 		}
 		for name, sk := range b.Skills {

@@ -149,6 +149,29 @@ func (r *res) mapping(path string, line int, n *yaml.Node, allowed ...string) *m
 	return m
 }
 
+// spec reads d's spec, whose fields are the kind's: nil when it is
+// missing or not a mapping (reported).
+func (r *res) spec(d *document, fields ...string) *mapping {
+	spec := r.mapping("spec", d.SpecLine, d.Spec, fields...)
+	if !spec.present {
+		r.errorf(d.SpecLine, "spec", "required")
+		return nil
+	}
+	if spec.bad {
+		return nil
+	}
+	return spec
+}
+
+// keepFirst stores v under name unless the name is taken: a duplicate
+// resource is reported (and the bundle refused) by the loader, and its
+// other problems by its decoder.
+func keepFirst[V any](m map[string]V, name string, v V) {
+	if _, taken := m[name]; !taken {
+		m[name] = v
+	}
+}
+
 func (m *mapping) field(key string) string { return fieldPath(m.path, key) }
 
 // get returns the non-null value of key and the line to point at for it.

@@ -43,14 +43,10 @@ func reservedAuthParam(key string) bool {
 const reservedAuthParams = "response_type, client_id, redirect_uri, scope, state, code_challenge, code_challenge_method, nonce"
 
 func decodeOAuthApp(r *res, d *document) {
-	spec := r.mapping("spec", d.SpecLine, d.Spec,
+	spec := r.spec(d,
 		"provider", "flow", "subjectMode", "client", "endpoints", "scopes",
 		"redirect", "options", "subjectVerification")
-	if !spec.present {
-		r.errorf(d.SpecLine, "spec", "required")
-		return
-	}
-	if spec.bad {
+	if spec == nil {
 		return
 	}
 	app := &OAuthApp{Name: d.Name, Labels: d.Labels, File: r.file, Line: r.line}
@@ -127,9 +123,7 @@ func decodeOAuthApp(r *res, d *document) {
 	}
 	app.SubjectVerification = subjectVerification(r, spec, ep, userInfoURL, app, mode.OK)
 
-	if _, taken := r.l.b.OAuthApps[app.Name]; !taken {
-		r.l.b.OAuthApps[app.Name] = app
-	}
+	keepFirst(r.l.b.OAuthApps, app.Name, app)
 }
 
 func scopes(r *res, spec *mapping) []string {

@@ -4,24 +4,13 @@ package bundle
 const maxSkillContent = 1 << 20
 
 func decodeSkill(r *res, d *document) {
-	spec := r.mapping("spec", d.SpecLine, d.Spec, "name", "description", "content", "scope", "tenantId")
-	if !spec.present {
-		r.errorf(d.SpecLine, "spec", "required")
-		return
-	}
-	if spec.bad {
+	spec := r.spec(d, "name", "description", "content", "scope", "tenantId")
+	if spec == nil {
 		return
 	}
 	s := &Skill{Name: d.Name, Labels: d.Labels, File: r.file, Line: r.line, SkillName: d.Name}
-	name := spec.str("name")
-	switch {
-	case !name.Present:
-	case !name.OK:
-	case name.Value == "":
-		r.errorf(name.Line, spec.field("name"), "must not be empty; leave it out to use metadata.name")
-	case noControl(name.Value) != "":
-		r.errorf(name.Line, spec.field("name"), "%s", noControl(name.Value))
-	default:
+	name := spec.optStr("name", "use metadata.name", noControl)
+	if name.OK {
 		s.SkillName = name.Value
 	}
 	if v := spec.requireStr("description", ""); v.OK {

@@ -15,7 +15,6 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
-	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/tools/discovery"
 )
 
@@ -74,15 +73,11 @@ func schemaShape(n *yaml.Node) (tooDeep, tooLarge bool) {
 // is read by its own function; the Tool is added only when its id is valid
 // and unused, while every other problem is reported and the load goes on.
 func decodeTool(r *res, d *document) {
-	spec := r.mapping("spec", d.SpecLine, d.Spec,
+	spec := r.spec(d,
 		"id", "name", "description", "inputSchema", "sourceId", "sourcePath", "method",
 		"tags", "labelIds", "version", "enabled", "requiredScopes", "errorMessageLimit",
 		"transport", "url", "auth")
-	if !spec.present {
-		r.errorf(d.SpecLine, "spec", "required")
-		return
-	}
-	if spec.bad {
+	if spec == nil {
 		return
 	}
 	t := &Tool{Name: d.Name, Labels: d.Labels, File: r.file, Line: r.line}
@@ -105,7 +100,7 @@ func decodeTool(r *res, d *document) {
 	}
 	t.Enabled = spec.optBool("enabled", true)
 	t.RequiredScopes, _ = spec.stringList("requiredScopes", noSpaces)
-	t.ErrorMessageLimit = errorMessageLimit(r, spec)
+	t.ErrorMessageLimit = spec.intIn("errorMessageLimit", DefaultErrorMessageLimit, 1, maxErrorMessageLimit)
 	toolTransport(r, spec, t, method)
 	t.Auth = toolAuth(r, spec, t)
 	addTool(r, spec, t, idLine)
@@ -183,20 +178,6 @@ func toolSourcePath(r *res, spec *mapping) string {
 	return s.Value
 }
 
-// errorMessageLimit reads spec.errorMessageLimit, DefaultErrorMessageLimit
-// when it is missing or invalid (reported).
-func errorMessageLimit(r *res, spec *mapping) int {
-	v, line, present, ok := spec.integer("errorMessageLimit")
-	if !present || !ok {
-		return DefaultErrorMessageLimit
-	}
-	if v <= 0 || v > maxErrorMessageLimit {
-		r.errorf(line, spec.field("errorMessageLimit"), "must be between 1 and %d", maxErrorMessageLimit)
-		return DefaultErrorMessageLimit
-	}
-	return v
-}
-
 // toolTransport reads spec.transport into t, and spec.url, which an http
 // tool needs (with spec.method, read by the caller) and no other may have.
 func toolTransport(r *res, spec *mapping, t *Tool, method scalar) {
@@ -241,20 +222,8 @@ func toolAuth(r *res, spec *mapping, t *Tool) *ToolAuth {
 		return nil
 	}
 	a := &ToolAuth{}
-	ref := am.requireStr("oauthAppRef", "")
-	if ref.OK {
-		parsed, err := domain.ParseObjectRef(ref.Value, "OAuthApp")
-		switch {
-		case err != nil:
-			r.errorf(ref.Line, am.field("oauthAppRef"), "%q: want an OAuthApp name or OAuthApp/<name>", ref.Value)
-			ref.OK = false
-		case parsed.Kind != "OAuthApp":
-			r.errorf(ref.Line, am.field("oauthAppRef"), "%q: must name an OAuthApp, not a %s", ref.Value, parsed.Kind)
-			ref.OK = false
-		default:
-			a.OAuthAppRef = parsed
-		}
-	}
+	var ref scalar
+	a.OAuthAppRef, ref = am.ref("oauthAppRef", "OAuthApp", true)
 	scopes, _ := am.stringItems("scopes", noSpaces)
 	for _, s := range scopes {
 		a.Scopes = append(a.Scopes, s.Value)
@@ -265,7 +234,7 @@ func toolAuth(r *res, spec *mapping, t *Tool) *ToolAuth {
 	r.l.crossChecks = append(r.l.crossChecks, func() {
 		app, ok := r.l.b.OAuthApps[a.OAuthAppRef.Name]
 		if !ok {
-			r.errorf(ref.Line, am.field("oauthAppRef"), "%s is not in the bundle; OAuthApps: %s", a.OAuthAppRef, strings.Join(sortedKeys(r.l.b.OAuthApps), ", "))
+			r.errorf(ref.Line, am.field("oauthAppRef"), "%s", notInBundle(a.OAuthAppRef, r.l.b.OAuthApps))
 			return
 		}
 		for _, s := range scopes {

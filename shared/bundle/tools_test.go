@@ -184,11 +184,13 @@ func TestParseToolKinds(t *testing.T) {
 
 	wantGroup := &ToolGroup{
 		Name: "chat-writers", File: "tools.yaml", Line: 58, Active: true,
-		Selectors: []discovery.Selector{
-			{Source: "slack", Name: "post_*", Path: "/api/*", Method: "POST", RequiredTags: []string{"chat"}, ExcludedTags: []string{"deprecated"}, RequiredLabelIDs: []string{"lbl-comms"}},
-			{Name: "regex:post_"},
+		ToolSelection: ToolSelection{
+			Selectors: []discovery.Selector{
+				{Source: "slack", Name: "post_*", Path: "/api/*", Method: "POST", RequiredTags: []string{"chat"}, ExcludedTags: []string{"deprecated"}, RequiredLabelIDs: []string{"lbl-comms"}},
+				{Name: "regex:post_"},
+			},
+			ExplicitToolIDs: []string{"native:now"}, ExcludedToolIDs: []string{"slack:legacy_post"},
 		},
-		ExplicitToolIDs: []string{"native:now"}, ExcludedToolIDs: []string{"slack:legacy_post"},
 	}
 	if got := b.ToolGroups["chat-writers"]; !reflect.DeepEqual(got, wantGroup) {
 		t.Errorf("chat-writers =\n%+v\nwant\n%+v", got, wantGroup)

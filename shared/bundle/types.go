@@ -33,6 +33,14 @@ type Bundle struct {
 	AccessPolicies map[string]*AccessPolicy
 	// Skills by metadata.name.
 	Skills map[string]*Skill
+	// Models by metadata.name.
+	Models map[string]*Model
+	// Agents by metadata.name.
+	Agents map[string]*Agent
+	// Swarms by metadata.name.
+	Swarms map[string]*Swarm
+	// Connectors by metadata.name.
+	Connectors map[string]*Connector
 	// Warnings are problems that do not stop the bundle from loading
 	// (empty scopes, subject verification turned off); the caller logs
 	// them at start.

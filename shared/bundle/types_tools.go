@@ -104,10 +104,25 @@ func (t *Tool) DiscoveryTool() discovery.Tool {
 }
 
 // ToolGroup is a validated ToolGroup resource; its id is its
-// metadata.name. Its spec fields:
+// metadata.name. Its spec fields are active and a ToolSelection's:
+//
+//	field   type                 rule
+//	active  bool, default true   an inactive group grants no tools
+type ToolGroup struct {
+	Name   string // metadata.name: the group id
+	Labels map[string]string
+	File   string
+	Line   int
+
+	Active bool
+	ToolSelection
+}
+
+// ToolSelection picks tools: the enabled tools that match every selector,
+// plus the explicit ids, minus the excluded ones. It is a ToolGroup's spec
+// and an Agent's spec.tools, read by one decoder. Its fields:
 //
 //	field            type                    rule
-//	active           bool, default true      an inactive group grants no tools
 //	selectors        [selector]              a tool must match all of them; none: no tool by pattern
 //	explicitToolIds  [tool id]               added whether or not a selector matches
 //	excludedToolIds  [tool id]               removed, even when explicit
@@ -121,16 +136,19 @@ func (t *Tool) DiscoveryTool() discovery.Tool {
 //
 // An explicit or excluded id that names no Tool of the bundle is a
 // warning, not an error: tenants upload tools at run time.
-type ToolGroup struct {
-	Name   string // metadata.name: the group id
-	Labels map[string]string
-	File   string
-	Line   int
-
-	Active          bool
+type ToolSelection struct {
 	Selectors       []discovery.Selector
 	ExplicitToolIDs []string
 	ExcludedToolIDs []string
+}
+
+// Group is the selection as a discovery group named id, so that the
+// discovery index resolves it like any group.
+func (s ToolSelection) Group(id string, active bool) discovery.Group {
+	return discovery.Group{
+		ID: id, Active: active, Selectors: s.Selectors,
+		ExplicitToolIDs: s.ExplicitToolIDs, ExcludedToolIDs: s.ExcludedToolIDs,
+	}
 }
 
 // AccessPolicy is a validated AccessPolicy resource; its id is its
@@ -195,10 +213,7 @@ func (b *Bundle) DiscoveryConfig() discovery.Config {
 	}
 	for _, name := range sortedKeys(b.ToolGroups) {
 		g := b.ToolGroups[name]
-		cfg.Groups = append(cfg.Groups, discovery.Group{
-			ID: g.Name, Active: g.Active, Selectors: g.Selectors,
-			ExplicitToolIDs: g.ExplicitToolIDs, ExcludedToolIDs: g.ExcludedToolIDs,
-		})
+		cfg.Groups = append(cfg.Groups, g.Group(g.Name, g.Active))
 	}
 	for _, name := range sortedKeys(b.AccessPolicies) {
 		p := b.AccessPolicies[name]
