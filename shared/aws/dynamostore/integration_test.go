@@ -513,7 +513,15 @@ func TestMissingTableEmulator(t *testing.T) {
 	if !errors.Is(err, ErrTableNotFound) || !strings.Contains(err.Error(), s.Table()) {
 		t.Fatalf("GetGrant: %v", err)
 	}
-	s.known.setSession(storetest.NewSessionID(), sessionState{})
+	// A state as a read leaves it, so the store skips its own read and
+	// goes straight to the transaction, which meets the missing table.
+	sess := storetest.SampleSession(storetest.NewSessionID())
+	item, err := sessionItem(sess)
+	must(t, err, "sessionItem")
+	item[attrVersion] = num(1)
+	_, st, err := decodeSession(sess.ID, item)
+	must(t, err, "decodeSession")
+	s.known.setSession(sess.ID, st)
 	for id := range s.known.sessions {
 		_, _, err = s.CompleteSession(ctx, id, time.Now(), storetest.SampleGrant(storetest.NewGrantID()))
 	}
