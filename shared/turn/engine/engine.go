@@ -125,14 +125,19 @@ func (e *Engine) handle(ctx context.Context, key turn.InstanceKey, ev domain.Eve
 		return r.commit(ctx, func(c *turn.Commit) { c.Processed = ev.ID })
 	case in.Type == EventAuthGranted || in.Type == EventAuthExpired:
 		return r.authEvent(ctx, ev, in)
-	case in.Type == EventContinuation:
-		if st.Instance.ActiveTurn != ev.Metadata[MetaTurnID] || st.Instance.Status != turn.Active {
-			return r.commit(ctx, func(c *turn.Commit) { c.Processed = ev.ID })
-		}
+	case in.Type == EventContinuation || in.Type == EventWakeup && ev.Metadata[MetaWake] != "":
+		// A hand-over, or a lifecycle wake-up (resume): carry on the
+		// instance's work — its turn, else its backlog. Never a message.
 		if err := r.commit(ctx, func(c *turn.Commit) { c.Processed = ev.ID }); err != nil {
 			return err
 		}
-		return r.runTurn(ctx, st.Instance.ActiveTurn)
+		if st.Instance.Status != turn.Active {
+			return nil
+		}
+		if id := r.st.Instance.ActiveTurn; id != "" {
+			return r.runTurn(ctx, id)
+		}
+		return r.next(ctx)
 	case st.Instance.Status == turn.Paused || st.Instance.ActiveTurn != "":
 		return r.commit(ctx, func(c *turn.Commit) {
 			c.BacklogPush = []domain.Event{ev}
@@ -260,9 +265,8 @@ func (r *run) authEvent(ctx context.Context, ev domain.Event, in input) error {
 		r.e.log().InfoContext(ctx, "auth event with no call parked on it", "eventId", ev.ID, "authSessionId", session, "instance", r.key.String())
 		return r.commit(ctx, func(c *turn.Commit) { c.Processed = ev.ID })
 	}
-	if r.st.Instance.Status == turn.Paused {
-		return r.commit(ctx, func(c *turn.Commit) { c.BacklogPush = []domain.Event{ev}; c.Processed = ev.ID })
-	}
+	// Also while paused: the consent is recorded at once (the call waits
+	// resuming) and runs when the instance resumes.
 	sortCalls(parked)
 	err := r.commit(ctx, func(c *turn.Commit) {
 		c.Processed = ev.ID

@@ -151,6 +151,26 @@ func (f *fixture) granted(t *testing.T, id string) {
 	}
 }
 
+// drain delivers what the engine queued (wake-ups, hand-overs), as a
+// worker would.
+func (f *fixture) drain(t *testing.T) {
+	t.Helper()
+	q := f.e.Queue.(*memQueue)
+	for {
+		q.mu.Lock()
+		if len(q.evs) == 0 {
+			q.mu.Unlock()
+			return
+		}
+		ev := q.evs[0]
+		q.evs = q.evs[1:]
+		q.mu.Unlock()
+		if err := f.e.Handle(context.Background(), ev); err != nil {
+			t.Fatalf("Handle %s: %v", ev.ID, err)
+		}
+	}
+}
+
 func (f *fixture) state(t *testing.T) turn.State {
 	t.Helper()
 	st, err := f.store.Load(context.Background(), f.key)
@@ -347,6 +367,10 @@ func TestPauseHoldsEventsAndResumeRunsThemInOrder(t *testing.T) {
 	if err := f.e.Resume(ctx, f.key); err != nil {
 		t.Fatal(err)
 	}
+	if f.model.count() != 1 {
+		t.Fatal("Resume ran turns itself instead of queueing a wake-up")
+	}
+	f.drain(t)
 	st := f.state(t)
 	if h := history(st); h != "user:first | assistant:one | user:second | assistant:two | user:third | assistant:three" {
 		t.Fatalf("history %s", h)
@@ -406,5 +430,28 @@ func TestInstancesInParallelOneInstanceSerial(t *testing.T) {
 		if users != 5 || answers+len(st.Backlog) < 5 {
 			t.Fatalf("instance %d: %d messages, %d answers, backlog %d: %s", inst, users, answers, len(st.Backlog), history(st))
 		}
+	}
+}
+
+// TestConsentWhilePaused: a consent that arrives while the instance is
+// paused is kept, and the call runs once the instance resumes.
+func TestConsentWhilePaused(t *testing.T) {
+	f := newFixture(t, callTools("whoami"), say("you are alice"))
+	ctx := context.Background()
+	f.send(t, "ev-1", "who am I?")
+	if err := f.e.Pause(ctx, f.key); err != nil {
+		t.Fatal(err)
+	}
+	f.tools.granted = true
+	f.granted(t, "as-1")
+	if f.tools.ran("whoami") != 0 {
+		t.Fatal("a paused instance ran a tool")
+	}
+	if err := f.e.Resume(ctx, f.key); err != nil {
+		t.Fatal(err)
+	}
+	f.drain(t)
+	if tr := lastTurn(f.state(t)); tr.Status != turn.TurnCompleted || f.tools.ran("whoami") != 1 || tr.Final != "you are alice" {
+		t.Fatalf("after resume: %+v, whoami ran %d", tr, f.tools.ran("whoami"))
 	}
 }

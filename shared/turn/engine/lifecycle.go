@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/turn"
 )
 
@@ -43,8 +44,10 @@ func (e *Engine) Pause(ctx context.Context, key turn.InstanceKey) error {
 	})
 }
 
-// Resume lets a paused instance run again: its interrupted turn goes on,
-// then its backlog, in order.
+// Resume lets a paused instance run again. It changes the state only and
+// queues a wake-up: the worker that takes it carries the interrupted turn
+// on, then the backlog, in order (with no queue, Resume runs them
+// itself).
 func (e *Engine) Resume(ctx context.Context, key turn.InstanceKey) error {
 	return e.lifecycle(ctx, key, func(r *run) error {
 		switch r.st.Instance.Status {
@@ -54,6 +57,13 @@ func (e *Engine) Resume(ctx context.Context, key turn.InstanceKey) error {
 			if err := r.commit(ctx, func(c *turn.Commit) { c.Instance.Status = turn.Active }); err != nil {
 				return err
 			}
+		}
+		if e.Queue != nil {
+			return e.Queue.Enqueue(ctx, domain.Event{
+				ID: fmt.Sprintf("wake:%s:%d", key, r.st.Instance.Version), SwarmRef: domain.ObjectRef{Kind: "Swarm", Name: key.Swarm},
+				InstanceKey: key.Key, AgentName: key.Agent, Input: `{"type":"` + EventWakeup + `"}`,
+				Metadata: map[string]string{MetaWake: "resume"}, EnqueuedAt: e.now(),
+			})
 		}
 		if id := r.st.Instance.ActiveTurn; id != "" {
 			return r.runTurn(ctx, id)

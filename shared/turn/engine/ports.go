@@ -112,4 +112,7 @@ const (
 	MetaTurnID = "turnId"
 	MetaCallID = "callId"
 	MetaStep   = "step"
+	// MetaWake marks a lifecycle wake-up (resume): it carries work on and
+	// adds no message.
+	MetaWake = "wake"
 )
