@@ -157,8 +157,10 @@ func (t Turn) concrete(p parsed, body []byte, r *result) answer {
 // lookup finds key in a JSON value: the shallowest occurrence, then the
 // first in key order (objects) or element order (arrays). nil: none.
 func lookup(raw json.RawMessage, key string) any {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // numbers render as sent
 	var v any
-	if json.Unmarshal(raw, &v) != nil {
+	if dec.Decode(&v) != nil {
 		return nil
 	}
 	level := []any{v}
