@@ -39,6 +39,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentauth/agentauth/shared/aws/awserr"
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/turn/message"
 	"github.com/agentauth/agentauth/shared/turn/model"
@@ -396,8 +397,8 @@ func statusError(resp *http.Response) *model.Error {
 	if msg == "chat completions: " {
 		msg += "error"
 	}
-	if id := token(resp.Header.Get("X-Request-Id")); id != "" {
-		msg += " (request id " + id + ")"
+	if id := resp.Header.Get("X-Request-Id"); id != "" {
+		msg += " (request id " + awserr.Token(id) + ")"
 	}
 	return &model.Error{
 		Status:     resp.StatusCode,
@@ -433,31 +434,21 @@ func errorCode(raw []byte) string {
 	return scalar(body.Type)
 }
 
-// scalar is a JSON string or number as a short token ("" otherwise).
+// scalar is a JSON string or number as a short token ("" otherwise):
+// awserr.Token, the one rule for identifiers a server sent.
 func scalar(raw json.RawMessage) string {
 	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return token(s)
-	}
-	var n json.Number
-	if json.Unmarshal(raw, &n) == nil {
-		return token(n.String())
-	}
-	return ""
-}
-
-// token keeps an identifier a server sent to a short run of printable
-// ASCII, since the server controls it.
-func token(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s) && b.Len() < 100; i++ {
-		if c := s[i]; c >= '!' && c <= '~' {
-			b.WriteByte(c)
-		} else {
-			b.WriteByte('_')
+	if json.Unmarshal(raw, &s) != nil {
+		var n json.Number
+		if json.Unmarshal(raw, &n) != nil {
+			return ""
 		}
+		s = n.String()
 	}
-	return b.String()
+	if s == "" {
+		return ""
+	}
+	return awserr.Token(s)
 }
 
 // transportError maps a request that got no (whole) answer: retryable,

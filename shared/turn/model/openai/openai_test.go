@@ -377,10 +377,10 @@ func TestOtherServersAnswers(t *testing.T) {
 					t.Fatalf("%#v", err)
 				}
 			}},
-		{"LiteLLM's error body: string code", 429, `{"error":{"message":"m","type":"throttling_error","param":null,"code":"429"}}`,
+		{"LiteLLM's error body: string code; the request id, kept to a token", 429, `{"error":{"message":"m","type":"throttling_error","param":null,"code":"429"}}`,
 			func(t *testing.T, resp model.Response, err error) {
 				var me *model.Error
-				if !errors.As(err, &me) || me.Code != "429" || !me.Retryable {
+				if !errors.As(err, &me) || me.Code != "429" || !me.Retryable || me.Message != "chat completions: too many requests (request id req_7f3___)" {
 					t.Fatalf("%#v", err)
 				}
 			}},
@@ -401,6 +401,9 @@ func TestOtherServersAnswers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.status == 429 {
+					w.Header().Set("X-Request-Id", "req_7f3 é")
+				}
 				w.WriteHeader(tc.status)
 				_, _ = w.Write([]byte(tc.body))
 			}))
