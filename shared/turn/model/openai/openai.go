@@ -156,8 +156,8 @@ type chatResponse struct {
 }
 
 const (
-	maxAnswer   = 16 << 20
-	maxErrorBod = 64 << 10
+	maxAnswer    = 16 << 20
+	maxErrorBody = 64 << 10
 )
 
 // emptySchema is what a tool without a schema is offered with: OpenAI
@@ -392,7 +392,7 @@ func finish(r string) model.FinishReason {
 // statusError maps a non-2xx answer: status, the provider's code, its
 // retry hint — and not its message.
 func statusError(resp *http.Response) *model.Error {
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBod))
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	msg := "chat completions: " + strings.ToLower(http.StatusText(resp.StatusCode))
 	if msg == "chat completions: " {
 		msg += "error"
