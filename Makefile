@@ -43,6 +43,21 @@ browser-deps: ## install Debian's chromium for the browser tests when missing
 .PHONY: e2e-deps
 e2e-deps: provider-deps browser-deps ## everything the end-to-end tests need
 
+# fakellm (PyPI, pinned; its own dependencies float like MiniStack's): an
+# OpenAI-compatible mock server written by others, which the openai model
+# adapter is checked against once (shared/turn/model/openai, skipped when
+# missing; AGENTAUTH_REQUIRE_FAKELLM=1 makes missing a failure).
+FAKELLM_VERSION := 0.3.5
+FAKELLM_VENV    := .tools/fakellm-$(FAKELLM_VERSION)
+
+$(FAKELLM_VENV)/bin/fakellm:
+	@echo "installing fakellm $(FAKELLM_VERSION) into $(FAKELLM_VENV) (pip)"
+	python3 -m venv $(FAKELLM_VENV)
+	$(FAKELLM_VENV)/bin/pip install -q --disable-pip-version-check fakellm==$(FAKELLM_VERSION)
+
+.PHONY: model-mock-deps
+model-mock-deps: $(FAKELLM_VENV)/bin/fakellm ## install fakellm, the independent OpenAI-compatible mock the openai adapter is checked against
+
 .PHONY: build
 build: check-tools ## build bin/agentauth
 	$(GO) build -o $(BIN) ./cmd/agentauth
@@ -107,8 +122,8 @@ CDK           := $(CURDIR)/infra/node_modules/.bin/cdk
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .PHONY: test
-test: check-tools e2e-deps lint ## everything: unit, fuzz seeds, local e2e, CDK assertions, AWS adapters on MiniStack, the deployed stack end to end
-	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v /test/)
+test: check-tools e2e-deps model-mock-deps lint ## everything: unit, fuzz seeds, local e2e, CDK assertions, AWS adapters on MiniStack, the deployed stack end to end
+	AGENTAUTH_REQUIRE_FAKELLM=1 $(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v /test/)
 	E2E_REQUIRE=1 $(GO) test $(GOTEST_FLAGS) -p 1 ./test/...
 	cd infra && $(GO) test -count=1 -timeout 20m ./...
 	$(MAKE) test-integration

@@ -1,0 +1,203 @@
+package scripted
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/agentauth/agentauth/shared/turn/message"
+	"github.com/agentauth/agentauth/shared/turn/model"
+)
+
+// answer is a turn made concrete for one request.
+type answer struct {
+	text   string
+	calls  []call
+	finish model.FinishReason
+	usage  model.Usage
+}
+
+type call struct {
+	id, name string
+	args     json.RawMessage
+}
+
+// result is one tool result the request ends with.
+type result struct {
+	tool   string // the wire name of the tool_use it answers
+	output json.RawMessage
+}
+
+// ending is what a request ends with: the text of a final user message,
+// tool results, or both (a Converse user message may hold both).
+type ending struct {
+	userText string
+	hasUser  bool
+	results  []result
+}
+
+func endingOf(msgs []message.Message) ending {
+	var e ending
+	names := map[string]string{}
+	for _, m := range msgs {
+		for _, p := range m.ToolUses() {
+			names[p.CallID] = p.Name
+		}
+	}
+	if n := len(msgs); n > 0 && msgs[n-1].Role == message.User && msgs[n-1].TextOf() != "" {
+		e.userText, e.hasUser = msgs[n-1].TextOf(), true
+	}
+	// The results in the run of messages at the end that carry results
+	// (OpenAI: tool messages; Converse: one user message).
+	for i := len(msgs) - 1; i >= 0; i-- {
+		n := len(e.results)
+		for _, p := range msgs[i].Content {
+			if p.Type == message.ToolResult {
+				e.results = append(e.results, result{tool: names[p.CallID], output: p.Output})
+			}
+		}
+		if len(e.results) == n {
+			break
+		}
+	}
+	return e
+}
+
+// alone is name's wire name in a catalog of its own: what an adapter
+// sends for a catalog name that does not fit the wire alphabet.
+func alone(name string) string {
+	n, err := model.NewNames([]string{name})
+	if err != nil {
+		return name
+	}
+	return n.Wire(name)
+}
+
+// sameTool: the scripted name (catalog or wire) names the wire tool.
+func sameTool(scripted, wire string) bool {
+	return scripted == wire || alone(scripted) == wire
+}
+
+// pick returns the first turn that answers p, made concrete.
+func (s Script) pick(p parsed, body []byte) (int, answer, bool) {
+	e := endingOf(p.messages)
+	for i, t := range s.Turns {
+		var matched *result
+		if t.ToolResult != "" {
+			for j := range e.results {
+				r := &e.results[j]
+				if sameTool(t.ToolResult, r.tool) && (t.ResultHas == "" || lookup(r.output, t.ResultHas) != nil) {
+					matched = r
+					break
+				}
+			}
+			if matched == nil {
+				continue
+			}
+			if t.UserContains != "" && !strings.Contains(e.userText, t.UserContains) {
+				continue
+			}
+		} else if !e.hasUser || !strings.Contains(e.userText, t.UserContains) {
+			continue
+		}
+		return i, t.concrete(p, body, matched), true
+	}
+	return -1, answer{}, false
+}
+
+var placeholder = regexp.MustCompile(`\{\{result\.([A-Za-z0-9_-]+)\}\}`)
+
+func (t Turn) concrete(p parsed, body []byte, r *result) answer {
+	a := answer{text: t.Text, finish: t.Finish}
+	if r != nil {
+		a.text = placeholder.ReplaceAllStringFunc(t.Text, func(m string) string {
+			return text(lookup(r.output, placeholder.FindStringSubmatch(m)[1]))
+		})
+	} else {
+		a.text = placeholder.ReplaceAllString(t.Text, "")
+	}
+	offered := make([]string, len(p.tools))
+	for i, tool := range p.tools {
+		offered[i] = tool.Name
+	}
+	sum := sha256.Sum256(body)
+	size := len(a.text)
+	for i, c := range t.ToolCalls {
+		name := c.Name
+		if w := alone(c.Name); !slices.Contains(offered, name) && slices.Contains(offered, w) {
+			name = w
+		}
+		args := c.Args
+		if len(bytes.TrimSpace(args)) == 0 {
+			args = json.RawMessage(`{}`)
+		}
+		a.calls = append(a.calls, call{id: fmt.Sprintf("call_%s_%d", hex.EncodeToString(sum[:6]), i), name: name, args: args})
+		size += len(name) + len(args)
+	}
+	if a.finish == "" {
+		a.finish = model.FinishStop
+		if len(a.calls) > 0 {
+			a.finish = model.FinishToolUse
+		}
+	}
+	if t.Usage != nil {
+		a.usage = *t.Usage
+	} else {
+		a.usage = model.Usage{PromptTokens: int64(len(body)+3) / 4, CompletionTokens: int64(size+3) / 4}
+		a.usage.TotalTokens = a.usage.PromptTokens + a.usage.CompletionTokens
+	}
+	return a
+}
+
+// lookup finds key in a JSON value: the shallowest occurrence, then the
+// first in key order (objects) or element order (arrays). nil: none.
+func lookup(raw json.RawMessage, key string) any {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // numbers render as sent
+	var v any
+	if dec.Decode(&v) != nil {
+		return nil
+	}
+	level := []any{v}
+	for len(level) > 0 {
+		var next []any
+		for _, x := range level {
+			switch x := x.(type) {
+			case map[string]any:
+				if found, ok := x[key]; ok {
+					return found
+				}
+				keys := make([]string, 0, len(x))
+				for k := range x {
+					keys = append(keys, k)
+				}
+				slices.Sort(keys)
+				for _, k := range keys {
+					next = append(next, x[k])
+				}
+			case []any:
+				next = append(next, x...)
+			}
+		}
+		level = next
+	}
+	return nil
+}
+
+// text renders a looked-up value for a sentence.
+func text(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	default:
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+}
