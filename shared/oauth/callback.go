@@ -271,6 +271,23 @@ func (m *Manager) emitGranted(ctx context.Context, s domain.Session, g domain.Gr
 	})
 }
 
+// emitExpired queues auth.expired for a session a turn's tool call parked
+// on (its resume names the call); sessions without one need no event.
+func (m *Manager) emitExpired(ctx context.Context, s domain.Session) error {
+	if s.Resume.TurnID == "" {
+		return nil
+	}
+	input, err := json.Marshal(map[string]any{"type": "auth.expired", "oauthAppRef": s.OAuthAppRef, "subject": s.Subject})
+	if err != nil {
+		return err
+	}
+	return m.cfg.Queue.Enqueue(ctx, domain.Event{
+		ID: "expired:" + s.ID, SwarmRef: s.Resume.SwarmRef, InstanceKey: s.Resume.InstanceKey, AgentName: s.Resume.AgentName,
+		Input: string(input), Origin: s.Resume.Origin, Auth: s.Resume.Auth, Metadata: resumeMetadata("auth.expired", s),
+		EnqueuedAt: m.now().UTC(),
+	})
+}
+
 // claim moves a pending session to exchanging in one versioned write;
 // ErrConflict when another writer moved it first.
 func (m *Manager) claim(ctx context.Context, s domain.Session) (domain.Session, error) {

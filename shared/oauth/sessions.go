@@ -122,6 +122,12 @@ func (m *Manager) CleanupExpiredSessions(ctx context.Context) (CleanupReport, er
 			rep.Expired++
 		} else if !errors.Is(err, domain.ErrConflict) {
 			return rep, fmt.Errorf("cleanup: expire %s: %w", s.ID, err)
+		} else {
+			continue
+		}
+		// A tool call parked on this consent learns it will not come.
+		if err := m.emitExpired(ctx, s); err != nil {
+			m.log.WarnContext(ctx, "cleanup: auth.expired not queued", "authSessionId", s.ID, "err", err)
 		}
 	}
 

@@ -258,3 +258,30 @@ func TestSweepCountsAnUnreadableSessionOnce(t *testing.T) {
 		t.Fatalf("sweep %+v %v", rep, err)
 	}
 }
+
+// TestSweepTellsAParkedCallItsConsentExpired: a session a turn's tool call
+// parked on sends auth.expired to that call when it expires; others do not.
+func TestSweepTellsAParkedCallItsConsentExpired(t *testing.T) {
+	h := newHarness(t)
+	parked := h.request("global", func(r *TokenRequest) {
+		res := *testResume
+		res.TurnID, res.Step, res.CallID = "turn-1", 2, "call-7"
+		r.Resume = &res
+	})
+	plain := h.request("user")
+	h.clock.Advance(DefaultSessionTTL + time.Second)
+	rep, err := h.m.CleanupExpiredSessions(context.Background())
+	if err != nil || rep.Expired != 2 {
+		t.Fatalf("sweep %+v %v", rep, err)
+	}
+	var expired []domain.Event
+	for _, e := range h.queue.list() {
+		if strings.HasPrefix(e.ID, "expired:") {
+			expired = append(expired, e)
+		}
+	}
+	if len(expired) != 1 || expired[0].ID != "expired:"+parked.AuthSessionID || expired[0].Metadata["callId"] != "call-7" ||
+		expired[0].Metadata["turnId"] != "turn-1" || expired[0].AgentName != "planner" || !strings.Contains(expired[0].Input, `"auth.expired"`) {
+		t.Fatalf("auth.expired events %+v (plain session %s)", expired, plain.AuthSessionID)
+	}
+}

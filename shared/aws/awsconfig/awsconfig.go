@@ -20,6 +20,9 @@ import (
 	"github.com/agentauth/agentauth/shared/aws/awscount"
 )
 
+// LoadDefault is Load without counting.
+func LoadDefault(ctx context.Context) (aws.Config, error) { return Load(ctx, nil) }
+
 // Load returns the SDK configuration; counter may be nil.
 func Load(ctx context.Context, counter *awscount.Counter) (aws.Config, error) {
 	var opts []func(*config.LoadOptions) error

@@ -1,0 +1,138 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/agentauth/agentauth/shared/aws/awsconfig"
+	"github.com/agentauth/agentauth/shared/bundle"
+	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/turn"
+	"github.com/agentauth/agentauth/shared/turn/engine"
+	"github.com/agentauth/agentauth/shared/turn/model"
+	"github.com/agentauth/agentauth/shared/turn/model/bedrock"
+	"github.com/agentauth/agentauth/shared/turn/model/openai"
+)
+
+// Turns is the turn plane of a built app: the engine on the backends'
+// turn store, the queue its events go through, and the bundle's swarms
+// (ingress).
+type Turns struct {
+	Engine *engine.Engine
+	queue  domain.EventQueue
+	bundle *bundle.Bundle
+	now    func() time.Time
+}
+
+// Incoming is an event posted to a swarm instance.
+type Incoming struct {
+	// ID deduplicates (a retried post is queued once); "" for a new one.
+	ID string
+	// Type is the event type (user.input, system.wakeup, …).
+	Type string
+	Text string
+	// Agent, when set, must be one of the swarm's agents; else the
+	// swarm's ingress rules route the event.
+	Agent      string
+	Properties map[string]string
+	Origin     map[string]any
+	Auth       domain.TurnAuth
+}
+
+// ErrUnknownSwarm: the bundle has no such swarm.
+var ErrUnknownSwarm = errors.New("no such swarm in the bundle")
+
+// Post routes an event to its agent by the swarm's ingress rules and
+// queues it for the instance. The queue deduplicates by ID.
+func (t *Turns) Post(ctx context.Context, swarm, instanceKey string, in Incoming) (domain.Event, error) {
+	sw, ok := t.bundle.Swarms[swarm]
+	if !ok {
+		return domain.Event{}, fmt.Errorf("swarm %q: %w", swarm, ErrUnknownSwarm)
+	}
+	if in.Type == "" {
+		in.Type = engine.EventUserInput
+	}
+	agent := in.Agent
+	if agent == "" {
+		agent = sw.Route(in.Type, in.Properties)
+	} else if !slices.Contains(sw.Agents, agent) {
+		return domain.Event{}, fmt.Errorf("agent %q is not one of swarm %s's agents (%v): %w", agent, swarm, sw.Agents, domain.ErrInvalidID)
+	}
+	if in.ID == "" {
+		b := make([]byte, 12)
+		_, _ = rand.Read(b)
+		in.ID = "ev-" + hex.EncodeToString(b)
+	}
+	key := turn.InstanceKey{Swarm: swarm, Key: instanceKey, Agent: agent}
+	if err := key.Validate(); err != nil {
+		return domain.Event{}, err
+	}
+	input, _ := json.Marshal(map[string]string{"type": in.Type, "text": in.Text})
+	ev := domain.Event{ID: in.ID, SwarmRef: sw.Ref(), InstanceKey: instanceKey, AgentName: agent, Input: string(input),
+		Origin: in.Origin, Auth: in.Auth, Metadata: map[string]string{"eventType": in.Type}, EnqueuedAt: t.now().UTC()}
+	if err := t.queue.Enqueue(ctx, ev); err != nil {
+		return domain.Event{}, fmt.Errorf("queue event: %w", err)
+	}
+	return ev, nil
+}
+
+// bundleAgents resolves an instance's agent at the bundle's revision
+// (engine.Config): its model, prompt and limits.
+type bundleAgents struct {
+	b      *bundle.Bundle
+	models map[string]model.Model
+}
+
+func (c bundleAgents) Agent(_ context.Context, key turn.InstanceKey) (engine.Agent, string, error) {
+	sw, ok := c.b.Swarms[key.Swarm]
+	if !ok {
+		return engine.Agent{}, "", fmt.Errorf("swarm %q: %w", key.Swarm, ErrUnknownSwarm)
+	}
+	if !slices.Contains(sw.Agents, key.Agent) {
+		return engine.Agent{}, "", fmt.Errorf("agent %q is not one of swarm %s's agents", key.Agent, key.Swarm)
+	}
+	ag := c.b.Agents[key.Agent]
+	m, ok := c.models[ag.ModelRef.Name]
+	if !ok {
+		return engine.Agent{}, "", fmt.Errorf("model %s of agent %s is not built", ag.ModelRef, ag.Name)
+	}
+	return engine.Agent{Model: m, SystemPrompt: ag.SystemPrompt, MaxSteps: sw.StepLimit(ag),
+		MaxToolCallsPerStep: ag.MaxToolCallsPerStep, ToolTimeout: ag.ToolTimeout}, c.b.Revision, nil
+}
+
+// buildModels builds an adapter per Model of the bundle, each behind the
+// retry policy of its spec.
+func buildModels(ctx context.Context, b *bundle.Bundle, client *http.Client) (map[string]model.Model, error) {
+	out := make(map[string]model.Model, len(b.Models))
+	for name, m := range b.Models {
+		var adapter model.Model
+		var err error
+		switch m.Provider {
+		case bundle.ModelProviderOpenAI:
+			adapter, err = openai.New(openai.Config{BaseURL: m.Endpoint, APIKey: m.APIKey, Model: m.ModelID, MaxTokens: m.MaxTokens,
+				Temperature: m.Temperature, Timeout: m.RequestTimeout, HTTPClient: client})
+		case bundle.ModelProviderBedrock:
+			brt, cerr := bedrock.NewClient(ctx, awsconfig.LoadDefault, m.Region, m.Endpoint)
+			if cerr != nil {
+				return nil, fmt.Errorf("Model/%s: %w", name, cerr)
+			}
+			adapter, err = bedrock.New(brt, bedrock.Config{ModelID: m.ModelID, MaxTokens: m.MaxTokens, Temperature: m.Temperature, Timeout: m.RequestTimeout})
+		default:
+			err = fmt.Errorf("provider %q", m.Provider)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("Model/%s: %w", name, err)
+		}
+		p := model.DefaultRetryPolicy
+		p.MaxRetries = m.MaxRetries
+		out[name] = model.WithRetry(adapter, p)
+	}
+	return out, nil
+}
