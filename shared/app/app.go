@@ -31,6 +31,7 @@ import (
 	"github.com/agentauth/agentauth/shared/tools/ratelimit"
 	"github.com/agentauth/agentauth/shared/tools/toolhooks"
 	"github.com/agentauth/agentauth/shared/tools/toolplane"
+	"github.com/agentauth/agentauth/shared/turn"
 )
 
 // Backends are the stores, sealers and queue a process runs on: the
@@ -49,6 +50,9 @@ type Backends struct {
 	ToolLimiter func(ratelimit.Limits) (toolhooks.Limiter, error)
 	// Describe says where the backends are, for the start line.
 	Describe string
+	// TurnStore holds agent instances (nil: the turn plane is off on
+	// these backends).
+	TurnStore turn.Store
 }
 
 // FromEmbedded wraps a home's embedded backends; secretsDir resolves
@@ -56,7 +60,7 @@ type Backends struct {
 func FromEmbedded(h *embedded.Backends, secretsDir string) *Backends {
 	return &Backends{Store: h.Store, Tenants: h.Store, GrantSealer: h.Keyring, SessionSealer: h.Keyring, Queue: h.Queue,
 		StateKeys: h.Keyring.DerivedKeys("state"), Secrets: bundle.DirSecrets{Dir: secretsDir}, ToolLimiter: h.ToolLimiter,
-		Describe: "home " + h.Home + ", key " + h.Keyring.CurrentID()}
+		Describe: "home " + h.Home + ", key " + h.Keyring.CurrentID(), TurnStore: h.Turns}
 }
 
 // FromAWS wraps the opened AWS backends.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/agentauth/agentauth/shared/aws/awsconfig"
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/oauth"
 	"github.com/agentauth/agentauth/shared/turn"
 	"github.com/agentauth/agentauth/shared/turn/engine"
 	"github.com/agentauth/agentauth/shared/turn/model"
@@ -29,6 +31,37 @@ type Turns struct {
 	queue  domain.EventQueue
 	bundle *bundle.Bundle
 	now    func() time.Time
+}
+
+// NewTurns is the turn plane over an engine: Post routes by b's swarms
+// and queues on q.
+func NewTurns(e *engine.Engine, q domain.EventQueue, b *bundle.Bundle) *Turns {
+	return &Turns{Engine: e, queue: q, bundle: b, now: time.Now}
+}
+
+// buildTurns builds the engine on the backends' turn store: the bundle's
+// agents and models, the tool plane's tools, the OAuth core's auth.pending
+// blocks, the backends' queue for hand-overs and wake-ups.
+func buildTurns(ctx context.Context, b *bundle.Bundle, be *Backends, mgr *oauth.Manager, tools engine.Tools, log *slog.Logger) (*Turns, error) {
+	models, err := buildModels(ctx, b, nil)
+	if err != nil {
+		return nil, err
+	}
+	e := &engine.Engine{Store: be.TurnStore, Config: bundleAgents{b: b, models: models}, Tools: tools,
+		Pending: pendingBlocks{mgr}, Queue: be.Queue, Log: log}
+	return NewTurns(e, be.Queue, b), nil
+}
+
+// pendingBlocks gives the engine the OAuth core's auth.pending block; an
+// empty block is none.
+type pendingBlocks struct{ m *oauth.Manager }
+
+func (p pendingBlocks) PendingBlock(ctx context.Context, instanceKey, agentName string) (json.RawMessage, error) {
+	blk, err := p.m.PendingBlock(ctx, instanceKey, agentName)
+	if err != nil || len(blk.Items) == 0 {
+		return nil, err
+	}
+	return json.Marshal(blk)
 }
 
 // Incoming is an event posted to a swarm instance.

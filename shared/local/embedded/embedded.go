@@ -18,6 +18,7 @@ import (
 	"github.com/agentauth/agentauth/shared/local/filelimit"
 	"github.com/agentauth/agentauth/shared/local/filequeue"
 	"github.com/agentauth/agentauth/shared/local/filestore"
+	"github.com/agentauth/agentauth/shared/local/turnfile"
 	"github.com/agentauth/agentauth/shared/tools/ratelimit"
 	"github.com/agentauth/agentauth/shared/tools/toolhooks"
 )
@@ -28,6 +29,8 @@ type Backends struct {
 	Store   *filestore.Store
 	Keyring *aesseal.Keyring
 	Queue   *filequeue.Queue
+	// Turns holds the agent instances (<home>/turns).
+	Turns *turnfile.Store
 }
 
 // Open opens home. envKey is the value of GOONDAN_OAUTH_KEY ("" for the
@@ -62,7 +65,11 @@ func Open(ctx context.Context, home, envKey string, create bool) (*Backends, err
 	if err != nil {
 		return nil, err
 	}
-	return &Backends{Home: home, Store: st, Keyring: kr, Queue: q}, nil
+	turns, err := turnfile.New(filepath.Join(home, "turns"))
+	if err != nil {
+		return nil, err
+	}
+	return &Backends{Home: home, Store: st, Keyring: kr, Queue: q, Turns: turns}, nil
 }
 
 // checkKeys refuses to start when a record is sealed under a key we do
