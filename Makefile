@@ -12,6 +12,9 @@ BUNDLE        ?= examples/bundle
 ADDR          ?= 127.0.0.1:8080
 PROVIDER_DIR  := test/e2e/provider
 PROVIDER_PORT ?= 9090
+# The scripted model (not a language model) for examples/bundle's Model;
+# MODEL_ADDR= starts none.
+MODEL_ADDR    ?= 127.0.0.1:9292
 BIN           := bin/agentauth
 GOTEST_FLAGS  ?= -race -count=1 -timeout 30m
 
@@ -65,7 +68,7 @@ build: check-tools ## build bin/agentauth
 .PHONY: run
 run: provider-deps build ## run agentauth + the demo OpenID provider locally
 	@BIN=$(BIN) HOME_DIR='$(HOME_DIR)' BUNDLE='$(BUNDLE)' ADDR=$(ADDR) \
-	  PROVIDER_DIR=$(PROVIDER_DIR) PROVIDER_PORT=$(PROVIDER_PORT) scripts/run.sh
+	  PROVIDER_DIR=$(PROVIDER_DIR) PROVIDER_PORT=$(PROVIDER_PORT) MODEL_ADDR=$(MODEL_ADDR) scripts/run.sh
 
 TOOLS_BIN     := $(CURDIR)/.tools/bin
 ACTIONLINT    := $(TOOLS_BIN)/actionlint

@@ -12,6 +12,11 @@
 #   ADDR           agentauth's listen address
 #   PROVIDER_DIR   the demo provider (test/e2e/provider, npm ci done)
 #   PROVIDER_PORT  the demo provider's port on 127.0.0.1
+#   MODEL_ADDR     where the scripted model listens (examples/bundle's Model
+#                  points at 127.0.0.1:9292): a fixed script that speaks the
+#                  chat-completions and Converse wire formats, NOT a language
+#                  model; set MODEL_ADDR= (empty) to start none and point the
+#                  bundle's Model at your own endpoint
 # AGENTAUTH_JWKS_URL, AGENTAUTH_JWT_ISSUER and AGENTAUTH_JWT_AUDIENCE default
 # to the demo provider, so the tool routes accept its agent JWTs.
 set -euo pipefail
@@ -32,9 +37,15 @@ echo "agent JWT for the tool routes: curl -s -u agentauth-agent:agent-secret -d 
 
 PROVIDER_PORT=$PROVIDER_PORT node "$PROVIDER_DIR/provider.mjs" >"$HOME_DIR/provider.log" 2>&1 &
 provider=$!
-# A background job of a script ignores Ctrl-C, so the provider is stopped
-# here rather than by the terminal.
-trap 'kill $provider 2>/dev/null || true' EXIT INT TERM
+model=
+if [ -n "${MODEL_ADDR:-}" ]; then
+  "$BIN" scripted-model --addr "$MODEL_ADDR" >"$HOME_DIR/scripted-model.log" 2>&1 &
+  model=$!
+  echo "scripted model (a fixed script, not a language model): http://$MODEL_ADDR/v1"
+fi
+# A background job of a script ignores Ctrl-C, so the provider and the
+# scripted model are stopped here rather than by the terminal.
+trap 'kill $provider $model 2>/dev/null || true' EXIT INT TERM
 
 for _ in $(seq 1 50); do
   grep -q listening "$HOME_DIR/provider.log" 2>/dev/null && break

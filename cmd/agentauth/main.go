@@ -27,6 +27,9 @@ Usage:
   agentauth keys rewrap --to-key KMS_KEY      AWS: move every grant to another KMS key
                                               (reads AGENTAUTH_TABLE, AGENTAUTH_KMS_KEY_ID, …)
   agentauth bench [--url URL] [--token T] [--duration D] [--concurrency N]
+  agentauth scripted-model [--addr 127.0.0.1:9292]
+                                              the demo's scripted model server (NOT a
+                                              language model: a fixed script, for make run)
 
 Home defaults to $AGENTAUTH_HOME or ./.agentauth; the bundle to
 $AGENTAUTH_BUNDLE or ./examples/bundle. See README.md.
@@ -81,6 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdKeysGenerate(stdout)
 	case cmd == "bench":
 		return cmdBench(ctx, rest, stdout)
+	case cmd == "scripted-model":
+		return cmdScriptedModel(ctx, rest, stdout, stderr)
 	case cmd == "help" || cmd == "-h" || cmd == "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

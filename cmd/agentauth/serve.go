@@ -16,8 +16,10 @@ import (
 	"github.com/agentauth/agentauth/shared/app"
 	"github.com/agentauth/agentauth/shared/config"
 	"github.com/agentauth/agentauth/shared/edge/httpapi"
+	"github.com/agentauth/agentauth/shared/local/queueworker"
 	"github.com/agentauth/agentauth/shared/oauth"
 	"github.com/agentauth/agentauth/shared/observe/logging"
+	"github.com/agentauth/agentauth/shared/turn/engine"
 )
 
 // cleanupEvery is how often the server sweeps sessions.
@@ -86,6 +88,14 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		log.Info("device pollers resumed", "sessions", n)
 	}
 	go sweep(ctx, a, log)
+	if a.Turns != nil {
+		// The turn worker: the home's queue → the engine, per instance in
+		// order, instances in parallel (several servers on one home share
+		// the work through per-instance locks).
+		w := &queueworker.Worker{Queue: h.Queue, Handle: a.Turns.Engine.Handle, KeyOf: engine.KeyOf,
+			Dir: filepath.Join(cfg.Home, "worker"), Log: log}
+		go w.Run(ctx)
+	}
 
 	fmt.Fprintf(stderr, "agentauth listening on %s (bundle %s, revision %.12s, %d OAuthApps; home %s; key %s; runtime token %s; %s)\n",
 		cfg.PublicURL, cfg.BundleDir, a.Bundle.Revision, len(a.Bundle.OAuthApps), cfg.Home, h.Keyring.CurrentID(), tokenNote(cfg, created), toolsNote(cfg, a))

@@ -117,6 +117,9 @@ type App struct {
 	OAuth  *oauth.Manager
 	// Tools is nil when the tool routes are off (no AGENTAUTH_JWKS_URL).
 	Tools *toolsapi.API
+	// Turns is nil when the bundle has no Swarm or the backends keep no
+	// turns.
+	Turns *Turns
 	api   *httpapi.Server
 	log   *slog.Logger
 	// limiter is the tool rate limiter when its state needs sweeping
