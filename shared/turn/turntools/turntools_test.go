@@ -158,7 +158,7 @@ type harness struct {
 
 // newHarness: the upstream echoes the request's Authorization header (a
 // careless upstream) so the scrubbing is tested too.
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	h := &harness{tokens: &tokens{}, sink: &sink{}, logs: &bytes.Buffer{}, seen: make(chan *http.Request, 16)}
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
