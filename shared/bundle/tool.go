@@ -76,7 +76,7 @@ func decodeTool(r *res, d *document) {
 	spec := r.spec(d,
 		"id", "name", "description", "inputSchema", "sourceId", "sourcePath", "method",
 		"tags", "labelIds", "version", "enabled", "requiredScopes", "errorMessageLimit",
-		"transport", "url", "auth")
+		"transport", "url", "auth", "idempotent")
 	if spec == nil {
 		return
 	}
@@ -103,7 +103,15 @@ func decodeTool(r *res, d *document) {
 	t.ErrorMessageLimit = spec.intIn("errorMessageLimit", DefaultErrorMessageLimit, 1, maxErrorMessageLimit)
 	toolTransport(r, spec, t, method)
 	t.Auth = toolAuth(r, spec, t)
+	t.Idempotent = spec.optBool("idempotent", idempotentMethod(t.Method))
 	addTool(r, spec, t, idLine)
+}
+
+// idempotentMethod is a tool's idempotent default: GET and HEAD only read
+// (RFC 9110 safe methods), so running one again after a crash changes
+// nothing; every other method, and a tool without one, must say so.
+func idempotentMethod(method string) bool {
+	return method == "GET" || method == "HEAD"
 }
 
 // toolSourceID reads spec.sourceId ("" when missing or invalid, reported).

@@ -354,6 +354,8 @@ func TestToolRules(t *testing.T) {
 			at: "version:", want: "Tool/slack-post: spec.version: must be a string, got a number (quote it)"},
 		{name: "enabled not bool", old: "enabled: false", new: "enabled: no",
 			at: "enabled:", want: "Tool/legacy: spec.enabled: must be true or false, got a !!str value"},
+		{name: "idempotent not bool", old: "enabled: false", new: "enabled: false\n  idempotent: \"true\"",
+			at: "idempotent:", want: "Tool/legacy: spec.idempotent: must be true or false, got a !!str value"},
 		{name: "requiredScopes empty item", old: `requiredScopes: ["tools:slack"]`, new: `requiredScopes: [""]`,
 			at: "requiredScopes:", want: "Tool/slack-post: spec.requiredScopes[0]: must not be empty"},
 		{name: "errorMessageLimit zero", old: "errorMessageLimit: 500", new: "errorMessageLimit: 0",
@@ -472,6 +474,54 @@ func TestToolRules(t *testing.T) {
 			at: "spec:", want: `Skill/acme-onboarding-2: spec.name: skill name "onboarding" is already used in tenant acme by Skill/acme-onboarding (tools.yaml:113)`},
 		{name: "skill name clash global by default name", file: "z.yaml", new: "apiVersion: agents.example.io/v1alpha1\nkind: Skill\nmetadata: {name: other}\nspec: {name: slack-etiquette, description: d, content: c, scope: global}\n",
 			at: "spec:", want: `Skill/other: spec.name: skill name "slack-etiquette" is already used in global by Skill/slack-etiquette (tools.yaml:104)`},
+	})
+}
+
+// TestToolIdempotent: idempotent defaults to true for GET and HEAD only,
+// and a declaration wins either way, in the bundle and in an upload.
+func TestToolIdempotent(t *testing.T) {
+	httpTool := func(method, extra string) string {
+		return "apiVersion: agents.example.io/v1alpha1\nkind: Tool\nmetadata: {name: probe}\nspec:\n" +
+			"  id: demo:probe\n  name: probe\n  description: d\n  inputSchema: {type: object}\n  sourceId: demo\n" +
+			"  transport: http\n  url: https://api.example.com/probe\n  method: " + method + "\n" + extra
+	}
+	for _, tc := range []struct {
+		name, doc string
+		want      bool
+	}{
+		{"GET by default", httpTool("GET", ""), true},
+		{"HEAD by default", httpTool("HEAD", ""), true},
+		{"POST by default", httpTool("POST", ""), false},
+		{"DELETE by default", httpTool("DELETE", ""), false},
+		{"OPTIONS by default", httpTool("OPTIONS", ""), false},
+		{"GET declared not idempotent", httpTool("GET", "  idempotent: false\n"), false},
+		{"PUT declared idempotent", httpTool("PUT", "  idempotent: true\n"), true},
+		{"null is the default", httpTool("GET", "  idempotent: null\n"), true},
+		{"native by default", "apiVersion: agents.example.io/v1alpha1\nkind: Tool\nmetadata: {name: probe}\nspec: {id: demo:probe, name: probe, description: d, inputSchema: {type: object}, sourceId: demo, transport: native}\n", false},
+		{"native declared idempotent", "apiVersion: agents.example.io/v1alpha1\nkind: Tool\nmetadata: {name: probe}\nspec: {id: demo:probe, name: probe, description: d, inputSchema: {type: object}, sourceId: demo, transport: native, idempotent: true}\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := validFiles()
+			files["probe.yaml"] = tc.doc
+			if got := mustParse(t, files).Tools["demo:probe"].Idempotent; got != tc.want {
+				t.Fatalf("Idempotent = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	t.Run("upload", func(t *testing.T) {
+		for body, want := range map[string]bool{
+			`{"id":"menu:list","name":"list_menu","description":"d","inputSchema":{"type":"object"},"sourceId":"menu","transport":"http","url":"https://api.example.com/menu","method":"GET"}`:                 true,
+			`{"id":"menu:order","name":"order","description":"d","inputSchema":{"type":"object"},"sourceId":"menu","transport":"http","url":"https://api.example.com/menu","method":"POST"}`:                   false,
+			`{"id":"menu:order","name":"order","description":"d","inputSchema":{"type":"object"},"sourceId":"menu","transport":"http","url":"https://api.example.com/menu","method":"POST","idempotent":true}`: true,
+		} {
+			tool, err := ParseTenantTool([]byte(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tool.Idempotent != want {
+				t.Errorf("%s: Idempotent = %v, want %v", tool.ID, tool.Idempotent, want)
+			}
+		}
 	})
 }
 

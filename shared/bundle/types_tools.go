@@ -54,6 +54,9 @@ const DefaultErrorMessageLimit = 1000
 //	auth               mapping                    {oauthAppRef, scopes}: the token getAccessToken fetches for
 //	                                              the call; oauthAppRef ("name" or "OAuthApp/name") must name
 //	                                              an OAuthApp of the bundle, and scopes must be among its scopes
+//	idempotent         bool                       running the call twice does what running it once does: the turn
+//	                                              engine runs it again when a crash left its outcome unknown;
+//	                                              default true for method GET and HEAD, false otherwise
 type Tool struct {
 	Name   string            // metadata.name
 	Labels map[string]string // metadata.labels
@@ -83,6 +86,7 @@ type Tool struct {
 	Transport         string // TransportHTTP | TransportMCP | TransportNative
 	URL               string // the upstream URL of an http tool
 	Auth              *ToolAuth
+	Idempotent        bool
 }
 
 // ToolAuth is the OAuth token a tool's upstream call carries.

@@ -4,6 +4,11 @@ package domain
 type TurnAuth struct {
 	Actor    *Actor    `json:"actor,omitempty"`
 	Subjects *Subjects `json:"subjects,omitempty"`
+	// Claims are the end user's verified claims, which the trusted
+	// runtime that posts the turn's event vouches for (as it vouches for
+	// Subjects): a turn's tools are what a caller with these claims may
+	// see (TurnAuth.Principal). Never a token; read only.
+	Claims map[string]any `json:"claims,omitempty"`
 }
 
 // Actor is who caused the turn.

@@ -170,3 +170,74 @@ func isInteger(s string) bool {
 	}
 	return true
 }
+
+// ClaimText is the claim at path in its string form (ClaimString): ok is
+// false when the claim is absent, null, an empty string, or has no string
+// form (an object or a list). The tenant, the agent id and the OAuth
+// subjects of a principal are read by it.
+func ClaimText(claims map[string]any, path string) (string, bool) {
+	v, _ := LookupClaim(claims, path)
+	s, ok := ClaimString(v)
+	return s, ok && s != ""
+}
+
+// ClaimList is the claim at path as a list of strings: a JSON list of
+// strings, or a comma-separated string. Entries are trimmed and empty ones
+// dropped. A present but empty list is an empty, non-nil slice with ok
+// true, distinct from an absent claim (nil, false). A list holding
+// anything but strings is refused (nil, false) rather than partly read.
+func ClaimList(claims map[string]any, path string) ([]string, bool) {
+	v, _ := LookupClaim(claims, path)
+	out := []string{}
+	switch l := v.(type) {
+	case string:
+		for _, s := range strings.Split(l, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	case []any:
+		for _, e := range l {
+			s, ok := e.(string)
+			if !ok {
+				return nil, false
+			}
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	default:
+		return nil, false
+	}
+	return out, true
+}
+
+// ClaimScopes are the scopes the claims grant: scope (space-separated),
+// or, when scope is absent, scp (a list, or a space-separated string).
+// Empty entries and duplicates are dropped.
+func ClaimScopes(claims map[string]any) []string {
+	var raw []string
+	if s, ok := claims["scope"].(string); ok {
+		raw = strings.Fields(s)
+	} else {
+		switch scp := claims["scp"].(type) {
+		case string:
+			raw = strings.Fields(scp)
+		case []any:
+			for _, e := range scp {
+				if s, ok := e.(string); ok {
+					raw = append(raw, strings.Fields(s)...)
+				}
+			}
+		}
+	}
+	seen := make(map[string]bool, len(raw))
+	out := raw[:0]
+	for _, s := range raw {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -27,6 +27,7 @@ func copySession(s domain.Session) domain.Session {
 	s.Resume.Origin = cloneJSONObject(s.Resume.Origin)
 	s.Resume.Auth.Actor = clonePtr(s.Resume.Auth.Actor)
 	s.Resume.Auth.Subjects = clonePtr(s.Resume.Auth.Subjects)
+	s.Resume.Auth.Claims = cloneJSONObject(s.Resume.Auth.Claims)
 	return s
 }
 

@@ -119,6 +119,7 @@ func SampleSession(id string) domain.Session {
 			Auth: domain.TurnAuth{
 				Actor:    &domain.Actor{Type: "user", ID: "slack:U234567", Display: "Ann"},
 				Subjects: &domain.Subjects{Global: "slack:team:T111", User: "slack:user:T111:U234567"},
+				Claims:   map[string]any{"sub": "ann", "tenant_id": "acme", "realm_access": map[string]any{"roles": []any{"staff"}}},
 			},
 		},
 		EventPending: true,
@@ -445,6 +446,7 @@ func testSessionRoundTrip(t *testing.T, s domain.Store) {
 	got.Resume.Origin["thread"].(map[string]any)["ts"] = "mutated"
 	got.Flow.PKCE.CodeChallenge = "mutated"
 	got.Resume.Auth.Actor.ID = "mutated"
+	got.Resume.Auth.Claims["realm_access"].(map[string]any)["roles"].([]any)[0] = "mutated"
 	again, err := s.GetSession(ctx, sess.ID)
 	noErr(t, err, "GetSession")
 	sameSession(t, again, sess, "GetSession after mutating a result")

@@ -165,24 +165,52 @@ const (
 
 // Invoker returns the hooks' invoker for t. auth is the turn's auth (its
 // subjects come from the verified token); tenant marks an uploaded tool,
-// which runs on the guarded client.
+// which runs on the guarded client. A consent it needs resumes nothing
+// (the REST route: the caller calls again).
 func (r *Runner) Invoker(t *bundle.Tool, auth domain.TurnAuth, tenant bool) toolhooks.Invoker {
+	return r.CallInvoker(t, Call{Auth: auth, Tenant: tenant})
+}
+
+// Call is what one call of an http tool carries beside its arguments.
+type Call struct {
+	// Auth is the turn's auth, for getAccessToken.
+	Auth domain.TurnAuth
+	// Tenant marks an uploaded tool: it runs on the guarded client.
+	Tenant bool
+	// Resume, when set, is where the auth session a consent starts sends
+	// auth.granted: a turn's parked tool call.
+	Resume *domain.ResumeInfo
+	// IdempotencyKey, when set, is sent as the Idempotency-Key header, the
+	// same on every run of one call, so an upstream that honours it does
+	// a re-run (after a crash, after a consent) once.
+	IdempotencyKey string
+}
+
+// CallInvoker is Invoker with the whole call context (a turn's call).
+func (r *Runner) CallInvoker(t *bundle.Tool, c Call) toolhooks.Invoker {
 	return func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
-		return r.run(ctx, t, auth, tenant, args)
+		return r.run(ctx, t, c, args)
 	}
 }
 
-func (r *Runner) run(ctx context.Context, t *bundle.Tool, auth domain.TurnAuth, tenant bool, raw json.RawMessage) (json.RawMessage, error) {
+func (r *Runner) run(ctx context.Context, t *bundle.Tool, c Call, raw json.RawMessage) (json.RawMessage, error) {
 	req, err := buildRequest(ctx, t, raw)
 	if err != nil {
 		return nil, err
 	}
+	if c.IdempotencyKey != "" {
+		if !validHeaderValue(c.IdempotencyKey) {
+			return nil, toolhooks.NewToolError("InvalidIdempotencyKey", toolhooks.CodeTool, "the call's idempotency key is not a valid header value; the tool was not run")
+		}
+		req.Header.Set("Idempotency-Key", c.IdempotencyKey)
+	}
+	tenant := c.Tenant
 	var token string
 	if t.Auth != nil {
 		if r.tokens == nil {
 			return nil, toolhooks.NewToolError("ConfigurationError", CodeAuth, "this server has no OAuth broker configured for tool auth")
 		}
-		res := r.tokens.GetAccessToken(ctx, oauth.TokenRequest{AppRef: t.Auth.OAuthAppRef, Scopes: t.Auth.Scopes, Auth: auth})
+		res := r.tokens.GetAccessToken(ctx, oauth.TokenRequest{AppRef: t.Auth.OAuthAppRef, Scopes: t.Auth.Scopes, Auth: c.Auth, Resume: c.Resume})
 		switch res.Status {
 		case oauth.StatusReady:
 			token = res.AccessToken.Reveal()
@@ -230,6 +258,18 @@ func (r *Runner) run(ctx context.Context, t *bundle.Tool, auth domain.TurnAuth, 
 		return nil, toolhooks.NewToolError("UpstreamError", code, msg)
 	}
 	return output(text), nil
+}
+
+// validHeaderValue: visible ASCII only (a key is an id, not text), so it
+// can never split a header or be refused by the transport after the
+// token was fetched.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x21 || v[i] > 0x7e {
+			return false
+		}
+	}
+	return len(v) <= 255
 }
 
 // notAllowedMessage is all a tenant learns when the guard refuses its

@@ -87,6 +87,64 @@ func TestGetWithPathAndQuery(t *testing.T) {
 	if len(tk.reqs) != 1 || tk.reqs[0].AppRef.Name != "demo" || tk.reqs[0].Auth.Subjects.User != "demo:user:alice" || tk.reqs[0].Scopes[0] != "menu.read" {
 		t.Fatalf("token requests = %+v", tk.reqs)
 	}
+	// The REST route's call: nothing to resume, no idempotency key.
+	if tk.reqs[0].Resume != nil || last.Header.Get("Idempotency-Key") != "" {
+		t.Fatalf("resume %+v, Idempotency-Key %q: want none", tk.reqs[0].Resume, last.Header.Get("Idempotency-Key"))
+	}
+}
+
+// TestTurnCall: a turn's call hands getAccessToken the parked call's
+// resume target, so the consent's auth.granted comes back to it, and
+// sends its idempotency key upstream — on a ready token and on a consent.
+func TestTurnCall(t *testing.T) {
+	resume := &domain.ResumeInfo{SwarmRef: domain.ObjectRef{Kind: "Swarm", Name: "support"}, InstanceKey: "thread-1", AgentName: "assistant",
+		Origin: map[string]any{"channel": "C1"}, Auth: domain.TurnAuth{Actor: &domain.Actor{Type: "user", ID: "alice"}}, TurnID: "turn-1", Step: 2, CallID: "call-7"}
+	call := Call{Auth: domain.TurnAuth{Subjects: &domain.Subjects{User: "demo:user:alice"}}, Resume: resume, IdempotencyKey: "agentauth-turn-1-call-7"}
+	for _, tc := range []struct {
+		name     string
+		res      oauth.Result
+		upstream bool
+	}{
+		{"ready", ready(), true},
+		{"consent needed", oauth.Result{Status: oauth.StatusAuthorizationRequired, AuthSessionID: "as-1", AuthorizationURL: "https://idp/authorize"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int32
+			srv, last, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) { calls.Add(1); io.WriteString(w, `{}`) })
+			tk := &tokens{res: tc.res}
+			_, err := New(Options{Tokens: tk}).CallInvoker(tool(srv.URL, "POST", "/orders", true), call)(context.Background(), json.RawMessage(`{}`))
+			if len(tk.reqs) != 1 || tk.reqs[0].Resume != resume || tk.reqs[0].Auth.Subjects.User != "demo:user:alice" {
+				t.Fatalf("token requests = %+v, want one with the call's resume target and auth", tk.reqs)
+			}
+			if !tc.upstream {
+				var ar *toolhooks.AuthorizationRequired
+				if !errors.As(err, &ar) || calls.Load() != 0 {
+					t.Fatalf("err = %v, upstream calls %d: want AuthorizationRequired and no upstream call", err, calls.Load())
+				}
+				return
+			}
+			if err != nil || calls.Load() != 1 {
+				t.Fatalf("err = %v, upstream calls %d", err, calls.Load())
+			}
+			if got := last.Header.Get("Idempotency-Key"); got != "agentauth-turn-1-call-7" {
+				t.Fatalf("Idempotency-Key = %q", got)
+			}
+		})
+	}
+	t.Run("a key that is no header value is refused before anything runs", func(t *testing.T) {
+		srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) { t.Error("upstream called") })
+		tk := &tokens{res: ready()}
+		for _, key := range []string{"a\r\nX-Evil: 1", "a b", strings.Repeat("k", 256), "clé"} {
+			_, err := New(Options{Tokens: tk}).CallInvoker(tool(srv.URL, "GET", "/", true), Call{IdempotencyKey: key})(context.Background(), nil)
+			var te *toolhooks.ToolError
+			if !errors.As(err, &te) || te.Code != toolhooks.CodeTool {
+				t.Errorf("key %q: err = %v, want a tool error", key, err)
+			}
+		}
+		if len(tk.reqs) != 0 {
+			t.Fatalf("a token was fetched for a call that cannot run")
+		}
+	})
 }
 
 func TestPostBodyAndTextOutput(t *testing.T) {

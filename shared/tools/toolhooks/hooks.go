@@ -29,7 +29,13 @@ type Call struct {
 	// Catalog, when not nil, is the step's tool catalog; a tool outside
 	// it is refused with E_TOOL_NOT_IN_CATALOG.
 	Catalog []string
+	// Via names what made the call when it is not the tool routes
+	// (ViaTurn: a turn's step); it goes on agent.toolCalled as via.
+	Via string
 }
+
+// ViaTurn is Call.Via of a call a turn's step made.
+const ViaTurn = "turn"
 
 // Tool is what the hooks need to know about the tool called.
 type Tool struct {
@@ -70,7 +76,12 @@ type ToolCalled struct {
 	CallID    string `json:"callId"`
 	ArgsHash  string `json:"argsHash"`
 	Principal string `json:"principal"`
+	// Transport is how the tool was reached (RFC 0064: http, mcp or
+	// native), whoever made the call.
 	Transport string `json:"transport"`
+	// Via is what made the call, when not the tool routes ("turn"):
+	// our addition, since RFC 0064's transport enum has no value for it.
+	Via string `json:"via,omitempty"`
 }
 
 // ToolReturned is the agent.toolReturned event; DurationMs is absent when
@@ -163,7 +174,7 @@ func (h *Hooks) Invoke(ctx context.Context, call Call, tool Tool, run Invoker) O
 	var out Outcome
 	hash, herr := ArgsHash(call.Args, call.KnownSecrets)
 	out.ToolCalled = ToolCalled{Type: "agent.toolCalled", AgentID: call.AgentID, ToolName: call.ToolName, CallID: call.CallID,
-		ArgsHash: hash, Principal: call.Principal, Transport: tool.Transport}
+		ArgsHash: hash, Principal: call.Principal, Transport: tool.Transport, Via: call.Via}
 	out.ToolReturned = ToolReturned{Type: "agent.toolReturned", AgentID: call.AgentID, ToolName: call.ToolName, CallID: call.CallID}
 	h.emit(ctx, log, out.ToolCalled)
 	finish := func(v Verdict, res *Result) Outcome {

@@ -155,6 +155,24 @@ func TestSameArgsSameHashAcrossCalls(t *testing.T) {
 	}
 }
 
+// TestVia: what made the call goes on toolCalled beside the tool's
+// transport, and the tool routes' calls (no Via) keep the RFC 0064 shape.
+func TestVia(t *testing.T) {
+	h := &Hooks{}
+	tool := Tool{Name: "t", Transport: "http"}
+	run := func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, nil }
+	for via, want := range map[string]string{
+		ViaTurn: `{"type":"agent.toolCalled","agentId":"","toolName":"t","callId":"","argsHash":"%s","principal":"","transport":"http","via":"turn"}`,
+		"":      `{"type":"agent.toolCalled","agentId":"","toolName":"t","callId":"","argsHash":"%s","principal":"","transport":"http"}`,
+	} {
+		out := h.Invoke(context.Background(), Call{ToolName: "t", Via: via}, tool, run)
+		raw, _ := json.Marshal(out.ToolCalled)
+		if want = fmt.Sprintf(want, out.ToolCalled.ArgsHash); string(raw) != want {
+			t.Errorf("via %q: toolCalled\n %s\nwant\n %s", via, raw, want)
+		}
+	}
+}
+
 // TestAuthorizationRequiredIsAResult: a tool that needs a consent first
 // answers with the link as its result, not an error; the event says the
 // tool ran.

@@ -20,6 +20,11 @@ const (
 	CodeNotInCatalog = "E_TOOL_NOT_IN_CATALOG"
 	// CodeInvalidArgs: the arguments do not match the tool's input schema.
 	CodeInvalidArgs = "E_TOOL_INVALID_ARGS"
+	// CodeForbidden and CodeRateLimited are the error results of the
+	// verdicts forbidden and rate_limited where the caller answers with a
+	// tool result rather than a status (a turn's model).
+	CodeForbidden   = "E_TOOL_FORBIDDEN"
+	CodeRateLimited = "E_TOOL_RATE_LIMITED"
 )
 
 // DefaultErrorMessageLimit is the spec's default errorMessageLimit (§12.3.1).
@@ -57,6 +62,9 @@ type ToolError struct {
 	Message string `json:"message"`
 	Name    string `json:"name"`
 	Code    string `json:"code"`
+	// RetryAfterSeconds is set with CodeRateLimited: when a call may
+	// succeed again.
+	RetryAfterSeconds int `json:"retryAfterSeconds,omitempty"`
 }
 
 // ToolError is also an error a tool returns to choose its result's name

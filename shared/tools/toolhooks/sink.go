@@ -14,8 +14,12 @@ type LogSink struct{ Log *slog.Logger }
 func (s LogSink) Emit(ctx context.Context, ev any) error {
 	switch e := ev.(type) {
 	case ToolCalled:
-		s.Log.InfoContext(ctx, e.Type, "agentId", e.AgentID, "toolName", e.ToolName, "callId", e.CallID,
-			"argsHash", e.ArgsHash, "principal", e.Principal, "transport", e.Transport)
+		attrs := []any{"agentId", e.AgentID, "toolName", e.ToolName, "callId", e.CallID,
+			"argsHash", e.ArgsHash, "principal", e.Principal, "transport", e.Transport}
+		if e.Via != "" {
+			attrs = append(attrs, "via", e.Via)
+		}
+		s.Log.InfoContext(ctx, e.Type, attrs...)
 	case ToolReturned:
 		attrs := []any{"agentId", e.AgentID, "toolName", e.ToolName, "callId", e.CallID, "status", e.Status}
 		if e.DurationMs != nil {

@@ -74,6 +74,10 @@ type Snapshot struct {
 	Tools map[string]Entry
 	// Warnings are uploads that could not be used (logged at rebuild).
 	Warnings []string
+	// Agents are, by bundle Agent name, the manifest ids of the tools the
+	// agent's tool selection picks among the bundle's and the uploads'
+	// (a turn's catalog is this ∩ what the turn's principal may see).
+	Agents map[string]map[string]bool
 
 	tenantRev int64
 	uploads   []domain.TenantResource
@@ -255,9 +259,23 @@ func (p *Plane) build(tenantRev int64, uploads []domain.TenantResource, unreadab
 			s.Warnings = append(s.Warnings, fmt.Sprintf("tenant %s %s %s: unknown kind", u.Tenant, u.Kind, u.Name))
 		}
 	}
+	// An agent's selection is a group of the index, so it selects exactly
+	// as a ToolGroup would. Its id cannot be a ToolGroup's (a name has no
+	// '/'), so no policy can grant it.
+	for _, name := range sortedKeys(b.Agents) {
+		dc.Groups = append(dc.Groups, b.Agents[name].Tools.Group(agentGroupID(name), true))
+	}
 	ix, err := discovery.NewIndex(dc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("toolplane: %w", err)
+	}
+	s.Agents = make(map[string]map[string]bool, len(b.Agents))
+	for name := range b.Agents {
+		ids := map[string]bool{}
+		for _, e := range ix.GroupTools(agentGroupID(name), false) {
+			ids[e.ToolID] = true
+		}
+		s.Agents[name] = ids
 	}
 	if s.Skills, err = skills.NewIndex(sk); err != nil {
 		return nil, nil, fmt.Errorf("toolplane: %w", err)
@@ -265,6 +283,9 @@ func (p *Plane) build(tenantRev int64, uploads []domain.TenantResource, unreadab
 	p.parsed = parsed
 	return s, ix, nil
 }
+
+// agentGroupID is the discovery group of an Agent's tool selection.
+func agentGroupID(agent string) string { return "Agent/" + agent }
 
 // parse validates an upload, reusing the last result for the same spec.
 func (p *Plane) parse(u domain.TenantResource) parsedUpload {
