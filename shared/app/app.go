@@ -32,6 +32,7 @@ import (
 	"github.com/agentauth/agentauth/shared/tools/toolhooks"
 	"github.com/agentauth/agentauth/shared/tools/toolplane"
 	"github.com/agentauth/agentauth/shared/turn"
+	"github.com/agentauth/agentauth/shared/turn/turntools"
 )
 
 // Backends are the stores, sealers and queue a process runs on: the
@@ -165,27 +166,52 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 		return nil, err
 	}
 	a := &App{Bundle: b, OAuth: mgr, api: api, log: log}
-	if cfg.Tools != nil {
-		lim, err := be.ToolLimiter(cfg.Tools.Limits)
-		if err != nil {
-			return nil, fmt.Errorf("tool routes:\ntool rate limiter: %w", err)
-		}
-		a.limiter, _ = lim.(sweeper)
-		if a.Tools, err = buildTools(ctx, cfg.Tools, b, mgr, be, lim, log, opts); err != nil {
+	turns := len(b.Swarms) > 0 && be.TurnStore != nil
+	if len(b.Swarms) > 0 && be.TurnStore == nil {
+		log.Warn("the bundle has swarms but these backends keep no agent instances: turns are off")
+	}
+	if !cfg.Tools.Routes && !turns {
+		return a, nil
+	}
+	tp, err := buildToolPlane(ctx, cfg.Tools, b, mgr, be, log, opts)
+	if err != nil {
+		return nil, fmt.Errorf("tool plane:\n%w", err)
+	}
+	a.limiter, _ = tp.limiter.(sweeper)
+	if cfg.Tools.Routes {
+		if a.Tools, err = buildToolRoutes(cfg.Tools, tp, opts.Native, log); err != nil {
 			return nil, fmt.Errorf("tool routes:\n%w", err)
 		}
 		api.Mount(a.Tools.Register)
 	}
+	if turns {
+		tools, err := turntools.New(turntools.Config{Plane: tp.plane, Hooks: tp.hooks, Runner: tp.runner, Native: opts.Native,
+			TenantClaim: cfg.Tools.TenantClaim, SkillsClaim: cfg.Tools.SkillsClaim, SubjectsClaim: cfg.Tools.SubjectsClaim, Metrics: tp.metrics, Log: log})
+		if err != nil {
+			return nil, err
+		}
+		if a.Turns, err = buildTurns(ctx, b, be, mgr, tools, log); err != nil {
+			return nil, fmt.Errorf("turns:\n%w", err)
+		}
+	}
 	return a, nil
 }
 
-// buildTools assembles the tool routes: the JWT verifier, the plane
+// toolPlane is what the REST tool routes and agent turns share: the plane
 // (bundle + stored uploads), the http runner, the hooks with the rate
-// limiter and the audit log, and the metrics recorder.
-func buildTools(ctx context.Context, t *config.Tools, b *bundle.Bundle, tokens httptool.TokenSource, be *Backends, lim toolhooks.Limiter, log *slog.Logger, opts Options) (*toolsapi.API, error) {
-	v, err := jwtauth.New(t.JWT)
+// limiter and the audit log, the metrics recorder.
+type toolPlane struct {
+	plane   *toolplane.Plane
+	runner  *httptool.Runner
+	hooks   *toolhooks.Hooks
+	limiter toolhooks.Limiter
+	metrics metrics.Recorder
+}
+
+func buildToolPlane(ctx context.Context, t *config.Tools, b *bundle.Bundle, tokens httptool.TokenSource, be *Backends, log *slog.Logger, opts Options) (*toolPlane, error) {
+	lim, err := be.ToolLimiter(t.Limits)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("tool rate limiter: %w", err)
 	}
 	plane, err := toolplane.New(ctx, toolplane.Config{Bundle: b, Tenants: be.Tenants, TenantClaim: t.TenantClaim,
 		CheckEvery: t.UploadsCheckEvery, AllowPrivateUpstreams: t.AllowPrivateUpstreams, Log: log})
@@ -202,17 +228,32 @@ func buildTools(ctx context.Context, t *config.Tools, b *bundle.Bundle, tokens h
 	case "log":
 		rec = metrics.Log{Logger: log}
 	}
+	return &toolPlane{
+		plane:   plane,
+		runner:  httptool.New(httptool.Options{Tokens: tokens, AllowPrivateUpstreams: t.AllowPrivateUpstreams, Log: log}),
+		hooks:   &toolhooks.Hooks{Limiter: lim, Sink: toolhooks.LogSink{Log: log}, Log: log},
+		limiter: lim,
+		metrics: rec,
+	}, nil
+}
+
+// buildToolRoutes serves the tool plane over REST behind the JWT verifier.
+func buildToolRoutes(t *config.Tools, tp *toolPlane, native map[string]toolhooks.Invoker, log *slog.Logger) (*toolsapi.API, error) {
+	v, err := jwtauth.New(t.JWT)
+	if err != nil {
+		return nil, err
+	}
 	return toolsapi.New(toolsapi.Config{
 		Verifier:      v,
-		Plane:         plane,
-		Runner:        httptool.New(httptool.Options{Tokens: tokens, AllowPrivateUpstreams: t.AllowPrivateUpstreams, Log: log}),
-		Native:        opts.Native,
-		Hooks:         &toolhooks.Hooks{Limiter: lim, Sink: toolhooks.LogSink{Log: log}, Log: log},
+		Plane:         tp.plane,
+		Runner:        tp.runner,
+		Native:        native,
+		Hooks:         tp.hooks,
 		TenantClaim:   t.TenantClaim,
 		SkillsClaim:   t.SkillsClaim,
 		SubjectsClaim: t.SubjectsClaim,
 		Seam:          t.Seam,
-		Metrics:       rec,
+		Metrics:       tp.metrics,
 		Log:           log,
 	})
 }

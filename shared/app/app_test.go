@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +14,9 @@ import (
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/edge/httpapi"
 	"github.com/agentauth/agentauth/shared/testkit/jwttest"
+	"github.com/agentauth/agentauth/shared/turn"
+	"github.com/agentauth/agentauth/shared/turn/engine"
+	"github.com/agentauth/agentauth/shared/turn/model/scripted"
 )
 
 const teamApp = `apiVersion: agents.example.io/v1alpha1
@@ -191,5 +195,75 @@ func TestBuildMountsTheToolRoutes(t *testing.T) {
 	}
 	if got := status(a.Handler(), "GET", "/v1/agents/tools", tok); got != 200 {
 		t.Fatalf("the local server does not serve the tool routes: %d", got)
+	}
+}
+
+// TestBuildRunsTurns: a bundle with a Swarm gets a turn plane on the
+// embedded backends: a posted message is routed, queued, and a worker's
+// Handle runs the turn against the scripted model (a fixed script, not a
+// language model) to its answer.
+func TestBuildRunsTurns(t *testing.T) {
+	sm, err := scripted.New(scripted.DemoScript(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, err := sm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sm.Close() })
+	cfg := setup(t, teamApp+`---
+apiVersion: agents.example.io/v1alpha1
+kind: Model
+metadata: {name: scripted}
+spec: {provider: openai, model: scripted, endpoint: "`+url+`/v1"}
+---
+apiVersion: agents.example.io/v1alpha1
+kind: Agent
+metadata: {name: assistant}
+spec: {modelRef: Model/scripted, systemPrompt: Answer briefly.}
+---
+apiVersion: agents.example.io/v1alpha1
+kind: Swarm
+metadata: {name: default}
+spec: {agents: [Agent/assistant], entrypoint: Agent/assistant}
+`)
+	be, err := OpenBackends(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Build(context.Background(), cfg, be, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Turns == nil || a.Tools != nil {
+		t.Fatalf("turns %v, tool routes %v: want turns without the REST tool routes", a.Turns != nil, a.Tools != nil)
+	}
+	ctx := context.Background()
+	ev, err := a.Turns.Post(ctx, "default", "thread-1", Incoming{Text: "who am I?", Auth: domain.TurnAuth{Actor: &domain.Actor{Type: "user", ID: "alice"}}})
+	if err != nil || ev.AgentName != "assistant" {
+		t.Fatalf("post: %+v %v", ev, err)
+	}
+	if _, err := a.Turns.Post(ctx, "nope", "thread-1", Incoming{Text: "x"}); !errors.Is(err, ErrUnknownSwarm) {
+		t.Fatalf("unknown swarm: %v", err)
+	}
+	if err := a.Turns.Engine.Handle(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	st, err := be.TurnStore.Load(ctx, engine.KeyOf(ev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var final string
+	for _, tr := range st.Turns {
+		if tr.Status != turn.TurnCompleted {
+			t.Fatalf("turn %s: %s %+v", tr.ID, tr.Status, tr.Error)
+		}
+		final = tr.Final
+	}
+	// The agent has no tools, so the scripted model's whoami call is
+	// refused as outside the catalog, and its second rule answers.
+	if !strings.Contains(final, "scripted model") || len(sm.Requests()) != 2 {
+		t.Fatalf("final %q after %d model requests", final, len(sm.Requests()))
 	}
 }

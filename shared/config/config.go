@@ -134,7 +134,8 @@ type Config struct {
 	RuntimeToken domain.Secret
 	// AWS is set when AGENTAUTH_TABLE is: the AWS backends.
 	AWS *AWS
-	// Tools is set when AGENTAUTH_JWKS_URL is: the tool routes.
+	// Tools configures the tool plane (always) and its REST routes (on
+	// when AGENTAUTH_JWKS_URL is set: Tools.Routes).
 	Tools *Tools
 }
 
@@ -145,6 +146,10 @@ type AWS struct {
 
 // Tools is the tool routes' configuration.
 type Tools struct {
+	// Routes: the REST tool routes are served (AGENTAUTH_JWKS_URL is set);
+	// JWT checks their callers. The rest configures the tool plane, which
+	// agent turns use whether or not the routes are on.
+	Routes                                  bool
 	JWT                                     jwtauth.Config
 	TenantClaim, SkillsClaim, SubjectsClaim string
 	Seam                                    bool
@@ -192,20 +197,22 @@ func FromEnv(getenv func(string) string, p Profile) (Config, error) {
 			}
 		}
 	}
-	if r.get(JWKSURL) != "" {
-		c.Tools = r.tools()
-	}
+	c.Tools = r.tools()
 	return c, errors.Join(r.errs...)
 }
 
 func (r *reader) tools() *Tools {
-	t := &Tools{JWT: jwtauth.Config{JWKSURL: r.get(JWKSURL), Issuer: r.get(JWTIssuer), Audience: r.get(JWTAudience)}}
-	if err := jwtauth.CheckJWKSURL(t.JWT.JWKSURL); err != nil {
-		r.fail(JWKSURL, err.Error())
-	}
-	for _, k := range []string{JWTIssuer, JWTAudience} {
-		if r.get(k) == "" {
-			r.fail(k, "is required with "+JWKSURL)
+	t := &Tools{}
+	if r.get(JWKSURL) != "" {
+		t.Routes = true
+		t.JWT = jwtauth.Config{JWKSURL: r.get(JWKSURL), Issuer: r.get(JWTIssuer), Audience: r.get(JWTAudience)}
+		if err := jwtauth.CheckJWKSURL(t.JWT.JWKSURL); err != nil {
+			r.fail(JWKSURL, err.Error())
+		}
+		for _, k := range []string{JWTIssuer, JWTAudience} {
+			if r.get(k) == "" {
+				r.fail(k, "is required with "+JWKSURL)
+			}
 		}
 	}
 	t.TenantClaim, t.SkillsClaim, t.SubjectsClaim = r.claimPath(TenantClaim), r.claimPath(SkillsClaim), r.claimPath(SubjectsClaim)

@@ -35,7 +35,7 @@ func TestDefaultsPerProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	if local.BundleDir != "examples/bundle" || local.Home != ".agentauth" || local.LocalSecrets() != filepath.Join(".agentauth", "secrets") ||
-		local.MaxWait != 55*time.Second || local.AWS != nil || local.Tools != nil || local.PublicURL != "" || !local.RuntimeToken.IsZero() {
+		local.MaxWait != 55*time.Second || local.AWS != nil || local.Tools.Routes || local.Tools.Metrics != "log" || local.PublicURL != "" || !local.RuntimeToken.IsZero() {
 		t.Fatalf("local defaults: %+v", local)
 	}
 	lambda, err := FromEnv(env(map[string]string{PublicURL: "https://auth.example/"}), Lambda)
@@ -73,7 +73,7 @@ func TestAWSAndTools(t *testing.T) {
 		t.Fatalf("AWS: %+v", c.AWS)
 	}
 	tl := c.Tools
-	if tl.JWT.JWKSURL != full[JWKSURL] || tl.JWT.Issuer != full[JWTIssuer] || tl.JWT.Audience != full[JWTAudience] ||
+	if !tl.Routes || tl.JWT.JWKSURL != full[JWKSURL] || tl.JWT.Issuer != full[JWTIssuer] || tl.JWT.Audience != full[JWTAudience] ||
 		!tl.Seam || tl.Metrics != "emf" || tl.UploadsCheckEvery != 30*time.Second || tl.TenantClaim != "org.tenant" ||
 		tl.SkillsClaim != "skills" || tl.SubjectsClaim != "agentauth_subjects" || tl.AllowPrivateUpstreams ||
 		tl.Limits.Default.Burst != 2 || tl.Limits.PerTool["whoami"].Burst != 1 {
@@ -132,7 +132,9 @@ func TestValues(t *testing.T) {
 		{"per-tool limit twice", with(tools, ToolRateLimits, "a=1/s,a=2/s"), ToolRateLimit},
 		{"uploads check 3600", with(tools, UploadsCheckSeconds, "3600"), ""},
 		{"uploads check 3601", with(tools, UploadsCheckSeconds, "3601"), UploadsCheckSeconds},
-		{"tool variables ignored without JWKS", map[string]string{Metrics: "nonsense"}, ""},
+		// The tool plane serves agent turns too: its variables are read
+		// (and checked) without the REST routes.
+		{"tool variables checked without JWKS", map[string]string{Metrics: "nonsense"}, Metrics},
 		{"AWS needs the rest", with(nil, Table, "t", QueueURL, "q"), KMSKeyID},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

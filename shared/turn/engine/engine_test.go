@@ -455,3 +455,13 @@ func TestConsentWhilePaused(t *testing.T) {
 		t.Fatalf("after resume: %+v, whoami ran %d", tr, f.tools.ran("whoami"))
 	}
 }
+
+func TestIdempotencyKey(t *testing.T) {
+	a, b := idempotencyKey("turn-1", "call 1\n"), idempotencyKey("turn-1", "call 1\n")
+	if a != b || a == idempotencyKey("turn-1", "call 2") || a == idempotencyKey("turn-2", "call 1\n") {
+		t.Fatal("the key is not one per (turn, call)")
+	}
+	if len(a) != len("agentauth-")+32 || strings.ContainsAny(a, " \n") {
+		t.Fatalf("key %q", a)
+	}
+}

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -328,9 +330,12 @@ func (r *run) runCalls(ctx context.Context, t turn.Turn, calls []turn.Call) erro
 	return nil
 }
 
-// idempotencyKey is stable for a call across re-runs and processes.
+// idempotencyKey is stable for a call across re-runs and processes: a
+// hash of (turn, call), so whatever a model put in its call id, the key is
+// a short visible-ASCII header value.
 func idempotencyKey(turnID, callID string) string {
-	return "agentauth-" + turnID + "-" + callID
+	sum := sha256.Sum256([]byte(turnID + "\x00" + callID))
+	return "agentauth-" + hex.EncodeToString(sum[:16])
 }
 
 // outcome commits a call's known result: the call, its tool_result
