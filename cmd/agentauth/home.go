@@ -51,23 +51,32 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// runtimeToken returns AGENTAUTH_RUNTIME_TOKEN, else the token stored in
-// <home>/runtime-token, creating it (0600) on first use.
-func runtimeToken(cfg config.Config) (domain.Secret, bool, error) {
+// storedRuntimeToken returns AGENTAUTH_RUNTIME_TOKEN, else the token
+// stored in <home>/runtime-token; fs.ErrNotExist when there is neither.
+func storedRuntimeToken(cfg config.Config) (domain.Secret, error) {
 	if !cfg.RuntimeToken.IsZero() {
-		return cfg.RuntimeToken, false, nil
+		return cfg.RuntimeToken, nil
+	}
+	path := filepath.Join(cfg.Home, "runtime-token")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return domain.Secret{}, fmt.Errorf("read runtime token: %w", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return domain.Secret{}, fmt.Errorf("%s is empty: delete it to generate a new token", path)
+	}
+	return domain.NewSecret(t), nil
+}
+
+// runtimeToken returns storedRuntimeToken, creating the home's token
+// (0600) on first use.
+func runtimeToken(cfg config.Config) (domain.Secret, bool, error) {
+	if tok, err := storedRuntimeToken(cfg); !errors.Is(err, fs.ErrNotExist) {
+		return tok, false, err
 	}
 	home := cfg.Home
 	path := filepath.Join(home, "runtime-token")
-	if b, err := os.ReadFile(path); err == nil {
-		t := strings.TrimSpace(string(b))
-		if t == "" {
-			return domain.Secret{}, false, fmt.Errorf("%s is empty: delete it to generate a new token", path)
-		}
-		return domain.NewSecret(t), false, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return domain.Secret{}, false, fmt.Errorf("read runtime token: %w", err)
-	}
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return domain.Secret{}, false, err
 	}

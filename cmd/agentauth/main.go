@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 )
 
@@ -30,6 +31,15 @@ Usage:
   agentauth scripted-model [--addr 127.0.0.1:9292]
                                               the demo's scripted model server (NOT a
                                               language model: a fixed script, for make run)
+
+Agent instances, over the running server's HTTP API (--url, default
+http://127.0.0.1:8080, with the home's runtime token):
+  agentauth send --swarm S --instance K [--agent A] [--user ID] "text"
+                                              post a user's message; prints the event id
+  agentauth instances list [--swarm S] [--instance K] [--agent A]
+  agentauth instances inspect|pause|resume|delete --swarm S --instance K --agent A
+  agentauth instances terminate --swarm S --instance K --agent A [--reason R]
+                                              delete keeps the instance's OAuth grants
 
 Home defaults to $AGENTAUTH_HOME or ./.agentauth; the bundle to
 $AGENTAUTH_BUNDLE or ./examples/bundle. See README.md.
@@ -82,6 +92,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdKeysRewrap(ctx, rest[1:], stdout)
 	case cmd == "keys" && sub == "generate":
 		return cmdKeysGenerate(stdout)
+	case cmd == "send":
+		return cmdSend(ctx, rest, stdout, stderr)
+	case cmd == "instances" && slices.Contains([]string{"list", "inspect", "pause", "resume", "terminate", "delete"}, sub):
+		return cmdInstances(ctx, sub, rest[1:], stdout)
 	case cmd == "bench":
 		return cmdBench(ctx, rest, stdout)
 	case cmd == "scripted-model":

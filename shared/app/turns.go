@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -24,10 +23,11 @@ import (
 )
 
 // Turns is the turn plane of a built app: the engine on the backends'
-// turn store, the queue its events go through, and the bundle's swarms
-// (ingress).
+// turn store (its lifecycle — List, Inspect, Pause, Resume, Terminate,
+// Delete — is the plane's), the queue its events go through, and the
+// bundle's swarms (ingress).
 type Turns struct {
-	Engine *engine.Engine
+	*engine.Engine
 	queue  domain.EventQueue
 	bundle *bundle.Bundle
 	now    func() time.Time
@@ -64,23 +64,12 @@ func (p pendingBlocks) PendingBlock(ctx context.Context, instanceKey, agentName 
 	return json.Marshal(blk)
 }
 
-// Incoming is an event posted to a swarm instance.
-type Incoming struct {
-	// ID deduplicates (a retried post is queued once); "" for a new one.
-	ID string
-	// Type is the event type (user.input, system.wakeup, …).
-	Type string
-	Text string
-	// Agent, when set, must be one of the swarm's agents; else the
-	// swarm's ingress rules route the event.
-	Agent      string
-	Properties map[string]string
-	Origin     map[string]any
-	Auth       domain.TurnAuth
-}
+// Incoming is an event posted to a swarm instance (turn.Incoming, so
+// that the HTTP edge can name it).
+type Incoming = turn.Incoming
 
 // ErrUnknownSwarm: the bundle has no such swarm.
-var ErrUnknownSwarm = errors.New("no such swarm in the bundle")
+var ErrUnknownSwarm = turn.ErrUnknownSwarm
 
 // Post routes an event to its agent by the swarm's ingress rules and
 // queues it for the instance. The queue deduplicates by ID.

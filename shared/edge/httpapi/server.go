@@ -113,9 +113,14 @@ func (s *Server) routes(runtime, callbacks bool) http.Handler {
 }
 
 // runtime guards a route for trusted runtime callers.
-func (s *Server) runtime(h http.HandlerFunc) http.Handler {
+func (s *Server) runtime(h http.HandlerFunc) http.Handler { return RequireCaller(s.caller, h) }
+
+// RequireCaller guards h for trusted runtime callers: the runtime routes
+// here and those mounted beside them (the turn routes) refuse a caller
+// alike.
+func RequireCaller(caller CallerAuth, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := s.caller.Authenticate(r); err != nil {
+		if err := caller.Authenticate(r); err != nil {
 			httpx.WriteError(w, r, http.StatusUnauthorized, httpx.CodeUnauthenticated, "a valid runtime credential is required (Authorization: Bearer <runtime token>)")
 			return
 		}

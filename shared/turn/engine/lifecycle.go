@@ -119,3 +119,12 @@ func (e *Engine) Inspect(ctx context.Context, key turn.InstanceKey) (turn.State,
 	}
 	return e.Store.Load(ctx, key)
 }
+
+// List returns every instance's record (no history: Inspect one for it).
+func (e *Engine) List(ctx context.Context) ([]turn.Instance, error) {
+	list, err := e.Store.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("engine: list instances: %w", err)
+	}
+	return list, nil
+}
