@@ -24,6 +24,7 @@ import (
 	"github.com/agentauth/agentauth/shared/edge/httpapi"
 	"github.com/agentauth/agentauth/shared/edge/jwtauth"
 	"github.com/agentauth/agentauth/shared/edge/toolsapi"
+	"github.com/agentauth/agentauth/shared/edge/turnsapi"
 	"github.com/agentauth/agentauth/shared/local/embedded"
 	"github.com/agentauth/agentauth/shared/oauth"
 	"github.com/agentauth/agentauth/shared/observe/metrics"
@@ -193,6 +194,11 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 		if a.Turns, err = buildTurns(ctx, b, be, mgr, tools, log); err != nil {
 			return nil, fmt.Errorf("turns:\n%w", err)
 		}
+		routes, err := turnsapi.New(turnsapi.Config{Turns: a.Turns, Caller: opts.RuntimeAuth, Log: log})
+		if err != nil {
+			return nil, err
+		}
+		api.MountRuntime(routes.Register)
 	}
 	return a, nil
 }

@@ -239,6 +239,17 @@ spec: {agents: [Agent/assistant], entrypoint: Agent/assistant}
 	if a.Turns == nil || a.Tools != nil {
 		t.Fatalf("turns %v, tool routes %v: want turns without the REST tool routes", a.Turns != nil, a.Tools != nil)
 	}
+	// The turn routes go with the runtime routes (their credential), never
+	// with the public callback routes.
+	for _, tc := range []struct {
+		name string
+		h    http.Handler
+		want int
+	}{{"all", a.Handler(), 401}, {"runtime", a.RuntimeHandler(), 401}, {"callback", a.CallbackHandler(), 404}} {
+		if got := status(tc.h, "GET", "/v1/instances", ""); got != tc.want {
+			t.Errorf("%s handler: GET /v1/instances = %d, want %d", tc.name, got, tc.want)
+		}
+	}
 	ctx := context.Background()
 	ev, err := a.Turns.Post(ctx, "default", "thread-1", Incoming{Text: "who am I?", Auth: domain.TurnAuth{Actor: &domain.Actor{Type: "user", ID: "alice"}}})
 	if err != nil || ev.AgentName != "assistant" {

@@ -57,11 +57,20 @@ type Server struct {
 	caller CallerAuth
 	log    *slog.Logger
 	extra  []func(*http.ServeMux)
+	// runtimeExtra are mounted with the runtime routes only.
+	runtimeExtra []func(*http.ServeMux)
 }
 
 // Mount adds routes (the tool plane's) to the handlers built after the
 // call; they get the same request ids, logging and JSON 404s.
 func (s *Server) Mount(register func(*http.ServeMux)) { s.extra = append(s.extra, register) }
+
+// MountRuntime adds routes that belong with the runtime routes only (the
+// turn routes): the runtime function and the local server serve them, the
+// public callback function and the tools function never do.
+func (s *Server) MountRuntime(register func(*http.ServeMux)) {
+	s.runtimeExtra = append(s.runtimeExtra, register)
+}
 
 // MountedHandler serves only the mounted routes and health: the tools
 // function.
@@ -107,6 +116,11 @@ func (s *Server) routes(runtime, callbacks bool) http.Handler {
 	}
 	for _, register := range s.extra {
 		register(mux)
+	}
+	if runtime {
+		for _, register := range s.runtimeExtra {
+			register(mux)
+		}
 	}
 	mux.HandleFunc("/", httpx.NotFound)
 	return httpx.Observe(s.log, mux)
