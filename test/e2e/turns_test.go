@@ -61,7 +61,7 @@ func (s *server) waitFor(ctx context.Context, t *testing.T, instance, typ string
 	for ctx.Err() == nil {
 		code, out := s.call(t, "GET", "/v1/instances/default/"+instance+"/assistant", nil)
 		if code == 200 {
-			for _, tr := range out["turns"].([]any) {
+			for _, tr := range out["recentTurns"].([]any) {
 				id := tr.(map[string]any)["id"].(string)
 				for _, e := range s.turnEvents(t, instance, id) {
 					if e["type"] == typ {
@@ -179,7 +179,7 @@ func TestTurnParksForConsentAndResumes(t *testing.T) {
 	}
 	// The message sent while parked ran afterwards, in its own turn.
 	code, out := srv.call(t, "GET", "/v1/instances/default/"+instance+"/assistant", nil)
-	if code != 200 || len(out["turns"].([]any)) != 2 {
+	if code != 200 || len(out["recentTurns"].([]any)) != 2 {
 		t.Fatalf("instance: %d %v", code, out)
 	}
 	raw, _ := json.Marshal(out)
