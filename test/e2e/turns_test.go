@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -184,4 +185,45 @@ func TestTurnParksForConsentAndResumes(t *testing.T) {
 	}
 	raw, _ := json.Marshal(out)
 	srv.record("inspect", raw)
+
+	// Leak scan: the token the turn's tool used (read back through the
+	// runtime route, as a tool would get it) appears in no file of the
+	// home, no log, no turn event or answer, and nothing the model was
+	// sent.
+	ready := srv.token(t, tokenReq{App: "e2e-user", User: "demo:user:alice", Instance: instance})
+	if ready["status"] != "ready" {
+		t.Fatalf("the grant the turn stored: %v", ready)
+	}
+	secret := ready["accessToken"].(string)
+	var evs []byte
+	for _, tr := range out["recentTurns"].([]any) {
+		b, _ := json.Marshal(srv.turnEvents(t, instance, tr.(map[string]any)["id"].(string)))
+		evs = append(evs, b...)
+	}
+	reqs, _ := json.Marshal(sm.Requests())
+	srv.stop()
+	leak := func(where string, data []byte) {
+		if len(secret) >= 16 && strings.Contains(string(data), secret) {
+			t.Errorf("the access token appears in %s", where)
+		}
+	}
+	filepath.Walk(home, func(path string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			b, _ := os.ReadFile(path)
+			leak(path, b)
+		}
+		return nil
+	})
+	leak("server stdout (JSON logs)", []byte(srv.Stdout.String()))
+	leak("server stderr", []byte(srv.Stderr.String()))
+	leak("turn events", evs)
+	leak("what the scripted model was sent", reqs)
+	for _, r := range srv.responses {
+		if r.what != "ready" {
+			leak("response of "+r.what, r.body)
+		}
+	}
+	if !strings.Contains(srv.Stdout.String(), `"traceId"`) || !strings.Contains(srv.Stdout.String(), "turn ended") {
+		t.Error("the server's logs do not show the turn with its trace id")
+	}
 }
