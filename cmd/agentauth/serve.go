@@ -97,8 +97,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		go w.Run(ctx)
 	}
 
-	fmt.Fprintf(stderr, "agentauth listening on %s (bundle %s, revision %.12s, %d OAuthApps; home %s; key %s; runtime token %s; %s)\n",
-		cfg.PublicURL, cfg.BundleDir, a.Bundle.Revision, len(a.Bundle.OAuthApps), cfg.Home, h.Keyring.CurrentID(), tokenNote(cfg, created), toolsNote(cfg, a))
+	fmt.Fprintf(stderr, "agentauth listening on %s (bundle %s, revision %.12s, %d OAuthApps; home %s; key %s; runtime token %s; %s; %s)\n",
+		cfg.PublicURL, cfg.BundleDir, a.Bundle.Revision, len(a.Bundle.OAuthApps), cfg.Home, h.Keyring.CurrentID(), tokenNote(cfg, created), toolsNote(cfg, a), turnsNote(a))
 	log.Info("agentauth started", "addr", ln.Addr().String(), "publicUrl", cfg.PublicURL, "bundleRevision", a.Bundle.Revision, "oauthApps", len(a.Bundle.OAuthApps), "keyId", h.Keyring.CurrentID())
 
 	errc := make(chan error, 1)
@@ -129,6 +129,14 @@ func tokenNote(cfg config.Config, created bool) string {
 		return "from " + config.RuntimeToken
 	}
 	return "in " + path
+}
+
+// turnsNote says whether agents run, for the start line.
+func turnsNote(a *app.App) string {
+	if a.Turns == nil {
+		return "turns off (no Swarm in the bundle)"
+	}
+	return fmt.Sprintf("turns on: %d swarms, %d agents, worker running", len(a.Bundle.Swarms), len(a.Bundle.Agents))
 }
 
 // toolsNote says whether the tool routes are on, for the start line.
