@@ -31,6 +31,11 @@ type Engine struct {
 	// Reserve is the time a step needs; with less left before ctx's
 	// deadline the turn hands over with a continuation (default 30 s).
 	Reserve time.Duration
+	// Notify, when set, is told each committed turn event (after the
+	// commit: what it is told has happened), with the turn as committed —
+	// origin delivery, metrics, live streams. It must not block for long
+	// and never fails the turn.
+	Notify func(ctx context.Context, t turn.Turn, events []turn.TurnEvent)
 }
 
 // Error codes of tool results the engine writes itself.
@@ -174,6 +179,9 @@ func (r *run) commit(ctx context.Context, mut func(*turn.Commit)) error {
 		return fmt.Errorf("engine: a committed change does not apply: %w", err)
 	}
 	r.st = next
+	if r.e.Notify != nil && c.Turn != nil && len(c.Events) > 0 {
+		r.e.Notify(ctx, *c.Turn, c.Events)
+	}
 	return nil
 }
 

@@ -465,3 +465,27 @@ func TestIdempotencyKey(t *testing.T) {
 		t.Fatalf("key %q", a)
 	}
 }
+
+// TestNotifyAfterCommit: watchers are told every turn event, in order,
+// once, after it is stored.
+func TestNotifyAfterCommit(t *testing.T) {
+	f := newFixture(t, callTools("echo"), say("done"))
+	var told []string
+	f.e.Notify = func(_ context.Context, tr turn.Turn, evs []turn.TurnEvent) {
+		st := f.state(t)
+		for _, e := range evs {
+			stored := false
+			for _, s := range st.TurnEvents[tr.ID] {
+				stored = stored || s.Seq == e.Seq && s.Type == e.Type
+			}
+			if !stored {
+				t.Errorf("told %s before it was stored", e.Type)
+			}
+			told = append(told, e.Type)
+		}
+	}
+	f.send(t, "ev-1", "go")
+	if got := strings.Join(told, ","); got != eventTypes(f.state(t), lastTurn(f.state(t)).ID) {
+		t.Fatalf("told %s", got)
+	}
+}
