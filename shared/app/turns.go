@@ -125,8 +125,14 @@ func (c bundleAgents) Agent(_ context.Context, key turn.InstanceKey) (engine.Age
 	if !ok {
 		return engine.Agent{}, "", fmt.Errorf("model %s of agent %s is not built", ag.ModelRef, ag.Name)
 	}
+	var peers []string
+	for _, name := range sw.Agents {
+		if name != key.Agent {
+			peers = append(peers, name)
+		}
+	}
 	return engine.Agent{Model: m, SystemPrompt: ag.SystemPrompt, MaxSteps: sw.StepLimit(ag),
-		MaxToolCallsPerStep: ag.MaxToolCallsPerStep, ToolTimeout: ag.ToolTimeout}, c.b.Revision, nil
+		MaxToolCallsPerStep: ag.MaxToolCallsPerStep, ToolTimeout: ag.ToolTimeout, Peers: peers}, c.b.Revision, nil
 }
 
 // buildModels builds an adapter per Model of the bundle, each behind the

@@ -114,11 +114,13 @@ type Turn struct {
 	// Catalog is the current step's tool catalog (after step.tools), and
 	// Idempotent the names in it that may run again after a crash: the
 	// step's calls are checked against them, also when they resume.
-	Catalog    []string    `json:"catalog,omitempty"`
-	Idempotent []string    `json:"idempotent,omitempty"`
-	Usage      model.Usage `json:"usage"`
-	ToolCalls  int         `json:"toolCalls"`
-	Errors     int         `json:"errors"`
+	Catalog    []string `json:"catalog,omitempty"`
+	Idempotent []string `json:"idempotent,omitempty"`
+	// Peers are the agents the step could delegate to.
+	Peers     []string    `json:"peers,omitempty"`
+	Usage     model.Usage `json:"usage"`
+	ToolCalls int         `json:"toolCalls"`
+	Errors    int         `json:"errors"`
 	// Error says why a failed turn failed (a code and a safe message).
 	Error     *Failure   `json:"error,omitempty"`
 	StartedAt time.Time  `json:"startedAt"`

@@ -221,9 +221,9 @@ func (r *run) start(ctx context.Context, ev domain.Event, in input, pop int) err
 		if pop == 0 {
 			c.Processed = ev.ID
 		}
-		if in.Type == EventUserInput && in.Text != "" || in.Type != EventUserInput && in.Type != EventWakeup {
+		if (in.Type == EventUserInput || in.Type == EventDelegate) && in.Text != "" || in.Type != EventUserInput && in.Type != EventDelegate && in.Type != EventWakeup {
 			text := in.Text
-			if in.Type != EventUserInput {
+			if in.Type != EventUserInput && in.Type != EventDelegate {
 				text = ev.Input // other event kinds reach the model as their JSON
 			}
 			r.message(c, message.LLMMessage, &message.Message{ID: t.ID + "-input", Role: message.User,

@@ -32,6 +32,9 @@ type Agent struct {
 	// MaxToolCallsPerStep: calls beyond it get an error result.
 	MaxToolCallsPerStep int
 	ToolTimeout         time.Duration
+	// Peers are the other agents of the swarm: with any, the agent gets
+	// the agents.delegate tool.
+	Peers []string
 }
 
 // Config resolves the agent of an instance at the active bundle revision

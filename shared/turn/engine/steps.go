@@ -131,6 +131,9 @@ func (r *run) step(ctx context.Context, t turn.Turn) error {
 	if sc.Tools, err = r.e.Tools.Catalog(ctx, t); err != nil {
 		return fail("catalog_failed", err)
 	}
+	if len(agent.Peers) > 0 {
+		sc.Tools = append(sc.Tools, delegateTool(agent.Peers))
+	}
 	if err := r.e.Hooks.run(ctx, r.e.Hooks.StepTools, sc); err != nil {
 		return fail("step_tools_failed", err)
 	}
@@ -209,7 +212,7 @@ func (r *run) commitAnswer(ctx context.Context, t turn.Turn, sc *StepContext, wa
 	err := r.commit(ctx, func(c *turn.Commit) {
 		tt := t
 		tt.Steps, tt.StepAnswered, tt.BundleRevision = step, true, sc.Revision
-		tt.Catalog, tt.Idempotent = nil, nil
+		tt.Catalog, tt.Idempotent, tt.Peers = nil, nil, sc.Agent.Peers
 		for _, tl := range sc.Tools {
 			tt.Catalog = append(tt.Catalog, tl.Spec.Name)
 			if tl.Idempotent {
@@ -299,7 +302,11 @@ func (r *run) runCalls(ctx context.Context, t turn.Turn, calls []turn.Call) erro
 		in := Invocation{Turn: tt, Call: cl, Catalog: append([]string{}, tt.Catalog...), IdempotencyKey: idempotencyKey(tt.ID, cl.ID),
 			Resume: domain.ResumeInfo{SwarmRef: domain.ObjectRef{Kind: "Swarm", Name: r.key.Swarm}, InstanceKey: r.key.Key, AgentName: r.key.Agent,
 				Origin: tt.Origin, Auth: tt.Auth, TurnID: tt.ID, Step: cl.Step, CallID: cl.ID}}
-		out := r.e.Hooks.wrapTool(r.e.Tools.Invoke)(ctx, in)
+		invoke := r.e.Tools.Invoke
+		if cl.Tool == DelegateTool && slices.Contains(tt.Catalog, DelegateTool) {
+			invoke = func(ctx context.Context, in Invocation) Outcome { return r.delegate(ctx, in.Turn, in.Call, tt.Peers) }
+		}
+		out := r.e.Hooks.wrapTool(invoke)(ctx, in)
 		switch out.Kind {
 		case OutcomeAuthorizationRequired:
 			cl.State, cl.AuthSession = turn.CallParked, out.AuthSession
@@ -375,6 +382,11 @@ func (r *run) endStep(ctx context.Context, t turn.Turn, calls []turn.Call) error
 		return r.failTurn(ctx, t, "step_post_failed", err.Error())
 	}
 	more := len(calls) > 0
+	if !more {
+		if err := r.returnDelegation(ctx, t, turn.TurnCompleted, nil); err != nil {
+			return err
+		}
+	}
 	return r.commit(ctx, func(c *turn.Commit) {
 		tt := t
 		tt.StepAnswered = false
@@ -388,6 +400,9 @@ func (r *run) endStep(ctx context.Context, t turn.Turn, calls []turn.Call) error
 
 // stepLimit ends the turn at maxStepsPerTurn.
 func (r *run) stepLimit(ctx context.Context, t turn.Turn, max int) error {
+	if err := r.returnDelegation(ctx, t, turn.TurnCompleted, nil); err != nil {
+		return err
+	}
 	return r.commit(ctx, func(c *turn.Commit) {
 		tt := t
 		r.emit(c, &tt, turn.EvStepLimitReached, map[string]int{"maxSteps": max, "actualSteps": t.Steps})
@@ -399,6 +414,9 @@ func (r *run) stepLimit(ctx context.Context, t turn.Turn, max int) error {
 // failTurn ends the turn as failed. Calls the model made stay answered:
 // any call without a result gets one, so the history stays valid.
 func (r *run) failTurn(ctx context.Context, t turn.Turn, code, msg string) error {
+	if err := r.returnDelegation(ctx, r.st.Turns[t.ID], turn.TurnFailed, &turn.Failure{Code: code, Message: msg}); err != nil {
+		return err
+	}
 	return r.commit(ctx, func(c *turn.Commit) {
 		tt := r.st.Turns[t.ID]
 		for _, cl := range r.stepCalls(tt) {
