@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -185,6 +186,40 @@ func TestTurnParksForConsentAndResumes(t *testing.T) {
 	}
 	raw, _ := json.Marshal(out)
 	srv.record("inspect", raw)
+
+	// Pause holds new events; resume runs them, in order.
+	if code, out := srv.call(t, "POST", "/v1/instances/default/"+instance+"/assistant/pause", nil); code != 200 || out["status"] != "paused" {
+		t.Fatalf("pause: %d %v", code, out)
+	}
+	post("msg-3", "first while paused")
+	post("msg-4", "second while paused")
+	time.Sleep(time.Second) // the worker polls every 200 ms: it would have started a turn by now
+	if code, out := srv.call(t, "GET", "/v1/instances/default/"+instance+"/assistant", nil); code != 200 || out["backlog"] != float64(2) || len(out["recentTurns"].([]any)) != 2 {
+		t.Fatalf("paused: %d backlog %v, %d turns", code, out["backlog"], len(out["recentTurns"].([]any)))
+	}
+	if code, out := srv.call(t, "POST", "/v1/instances/default/"+instance+"/assistant/resume", nil); code != 200 || out["status"] != "active" {
+		t.Fatalf("resume: %d %v", code, out)
+	}
+	for ctx.Err() == nil {
+		_, out = srv.call(t, "GET", "/v1/instances/default/"+instance+"/assistant", nil)
+		if out["backlog"] == float64(0) && out["activeTurn"] == nil && len(out["recentTurns"].([]any)) == 4 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// By start time, the two held messages ran last, in the order sent.
+	turns := out["recentTurns"].([]any)
+	sort.Slice(turns, func(i, j int) bool {
+		return turns[i].(map[string]any)["startedAt"].(string) < turns[j].(map[string]any)["startedAt"].(string)
+	})
+	var inputs []string
+	for _, tr := range turns {
+		evs := srv.turnEvents(t, instance, tr.(map[string]any)["id"].(string))
+		inputs = append(inputs, evs[0]["data"].(map[string]any)["eventId"].(string))
+	}
+	if got := strings.Join(inputs, ","); !strings.HasSuffix(got, "in:msg-3,in:msg-4") {
+		t.Fatalf("turns ran for %s", got)
+	}
 
 	// Leak scan: the token the turn's tool used (read back through the
 	// runtime route, as a tool would get it) appears in no file of the
