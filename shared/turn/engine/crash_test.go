@@ -4,9 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
+	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/local/turnfile"
 	"github.com/agentauth/agentauth/shared/turn"
 	"github.com/agentauth/agentauth/shared/turn/message"
@@ -120,4 +126,138 @@ func indexOf(s, sub string) int {
 		}
 	}
 	return -1
+}
+
+// countingTools counts runs in a file, so runs are counted across
+// processes.
+type countingTools struct {
+	fakeTools
+	file string
+}
+
+func (c *countingTools) Invoke(ctx context.Context, in Invocation) Outcome {
+	f, err := os.OpenFile(c.file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err == nil {
+		fmt.Fprintln(f, in.Call.Tool)
+		f.Close()
+	}
+	return c.fakeTools.Invoke(ctx, in)
+}
+
+func runsIn(file, tool string) int {
+	b, _ := os.ReadFile(file)
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if l == tool {
+			n++
+		}
+	}
+	return n
+}
+
+// killer SIGKILLs its own process at the nth commit: no deferred cleanup,
+// no flush, open files dropped — the worker process dies there.
+type killer struct {
+	turn.Store
+	n, seen int
+}
+
+func (k *killer) Commit(ctx context.Context, c turn.Commit) error {
+	k.seen++
+	if k.seen >= k.n {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+	return k.Store.Commit(ctx, c)
+}
+
+const crashChildEnv = "AGENTAUTH_ENGINE_CRASH_CHILD"
+
+// crashScript answers by what it is sent, so a second process's model
+// picks up where the first left: tool results → the final answer; a new
+// message → the two tool calls.
+func crashScript() []func(model.Request) model.Response {
+	answer := func(req model.Request) model.Response {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == message.Tool {
+			return say("done")(req)
+		}
+		return callTools("echo", "lookup")(req)
+	}
+	return []func(model.Request) model.Response{answer, answer, answer, answer}
+}
+
+// TestCrashChild is the worker process TestProcessKilledAtEveryCommit
+// kills; it does nothing in a normal run.
+func TestCrashChild(t *testing.T) {
+	spec := os.Getenv(crashChildEnv)
+	if spec == "" {
+		t.Skip("the child of TestProcessKilledAtEveryCommit")
+	}
+	var n int
+	var dir string
+	fmt.Sscanf(spec, "%d %s", &n, &dir)
+	store, _ := turnfile.New(filepath.Join(dir, "turns"))
+	e := &Engine{Store: &killer{Store: store, n: n}, Config: fixedConfig{Agent{Model: &scriptModel{script: crashScript()}, MaxSteps: 8}},
+		Tools: &countingTools{file: filepath.Join(dir, "runs")}}
+	f := &fixture{key: turn.InstanceKey{Swarm: "default", Key: "thread-1", Agent: "assistant"}}
+	_ = e.Handle(context.Background(), f.event("ev-1", `{"type":"user.input","text":"go"}`))
+	os.Exit(3) // the kill did not come: the parent fails on this status
+}
+
+// TestProcessKilledAtEveryCommit: the worker process is SIGKILLed at each
+// commit of a turn (after the model's answer, before and after each tool,
+// at the turn's end); a second process takes the redelivered event. No
+// stored answer is asked for again, the non-idempotent tool never runs
+// twice, the turn completes with every tool call answered.
+func TestProcessKilledAtEveryCommit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a process per commit")
+	}
+	for n := 1; n <= 9; n++ {
+		t.Run(fmt.Sprint("killed at commit ", n), func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$")
+			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d %s", crashChildEnv, n, dir))
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != -1 {
+				t.Fatalf("the child was not killed: %v", err)
+			}
+			store, _ := turnfile.New(filepath.Join(dir, "turns"))
+			tools := &countingTools{file: filepath.Join(dir, "runs")}
+			m := &scriptModel{script: crashScript()}
+			e := &Engine{Store: store, Config: fixedConfig{Agent{Model: m, MaxSteps: 8}}, Tools: tools}
+			f := &fixture{key: turn.InstanceKey{Swarm: "default", Key: "thread-1", Agent: "assistant"}}
+			if err := e.Handle(context.Background(), f.event("ev-1", `{"type":"user.input","text":"go"}`)); err != nil {
+				t.Fatalf("the second process: %v", err)
+			}
+			st, err := store.Load(context.Background(), f.key)
+			if n == 1 && errors.Is(err, domain.ErrNotFound) {
+				return // killed before anything was stored, and then…
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tr := lastTurn(st); tr.Status != turn.TurnCompleted {
+				t.Fatalf("turn %s %+v", tr.Status, tr.Error)
+			}
+			if runsIn(tools.file, "echo") > 1 {
+				t.Fatalf("the non-idempotent tool ran %d times across the crash", runsIn(tools.file, "echo"))
+			}
+			// Commits: 1 start, 2 the answer with its calls, 3–6 the calls
+			// started and answered, 7 the step's end, 8 the final answer, 9
+			// the turn's end. A stored answer is never asked for again.
+			want := map[bool]int{true: 2, false: 1}[n <= 2]
+			if n == 9 {
+				want = 0
+			}
+			if m.count() != want {
+				t.Fatalf("the second process called the model %d times, want %d", m.count(), want)
+			}
+			msgs, _ := message.Fold(st.Base, st.Events)
+			if bad := message.CheckToolPairs(msgs); len(bad) != 0 {
+				t.Fatalf("history: %+v", bad)
+			}
+		})
+	}
 }

@@ -489,3 +489,35 @@ func TestNotifyAfterCommit(t *testing.T) {
 		t.Fatalf("told %s", got)
 	}
 }
+
+// asyncTools answers every call with a pending result and a handle (a
+// tool that finishes later).
+type asyncTools struct{ fakeTools }
+
+func (a *asyncTools) Invoke(_ context.Context, in Invocation) Outcome {
+	return Outcome{Kind: OutcomeOK, Result: json.RawMessage(`{"status":"pending","handle":"job-` + in.Call.ID + `"}`)}
+}
+
+// TestAsyncToolResult: an async tool answers {status: pending, handle} at
+// once (so the history never holds a call without its result); its
+// completion, posted later as an event of the instance, reaches the model
+// in a turn of its own.
+func TestAsyncToolResult(t *testing.T) {
+	f := newFixture(t, callTools("lookup"), say("started the job"), say("the job finished: 42"))
+	f.e.Tools = &asyncTools{}
+	f.send(t, "ev-1", "run the job")
+	if tr := lastTurn(f.state(t)); tr.Status != turn.TurnCompleted || tr.Final != "started the job" {
+		t.Fatalf("first turn %+v", tr)
+	}
+	done := f.event("job-done", `{"type":"tool.completion","handle":"job-call-0-lookup","output":{"answer":42}}`)
+	if err := f.e.Handle(context.Background(), done); err != nil {
+		t.Fatal(err)
+	}
+	last := f.model.calls[len(f.model.calls)-1].Messages
+	if got := last[len(last)-1].TextOf(); !strings.Contains(got, `"handle":"job-call-0-lookup"`) || !strings.Contains(got, `"answer":42`) {
+		t.Fatalf("the model was given %q", got)
+	}
+	if tr := lastTurn(f.state(t)); tr.InputType != "tool.completion" || tr.Final != "the job finished: 42" {
+		t.Fatalf("the completion's turn %+v", tr)
+	}
+}
