@@ -10,6 +10,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -191,7 +192,7 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 		if err != nil {
 			return nil, err
 		}
-		if a.Turns, err = buildTurns(ctx, b, be, mgr, tools, log); err != nil {
+		if a.Turns, err = buildTurns(ctx, b, be, mgr, tools, cfg.Tools.AllowPrivateUpstreams, log); err != nil {
 			return nil, fmt.Errorf("turns:\n%w", err)
 		}
 		routes, err := turnsapi.New(turnsapi.Config{Turns: a.Turns, Caller: opts.RuntimeAuth, Log: log})
@@ -297,5 +298,8 @@ func (a *App) Sweep(ctx context.Context) (oauth.CleanupReport, error) {
 	return a.OAuth.CleanupExpiredSessions(ctx)
 }
 
-// Close stops background work (device-code pollers).
-func (a *App) Close(ctx context.Context) error { return a.OAuth.Close(ctx) }
+// Close stops background work (device-code pollers, origin deliveries:
+// those still queued are sent while ctx lasts).
+func (a *App) Close(ctx context.Context) error {
+	return errors.Join(a.OAuth.Close(ctx), a.Turns.close(ctx))
+}

@@ -2,13 +2,16 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentauth/agentauth/shared/config"
 	"github.com/agentauth/agentauth/shared/domain"
@@ -17,6 +20,7 @@ import (
 	"github.com/agentauth/agentauth/shared/turn"
 	"github.com/agentauth/agentauth/shared/turn/engine"
 	"github.com/agentauth/agentauth/shared/turn/model/scripted"
+	"github.com/agentauth/agentauth/shared/turn/origin"
 )
 
 const teamApp = `apiVersion: agents.example.io/v1alpha1
@@ -276,5 +280,99 @@ spec: {agents: [Agent/assistant], entrypoint: Agent/assistant}
 	// refused as outside the catalog, and its second rule answers.
 	if !strings.Contains(final, "scripted model") || len(sm.Requests()) != 2 {
 		t.Fatalf("final %q after %d model requests", final, len(sm.Requests()))
+	}
+}
+
+// TestBuildDeliversToTheOrigin: with a Connector in the bundle, a turn
+// whose origin names it has its final answer POSTed there, signed with the
+// connector's secret — on the upstream guard, so a loopback receiver gets
+// it only with AllowPrivateUpstreams.
+func TestBuildDeliversToTheOrigin(t *testing.T) {
+	const secret = "app-test-hmac-key-0123456789abcdef0123"
+	sm, err := scripted.New(scripted.DemoScript(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	modelURL, err := sm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sm.Close() })
+	for _, tc := range []struct {
+		name         string
+		allowPrivate bool
+		origin       map[string]any
+		want         int
+	}{
+		{"delivered", true, map[string]any{"connector": "chat", "channel": "C1"}, 1},
+		{"the guard refuses loopback", false, map[string]any{"connector": "chat"}, 0},
+		{"no connector in the origin", true, map[string]any{"channel": "C1"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			type got struct {
+				header http.Header
+				body   string
+			}
+			deliveries := make(chan got, 10)
+			rv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				deliveries <- got{r.Header.Clone(), string(b)}
+			}))
+			t.Cleanup(rv.Close)
+			cfg := setup(t, teamApp+`---
+apiVersion: agents.example.io/v1alpha1
+kind: Model
+metadata: {name: scripted}
+spec: {provider: openai, model: scripted, endpoint: "`+modelURL+`/v1"}
+---
+apiVersion: agents.example.io/v1alpha1
+kind: Agent
+metadata: {name: assistant}
+spec: {modelRef: Model/scripted}
+---
+apiVersion: agents.example.io/v1alpha1
+kind: Swarm
+metadata: {name: default}
+spec: {agents: [Agent/assistant], entrypoint: Agent/assistant}
+---
+apiVersion: agents.example.io/v1alpha1
+kind: Connector
+metadata: {name: chat}
+spec: {type: webhook, url: "`+rv.URL+`/hook", secret: {value: `+secret+`}}
+`)
+			cfg.Tools.AllowPrivateUpstreams = tc.allowPrivate
+			a, err := build(t, cfg, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			ev, err := a.Turns.Post(ctx, "default", "thread-1", Incoming{Text: "who am I?", Origin: tc.origin, Auth: domain.TurnAuth{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Turns.Engine.Handle(ctx, ev); err != nil {
+				t.Fatal(err)
+			}
+			// Close sends what is queued.
+			if err := a.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			close(deliveries)
+			n := 0
+			for d := range deliveries {
+				n++
+				if err := origin.Verify(secret, d.header.Get(origin.HeaderTimestamp), d.body, d.header.Get(origin.HeaderSignature), time.Now(), time.Minute); err != nil {
+					t.Errorf("delivery does not verify: %v", err)
+				}
+				var b origin.Body
+				if err := json.Unmarshal([]byte(d.body), &b); err != nil || b.Event.Type != turn.EvTurnCompleted || b.Origin["channel"] != "C1" ||
+					!strings.Contains(string(b.Event.Data), "scripted model") {
+					t.Errorf("body %s (%v)", d.body, err)
+				}
+			}
+			if n != tc.want {
+				t.Errorf("%d deliveries, want %d", n, tc.want)
+			}
+		})
 	}
 }

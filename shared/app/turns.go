@@ -15,11 +15,13 @@ import (
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/oauth"
+	"github.com/agentauth/agentauth/shared/tools/httptool"
 	"github.com/agentauth/agentauth/shared/turn"
 	"github.com/agentauth/agentauth/shared/turn/engine"
 	"github.com/agentauth/agentauth/shared/turn/model"
 	"github.com/agentauth/agentauth/shared/turn/model/bedrock"
 	"github.com/agentauth/agentauth/shared/turn/model/openai"
+	"github.com/agentauth/agentauth/shared/turn/origin"
 )
 
 // Turns is the turn plane of a built app: the engine on the backends'
@@ -31,6 +33,9 @@ type Turns struct {
 	queue  domain.EventQueue
 	bundle *bundle.Bundle
 	now    func() time.Time
+	// deliverer sends turn events to their origin's Connector (nil: the
+	// bundle has none).
+	deliverer *origin.Deliverer
 }
 
 // NewTurns is the turn plane over an engine: Post routes by b's swarms
@@ -41,15 +46,32 @@ func NewTurns(e *engine.Engine, q domain.EventQueue, b *bundle.Bundle) *Turns {
 
 // buildTurns builds the engine on the backends' turn store: the bundle's
 // agents and models, the tool plane's tools, the OAuth core's auth.pending
-// blocks, the backends' queue for hand-overs and wake-ups.
-func buildTurns(ctx context.Context, b *bundle.Bundle, be *Backends, mgr *oauth.Manager, tools engine.Tools, log *slog.Logger) (*Turns, error) {
+// blocks, the backends' queue for hand-overs and wake-ups, and — when the
+// bundle has Connectors — origin delivery on the upstream guard of
+// uploaded http tools (allowPrivate: its local-development escape hatch).
+func buildTurns(ctx context.Context, b *bundle.Bundle, be *Backends, mgr *oauth.Manager, tools engine.Tools, allowPrivate bool, log *slog.Logger) (*Turns, error) {
 	models, err := buildModels(ctx, b, nil)
 	if err != nil {
 		return nil, err
 	}
 	e := &engine.Engine{Store: be.TurnStore, Config: bundleAgents{b: b, models: models}, Tools: tools,
 		Pending: pendingBlocks{mgr}, Queue: be.Queue, Log: log}
-	return NewTurns(e, be.Queue, b), nil
+	t := NewTurns(e, be.Queue, b)
+	if len(b.Connectors) > 0 {
+		if t.deliverer, err = origin.New(origin.Config{Connectors: b.Connectors, Transport: httptool.GuardedTransport(allowPrivate), Log: log}); err != nil {
+			return nil, err
+		}
+		e.Notify = t.deliverer.Notify
+	}
+	return t, nil
+}
+
+// close stops origin delivery, sending what is queued while ctx lasts.
+func (t *Turns) close(ctx context.Context) error {
+	if t == nil || t.deliverer == nil {
+		return nil
+	}
+	return t.deliverer.Close(ctx)
 }
 
 // pendingBlocks gives the engine the OAuth core's auth.pending block; an

@@ -1,6 +1,7 @@
 package httptool
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -9,12 +10,13 @@ import (
 	"time"
 )
 
-// guardedTransport dials public addresses only (unless allowPrivate). The
+// GuardedTransport dials public addresses only (unless allowPrivate). The
 // check runs on the address actually dialled, after DNS resolution, so a
 // name that resolves (or re-resolves) to a private address is refused
 // too. No proxy from the environment, also with allowPrivate: a proxy
 // would dial for us, past the check, to wherever the tenant asks.
-func guardedTransport(allowPrivate bool) *http.Transport {
+// Uploaded tools and origin deliveries (shared/turn/origin) run on it.
+func GuardedTransport(allowPrivate bool) *http.Transport {
 	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	if !allowPrivate {
 		d.Control = func(_, address string, _ syscall.RawConn) error {
@@ -43,6 +45,14 @@ type refusedError struct {
 
 func (e *refusedError) Error() string {
 	return fmt.Sprintf("address %s refused: %s", e.address, e.reason)
+}
+
+// IsRefused reports whether err (from a request on GuardedTransport) is
+// the guard's refusal of the address dialled: a permanent answer, not a
+// network failure worth a retry.
+func IsRefused(err error) bool {
+	var refused *refusedError
+	return errors.As(err, &refused)
 }
 
 // block is one refused address block and what it is.

@@ -1,8 +1,11 @@
 package httptool
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"testing"
+	"time"
 )
 
 // specialPurpose is every block of the IANA IPv4 and IPv6 Special-Purpose
@@ -201,4 +204,38 @@ func last(p netip.Prefix) netip.Addr {
 	}
 	a, _ := netip.AddrFromSlice(b)
 	return a
+}
+
+// TestIsRefused: the guard's refusal is told apart from a network failure
+// (origin delivery retries the one and not the other).
+func TestIsRefused(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(srv.Close)
+	closed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	closed.Close() // nothing listens there any more: connection refused
+	for _, tc := range []struct {
+		name         string
+		allowPrivate bool
+		url          string
+		wantErr      bool
+		wantRefused  bool
+	}{
+		{"loopback, guarded", false, srv.URL, true, true},
+		{"loopback, private allowed", true, srv.URL, false, false},
+		{"nothing listening, private allowed", true, closed.URL, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &http.Client{Transport: GuardedTransport(tc.allowPrivate), Timeout: 5 * time.Second}
+			resp, err := c.Get(tc.url)
+			if resp != nil {
+				resp.Body.Close()
+			}
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want an error: %v", err, tc.wantErr)
+			}
+			if got := IsRefused(err); got != tc.wantRefused {
+				t.Errorf("IsRefused(%v) = %v, want %v", err, got, tc.wantRefused)
+			}
+		})
+	}
 }

@@ -121,7 +121,7 @@ func New(o Options) *Runner {
 	guarded := o.Transport
 	if open == nil {
 		open = http.DefaultTransport.(*http.Transport).Clone()
-		guarded = guardedTransport(o.AllowPrivateUpstreams)
+		guarded = GuardedTransport(o.AllowPrivateUpstreams)
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -284,9 +284,8 @@ const notAllowedMessage = "upstream address not allowed: the host does not resol
 // with notAllowedMessage, and the detail (the address it resolved to, the
 // rule, the resolver's answer) goes to the operator's log.
 func (r *Runner) unreachable(ctx context.Context, t *bundle.Tool, req *http.Request, err error, token string, tenant bool) error {
-	var refused *refusedError
 	var lookup *net.DNSError
-	if tenant && (errors.As(err, &refused) || errors.As(err, &lookup)) {
+	if tenant && (IsRefused(err) || errors.As(err, &lookup)) {
 		r.log.WarnContext(ctx, "uploaded tool's upstream refused", "toolId", t.ID, "toolName", t.ToolName,
 			"method", req.Method, "host", req.URL.Host, "reason", unwrapURLError(err))
 		return toolhooks.NewToolError("UpstreamNotAllowed", CodeNotAllowed, fmt.Sprintf("%s %s: %s", req.Method, req.URL.Host, notAllowedMessage))
