@@ -143,7 +143,9 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		auth.Actor = &domain.Actor{Type: "user", ID: *user}
 		auth.Subjects = &domain.Subjects{User: *user}
 	}
-	body := map[string]any{"text": fs.Arg(0), "auth": auth, "origin": map[string]string{"connector": "cli"}}
+	// The origin names no connector: a CLI message has nowhere to be
+	// delivered back to (the answer is in the turn's events).
+	body := map[string]any{"text": fs.Arg(0), "auth": auth, "origin": map[string]string{"via": "cli"}}
 	if *agent != "" {
 		body["agent"] = *agent
 	}

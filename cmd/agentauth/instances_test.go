@@ -62,7 +62,7 @@ func TestSendAndInstances(t *testing.T) {
 	ev := queued[0]
 	var in struct{ Type, Text string }
 	_ = json.Unmarshal([]byte(ev.Input), &in)
-	if in.Type != "user.input" || in.Text != "who am I?" || ev.Auth.Actor == nil || ev.Auth.Actor.ID != "demo:user:alice" || ev.Auth.Subjects.User != "demo:user:alice" || ev.Origin["connector"] != "cli" {
+	if in.Type != "user.input" || in.Text != "who am I?" || ev.Auth.Actor == nil || ev.Auth.Actor.ID != "demo:user:alice" || ev.Auth.Subjects.User != "demo:user:alice" || ev.Origin["via"] != "cli" || ev.Origin["connector"] != nil {
 		t.Fatalf("queued %+v (input %+v)", ev, in)
 	}
 	p.Deliver(t)

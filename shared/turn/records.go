@@ -197,6 +197,7 @@ const (
 	EvTurnResumed      = "turn.resumed"
 	EvTurnCompleted    = "turn.completed"
 	EvTurnFailed       = "turn.failed"
+	EvTurnInterrupted  = "turn.interrupted"
 	EvStepLimitReached = "turn.stepLimitReached"
 	EvMessageWarning   = "message.warning"
 )

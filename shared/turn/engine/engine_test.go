@@ -521,3 +521,24 @@ func TestAsyncToolResult(t *testing.T) {
 		t.Fatalf("the completion's turn %+v", tr)
 	}
 }
+
+// TestTerminateInterruptsTheTurn: terminating an instance whose turn waits
+// for consent ends the turn as interrupted (turn.interrupted with the
+// reason, not turn.completed) and answers the parked call.
+func TestTerminateInterruptsTheTurn(t *testing.T) {
+	f := newFixture(t, callTools("whoami"))
+	f.send(t, "ev-1", "who am I?")
+	if err := f.e.Terminate(context.Background(), f.key, "user left"); err != nil {
+		t.Fatal(err)
+	}
+	st := f.state(t)
+	tr := lastTurn(st)
+	evs := st.TurnEvents[tr.ID]
+	last := evs[len(evs)-1]
+	if tr.Status != turn.TurnInterrupted || last.Type != turn.EvTurnInterrupted || !strings.Contains(string(last.Data), "user left") {
+		t.Fatalf("turn %s, last event %s %s", tr.Status, last.Type, last.Data)
+	}
+	if bad := message.CheckToolPairs(mustFold(st)); len(bad) != 0 {
+		t.Fatalf("history %+v", bad)
+	}
+}

@@ -439,9 +439,11 @@ func (r *run) finish(c *turn.Commit, t *turn.Turn, status turn.TurnStatus, f *tu
 	t.Status, t.EndedAt, t.Error = status, &now, f
 	typ := turn.EvTurnCompleted
 	data := map[string]any{"steps": t.Steps, "toolCalls": t.ToolCalls, "errors": t.Errors, "usage": t.Usage, "final": t.Final}
-	if status == turn.TurnFailed {
-		typ = turn.EvTurnFailed
-		data["error"] = f
+	switch status {
+	case turn.TurnFailed:
+		typ, data["error"] = turn.EvTurnFailed, f
+	case turn.TurnInterrupted:
+		typ, data["error"] = turn.EvTurnInterrupted, f
 	}
 	r.emit(c, t, typ, data)
 	c.Instance.ActiveTurn = ""
