@@ -280,3 +280,41 @@ func TestArgsHashDoesNotModifyInput(t *testing.T) {
 		t.Fatalf("input modified: %s", in)
 	}
 }
+
+// TestArgsHashAcceptsTheLargestDouble: the largest double is in range, and
+// a string after it that spells an out-of-range number is text, not a
+// number.
+func TestArgsHashAcceptsTheLargestDouble(t *testing.T) {
+	for _, in := range []string{
+		`[1.7976931348623157e+308,"1e999"]`,
+		`{"max":-1.7976931348623157e+308,"s":"-1e400"}`,
+	} {
+		t.Run(in, func(t *testing.T) {
+			if _, err := ArgsHash(json.RawMessage(in), nil); err != nil {
+				t.Fatalf("ArgsHash: %v", err)
+			}
+		})
+	}
+}
+
+// TestRedactCanonicalRefusesTruncatedInput: the scanner of the canonical
+// form answers errNotCanonical for text that ends early, wherever it ends,
+// and never reads past it.
+func TestRedactCanonicalRefusesTruncatedInput(t *testing.T) {
+	for _, in := range []string{
+		``,        // no value
+		`[`,       // an array that never closes
+		`{"a"`,    // a member name without its colon
+		`{"a":`,   // a member without its value
+		`{"a":1,`, // a comma without the next member
+		`"abc`,    // a string that never closes
+		`["a\`,    // an escape at the very end
+	} {
+		t.Run(in, func(t *testing.T) {
+			out, err := newRedactor(nil).redactCanonical([]byte(in))
+			if !errors.Is(err, errNotCanonical) {
+				t.Fatalf("redactCanonical(%q) = %q, %v; want errNotCanonical", in, out, err)
+			}
+		})
+	}
+}
