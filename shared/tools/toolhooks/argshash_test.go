@@ -198,6 +198,7 @@ func TestArgsHashRejects(t *testing.T) {
 		{"lone surrogate", `{"k":"` + canary + `\ud800"}`, "not valid JSON"},
 		{"number overflow", `{"` + canary + `":1e400}`, "number out of the float64 range at byte"},
 		{"negative overflow", `[-1.8e308, "` + canary + `"]`, "number out of the float64 range"},
+		{"overflow with a leading 9", `{"` + canary + `":9e308}`, "number out of the float64 range"},
 		{"bare word", canary, "not valid JSON"},
 		{"single quotes", `{'k':'` + canary + `'}`, "not valid JSON"},
 		{"leading zero", `{"k":0123}`, "not valid JSON"},
@@ -288,6 +289,7 @@ func TestArgsHashAcceptsTheLargestDouble(t *testing.T) {
 	for _, in := range []string{
 		`[1.7976931348623157e+308,"1e999"]`,
 		`{"max":-1.7976931348623157e+308,"s":"-1e400"}`,
+		`[0.1e309,1.7976931348623157e+308]`, // 1e308: a leading 0 is part of the number
 	} {
 		t.Run(in, func(t *testing.T) {
 			if _, err := ArgsHash(json.RawMessage(in), nil); err != nil {

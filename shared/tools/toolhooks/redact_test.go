@@ -211,6 +211,7 @@ func TestClassifyVerdict(t *testing.T) {
 		{"near miss: no upper case", strings.ToLower(awsSecret), verdict{}},
 		{"near miss: no lower case", strings.ToUpper(awsSecret), verdict{}},
 		{"near miss: letters only", lower40[:20] + strings.ToUpper(lower40[:20]), verdict{}},
+		{"near miss: letters only, z and Z included", strings.Repeat("zyxwvAZBYa", 4), verdict{}},
 		{"near miss: key id prefix alone", "AKIA", verdict{}},
 	}
 	r := newRedactor([]string{known})
