@@ -301,9 +301,10 @@ func TestNoProxyFromEnvironment(t *testing.T) {
 }
 
 // TestOptionDefaults: an unset (or negative) timeout or response limit is
-// the documented default, not "no limit": a hung or endless upstream must
-// not hold the tools function.
+// the documented default (docs/tools.md: 20 s, 1 MiB), not "no limit": a
+// hung or endless upstream must not hold the tools function.
 func TestOptionDefaults(t *testing.T) {
+	const timeout, maxResponse = 20 * time.Second, 1 << 20
 	for _, tc := range []struct {
 		name string
 		o    Options
@@ -313,8 +314,8 @@ func TestOptionDefaults(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := New(tc.o)
-			if r.open.Timeout != DefaultTimeout || r.guarded.Timeout != DefaultTimeout || r.maxResponse != DefaultMaxResponse {
-				t.Fatalf("timeouts %v/%v, max response %d, want %v and %d", r.open.Timeout, r.guarded.Timeout, r.maxResponse, DefaultTimeout, DefaultMaxResponse)
+			if r.open.Timeout != timeout || r.guarded.Timeout != timeout || r.maxResponse != maxResponse {
+				t.Fatalf("timeouts %v/%v, max response %d, want %v and %d", r.open.Timeout, r.guarded.Timeout, r.maxResponse, timeout, maxResponse)
 			}
 		})
 	}
