@@ -3,11 +3,13 @@ package httpx
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 type sample struct {
@@ -101,6 +103,24 @@ func TestReadBodyLimitIsThePerRouteLimit(t *testing.T) {
 	}
 }
 
+// failingBody is a request body whose read fails midway (a client that
+// hangs up).
+type failingBody struct{}
+
+func (failingBody) Read([]byte) (int, error) { return 0, errors.New("connection reset by peer") }
+
+func TestReadBodyReadFailure(t *testing.T) {
+	req := httptest.NewRequest("POST", "/x", failingBody{})
+	rec, b := serve(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := ReadBody(w, r, 256); ok {
+			t.Error("ReadBody reported a failed read as usable")
+		}
+	}, req)
+	if rec.Code != 400 || b.Error.Code != CodeInvalidRequest || b.Error.Message != "request body could not be read" {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+}
+
 func TestWriteError(t *testing.T) {
 	const secret = "dial tcp 10.0.0.7:5432: password=hunter2"
 	for _, tc := range []struct {
@@ -166,6 +186,64 @@ func TestObserve(t *testing.T) {
 	_ = json.Unmarshal(rec.Body.Bytes(), &b)
 	if rec.Code != 404 || b.Error.Code != CodeNotFound || b.Error.RequestID == "" {
 		t.Fatalf("unmatched: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestObserveAccessLog: the access line has the status the caller got
+// (the first one written; 200 when the handler only writes a body), the
+// bytes written and the duration in milliseconds; a panic after the
+// handler answered leaves that answer alone.
+func TestObserveAccessLog(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		h      http.HandlerFunc
+		status int
+		body   string
+		minMs  float64
+	}{
+		{"body only", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("hello")) }, 200, "hello", 0},
+		{"status then body", func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(201)
+			w.Write([]byte("made"))
+		}, 201, "made", 0},
+		{"second status ignored", func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(404)
+			w.WriteHeader(200)
+		}, 404, "", 0},
+		{"panic after answering", func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(202)
+			w.Write([]byte("queued"))
+			panic("late")
+		}, 202, "queued", 0},
+		{"slow", func(w http.ResponseWriter, _ *http.Request) {
+			time.Sleep(30 * time.Millisecond)
+			w.WriteHeader(204)
+		}, 204, "", 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			rec := httptest.NewRecorder()
+			Observe(slog.New(slog.NewJSONHandler(&logs, nil)), tc.h).ServeHTTP(rec, httptest.NewRequest("GET", "/x", nil))
+			if rec.Code != tc.status || rec.Body.String() != tc.body {
+				t.Fatalf("answer %d %q, want %d %q", rec.Code, rec.Body, tc.status, tc.body)
+			}
+			var line struct {
+				Msg        string  `json:"msg"`
+				Status     int     `json:"status"`
+				Bytes      int     `json:"bytes"`
+				DurationMs float64 `json:"durationMs"`
+			}
+			for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+				if err := json.Unmarshal([]byte(l), &line); err != nil {
+					t.Fatalf("log line %q: %v", l, err)
+				}
+			}
+			// A minute is far above any run of this test, and far below
+			// the same duration in microseconds.
+			if line.Msg != "request" || line.Status != tc.status || line.Bytes != len(tc.body) || line.DurationMs < tc.minMs || line.DurationMs > 60_000 {
+				t.Fatalf("access line %+v, want status %d, %d bytes, at least %vms", line, tc.status, len(tc.body), tc.minMs)
+			}
+		})
 	}
 }
 

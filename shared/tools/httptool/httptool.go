@@ -135,8 +135,10 @@ func New(o Options) *Runner {
 	}
 }
 
-// sameOrigin follows at most 5 redirects and never to another origin: the
-// Authorization header must not travel to a host the tool does not name.
+// sameOrigin follows at most 4 redirects (5 requests in all; the 5th
+// redirect is refused, net/http's way of counting) and never to another
+// origin: the Authorization header must not travel to a host the tool does
+// not name.
 func sameOrigin(req *http.Request, via []*http.Request) error {
 	if len(via) >= 5 {
 		return errors.New("stopped after 5 redirects")

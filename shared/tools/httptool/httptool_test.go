@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -354,5 +355,266 @@ func TestNoProxyFromEnvironment(t *testing.T) {
 	}
 	if n := hits.Load(); n != 0 {
 		t.Fatalf("the proxy from the environment got %d requests", n)
+	}
+}
+
+// TestOptionDefaults: an unset (or negative) timeout or response limit is
+// the documented default (docs/tools.md: 20 s, 1 MiB), not "no limit": a
+// hung or endless upstream must not hold the tools function.
+func TestOptionDefaults(t *testing.T) {
+	const timeout, maxResponse = 20 * time.Second, 1 << 20
+	for _, tc := range []struct {
+		name string
+		o    Options
+	}{
+		{"zero", Options{}},
+		{"negative", Options{Timeout: -time.Second, MaxResponse: -1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := New(tc.o)
+			if r.open.Timeout != timeout || r.guarded.Timeout != timeout || r.maxResponse != maxResponse {
+				t.Fatalf("timeouts %v/%v, max response %d, want %v and %d", r.open.Timeout, r.guarded.Timeout, r.maxResponse, timeout, maxResponse)
+			}
+		})
+	}
+}
+
+// TestTimeoutEndsTheCall: a set timeout is the one the call gets.
+func TestTimeoutEndsTheCall(t *testing.T) {
+	srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(2 * time.Second):
+			io.WriteString(w, `{"late":true}`)
+		}
+	})
+	out, err := New(Options{Timeout: 100 * time.Millisecond}).Invoker(tool(srv.URL, "GET", "/", false), domain.TurnAuth{}, false)(context.Background(), nil)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeUnreachable {
+		t.Fatalf("output %s, err %v, want %s after the 100ms timeout, not the answer 2 s later", out, err, CodeUnreachable)
+	}
+}
+
+// TestSameOriginRedirects: redirects on the tool's origin are followed,
+// the token going along, up to 4 of them; the 5th is refused.
+func TestSameOriginRedirects(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		hops    int
+		wantErr string
+	}{
+		{"one", 1, ""},
+		{"four, the limit", 4, ""},
+		{"five, one past the limit", 5, "stopped after 5 redirects"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var authorized atomic.Int32
+			srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("Authorization") == "Bearer "+token {
+					authorized.Add(1)
+				}
+				n := len(r.URL.Path) - len(strings.TrimRight(r.URL.Path, "x")) // one x per hop so far
+				if n < tc.hops {
+					http.Redirect(w, r, r.URL.Path+"x", http.StatusFound)
+					return
+				}
+				io.WriteString(w, `{"done":true}`)
+			})
+			out, err := New(Options{Tokens: &tokens{res: ready()}}).Invoker(tool(srv.URL, "GET", "/hop", true), domain.TurnAuth{}, false)(context.Background(), nil)
+			if tc.wantErr != "" {
+				var e *Error
+				if !errors.As(err, &e) || e.Code != CodeUnreachable || !strings.Contains(e.Message, tc.wantErr) {
+					t.Fatalf("output %s, err %v, want %s containing %q", out, err, CodeUnreachable, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || string(out) != `{"done":true}` {
+				t.Fatalf("output %s, err %v, want the last hop's answer", out, err)
+			}
+			if n := int(authorized.Load()); n != tc.hops+1 {
+				t.Fatalf("%d of %d requests carried the token", n, tc.hops+1)
+			}
+		})
+	}
+}
+
+// TestAuthorizationScheme: the token goes out under the scheme the
+// provider named; an empty or any-case "bearer" type is Bearer.
+func TestAuthorizationScheme(t *testing.T) {
+	for _, tc := range []struct{ tokenType, want string }{
+		{"", "Bearer " + token},
+		{"bearer", "Bearer " + token},
+		{"BEARER", "Bearer " + token},
+		{"DPoP", "DPoP " + token},
+	} {
+		t.Run(tc.tokenType, func(t *testing.T) {
+			srv, last, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{}`) })
+			res := ready()
+			res.TokenType = tc.tokenType
+			if _, err := New(Options{Tokens: &tokens{res: res}}).Invoker(tool(srv.URL, "GET", "/", true), domain.TurnAuth{}, false)(context.Background(), nil); err != nil {
+				t.Fatal(err)
+			}
+			if got := last.Header.Get("Authorization"); got != tc.want {
+				t.Fatalf("Authorization = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestTokenFailureIsAnAuthError: a getAccessToken error reaches the model
+// as E_TOOL_AUTH naming the app and the broker's code, and the upstream
+// is not called.
+func TestTokenFailureIsAnAuthError(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		res  oauth.Result
+		want string
+	}{
+		{"with the broker's error", oauth.ErrorResult("scopeNotGranted", "scope menu.write not granted"), "OAuthApp/demo: scope menu.write not granted (scopeNotGranted)"},
+		{"without one", oauth.Result{Status: oauth.StatusError}, "OAuthApp/demo: getAccessToken failed (unknown)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) { t.Error("upstream called without a token") })
+			_, err := New(Options{Tokens: &tokens{res: tc.res}}).Invoker(tool(srv.URL, "GET", "/", true), domain.TurnAuth{}, false)(context.Background(), nil)
+			var e *Error
+			if !errors.As(err, &e) || e.Code != CodeAuth || e.Message != tc.want {
+				t.Fatalf("err = %#v, want %s %q", err, CodeAuth, tc.want)
+			}
+		})
+	}
+}
+
+// TestAuthorizationRequiredDeviceCode: the device code prompt is part of
+// the authorization object when the flow has one, and absent otherwise.
+func TestAuthorizationRequiredDeviceCode(t *testing.T) {
+	dc := &oauth.DeviceCodePrompt{VerificationURI: "https://idp/device", UserCode: "WDJB-MJHT", Interval: 5}
+	for _, tc := range []struct {
+		name string
+		dc   *oauth.DeviceCodePrompt
+		want string
+	}{
+		{"device code flow", dc, `{"interval":5,"userCode":"WDJB-MJHT","verificationUri":"https://idp/device"}`},
+		{"browser flow", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tk := &tokens{res: oauth.Result{Status: oauth.StatusAuthorizationRequired, AuthSessionID: "as-1", DeviceCode: tc.dc}}
+			_, err := New(Options{Tokens: tk}).Invoker(tool("http://127.0.0.1:1", "GET", "/", true), domain.TurnAuth{}, false)(context.Background(), nil)
+			var ar *toolhooks.AuthorizationRequired
+			if !errors.As(err, &ar) {
+				t.Fatalf("err = %v, want AuthorizationRequired", err)
+			}
+			var got map[string]json.RawMessage
+			if err := json.Unmarshal(ar.Authorization, &got); err != nil {
+				t.Fatal(err)
+			}
+			d, ok := got["deviceCode"]
+			if tc.want == "" && ok {
+				t.Fatalf("deviceCode = %s, want none", d)
+			}
+			if tc.want != "" {
+				var norm map[string]any
+				_ = json.Unmarshal(d, &norm)
+				if b, _ := json.Marshal(norm); string(b) != tc.want {
+					t.Fatalf("deviceCode = %s, want %s", d, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestResponseSizeLimit: an answer of exactly MaxResponse bytes is the
+// output; one byte more is refused.
+func TestResponseSizeLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size int
+		code string
+	}{
+		{"at the limit", 1024, ""},
+		{"one past it", 1025, CodeResponseLimit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := `"` + strings.Repeat("x", tc.size-2) + `"`
+			srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body) })
+			out, err := New(Options{MaxResponse: 1024}).Invoker(tool(srv.URL, "GET", "/", false), domain.TurnAuth{}, false)(context.Background(), nil)
+			if tc.code == "" {
+				if err != nil || string(out) != body {
+					t.Fatalf("output of %d bytes, err %v, want the %d-byte answer", len(out), err, tc.size)
+				}
+				return
+			}
+			var e *Error
+			if !errors.As(err, &e) || e.Code != tc.code {
+				t.Fatalf("err = %v, want %s", err, tc.code)
+			}
+		})
+	}
+}
+
+// TestSuccessIsAny2xx: every 2xx answer is the output, 299 included; 300
+// and up is an upstream error.
+func TestSuccessIsAny2xx(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		code   string
+	}{
+		{200, ""},
+		{299, ""},
+		{300, CodeUpstream},
+	} {
+		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
+			srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tc.status)
+				io.WriteString(w, `{"ok":1}`)
+			})
+			out, err := New(Options{}).Invoker(tool(srv.URL, "GET", "/", false), domain.TurnAuth{}, false)(context.Background(), nil)
+			if tc.code == "" {
+				if err != nil || string(out) != `{"ok":1}` {
+					t.Fatalf("status %d: output %s, err %v, want the answer", tc.status, out, err)
+				}
+				return
+			}
+			var e *Error
+			if !errors.As(err, &e) || e.Code != tc.code {
+				t.Fatalf("status %d: err = %v, want %s", tc.status, err, tc.code)
+			}
+		})
+	}
+}
+
+// TestShortTokenScrubbed: a token of 8 bytes, the shortest scrub
+// replaces, is scrubbed from what the upstream echoes.
+func TestShortTokenScrubbed(t *testing.T) {
+	const short = "k7Q2xZ9p"
+	srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"seen":"`+strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")+`"}`)
+	})
+	res := ready()
+	res.AccessToken = domain.NewSecret(short)
+	out, err := New(Options{Tokens: &tokens{res: res}}).Invoker(tool(srv.URL, "GET", "/", true), domain.TurnAuth{}, false)(context.Background(), nil)
+	if err != nil || string(out) != `{"seen":"[REDACTED]"}` {
+		t.Fatalf("output %s, err %v: the 8-byte token must be scrubbed", out, err)
+	}
+}
+
+// TestArgumentMapping: path parameters fill their segments (also two in
+// a row) and leave the query; lists repeat a query parameter, their nulls
+// dropped and their objects as JSON.
+func TestArgumentMapping(t *testing.T) {
+	for _, tc := range []struct {
+		name, path, args, wantPath, wantQuery string
+	}{
+		{"adjacent path parameters", "/files/{name}{ext}", `{"name":"report","ext":".pdf"}`, "/files/report.pdf", ""},
+		{"list with null and object", "/search", `{"ids":[1,null,{"a":"b"},"x"]}`, "/search", `ids=1&ids=%7B%22a%22%3A%22b%22%7D&ids=x`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, last, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{}`) })
+			if _, err := New(Options{}).Invoker(tool(srv.URL, "GET", tc.path, false), domain.TurnAuth{}, false)(context.Background(), json.RawMessage(tc.args)); err != nil {
+				t.Fatal(err)
+			}
+			if last.URL.EscapedPath() != tc.wantPath || last.URL.RawQuery != tc.wantQuery {
+				t.Fatalf("upstream request = %s ? %s, want %s ? %s", last.URL.EscapedPath(), last.URL.RawQuery, tc.wantPath, tc.wantQuery)
+			}
+		})
 	}
 }

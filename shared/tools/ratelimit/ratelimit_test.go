@@ -35,15 +35,38 @@ func TestDecide(t *testing.T) {
 }
 
 func TestLimitValidate(t *testing.T) {
-	for _, l := range []Limit{{Rate: math.NaN(), Burst: 1}, {Rate: math.Inf(1), Burst: 1}, {Rate: 1, Burst: 400 * 24 * 3600}} {
-		if err := l.Validate(); err == nil {
-			t.Errorf("%+v accepted", l)
-		}
-	}
-	for _, l := range []Limit{{Rate: 1e6, Burst: 1}, {Rate: 0.001, Burst: 10}, {Rate: 100, Burst: 1000}} {
-		if err := l.Validate(); err != nil {
-			t.Errorf("%+v: %v", l, err)
-		}
+	// MaxWindow is a leap year: at 1 call/s, a burst of that many seconds
+	// is the largest a limit may have.
+	const window = 366 * 24 * 3600
+	for _, tc := range []struct {
+		name string
+		l    Limit
+		want string // in the error; "" for a valid limit
+	}{
+		{"NaN rate", Limit{Rate: math.NaN(), Burst: 1}, "want a positive number"},
+		{"zero rate", Limit{Rate: 0, Burst: 1}, "want a positive number"},
+		{"negative rate", Limit{Rate: -1, Burst: 1}, "want a positive number"},
+		{"infinite rate", Limit{Rate: math.Inf(1), Burst: 1}, "at most"},
+		{"rate at MaxRate", Limit{Rate: 1e6, Burst: 1}, ""},
+		{"zero burst", Limit{Rate: 1, Burst: 0}, "want at least 1"},
+		{"slow rate", Limit{Rate: 0.001, Burst: 10}, ""},
+		{"large burst", Limit{Rate: 100, Burst: 1000}, ""},
+		{"refill of exactly MaxWindow", Limit{Rate: 1, Burst: window}, ""},
+		{"refill one second past MaxWindow", Limit{Rate: 1, Burst: window + 1}, "longer than"},
+		{"refill of 400 days", Limit{Rate: 1, Burst: 400 * 24 * 3600}, "longer than"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.l.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("%+v: %v", tc.l, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%+v: err = %v, want one saying %q", tc.l, err, tc.want)
+			}
+		})
 	}
 }
 
@@ -65,7 +88,7 @@ func TestKey(t *testing.T) {
 	if len(ab) != 64 || strings.Trim(ab, "0123456789abcdef") != "" {
 		t.Errorf("Key = %q, want 64 lowercase hex digits", ab)
 	}
-	for _, k := range [][2]string{{"", "search"}, {"alice", ""}, {"alice\x00x", "y"}, {"alice", "x\x00y"}} {
+	for _, k := range [][2]string{{"", "search"}, {"alice", ""}, {"alice\x00x", "y"}, {"alice", "x\x00y"}, {"\x00alice", "y"}, {"alice", "\x00y"}} {
 		if got, err := Key(k[0], k[1]); err == nil || got != "" {
 			t.Errorf("Key(%q, %q) = %q, %v; want an error", k[0], k[1], got, err)
 		}

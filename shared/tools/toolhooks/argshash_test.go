@@ -198,6 +198,7 @@ func TestArgsHashRejects(t *testing.T) {
 		{"lone surrogate", `{"k":"` + canary + `\ud800"}`, "not valid JSON"},
 		{"number overflow", `{"` + canary + `":1e400}`, "number out of the float64 range at byte"},
 		{"negative overflow", `[-1.8e308, "` + canary + `"]`, "number out of the float64 range"},
+		{"overflow with a leading 9", `{"` + canary + `":9e308}`, "number out of the float64 range"},
 		{"bare word", canary, "not valid JSON"},
 		{"single quotes", `{'k':'` + canary + `'}`, "not valid JSON"},
 		{"leading zero", `{"k":0123}`, "not valid JSON"},
@@ -278,5 +279,44 @@ func TestArgsHashDoesNotModifyInput(t *testing.T) {
 	}
 	if !bytes.Equal(in, orig) {
 		t.Fatalf("input modified: %s", in)
+	}
+}
+
+// TestArgsHashAcceptsTheLargestDouble: the largest double is in range, and
+// a string after it that spells an out-of-range number is text, not a
+// number.
+func TestArgsHashAcceptsTheLargestDouble(t *testing.T) {
+	for _, in := range []string{
+		`[1.7976931348623157e+308,"1e999"]`,
+		`{"max":-1.7976931348623157e+308,"s":"-1e400"}`,
+		`[0.1e309,1.7976931348623157e+308]`, // 1e308: a leading 0 is part of the number
+	} {
+		t.Run(in, func(t *testing.T) {
+			if _, err := ArgsHash(json.RawMessage(in), nil); err != nil {
+				t.Fatalf("ArgsHash: %v", err)
+			}
+		})
+	}
+}
+
+// TestRedactCanonicalRefusesTruncatedInput: the scanner of the canonical
+// form answers errNotCanonical for text that ends early, wherever it ends,
+// and never reads past it.
+func TestRedactCanonicalRefusesTruncatedInput(t *testing.T) {
+	for _, in := range []string{
+		``,        // no value
+		`[`,       // an array that never closes
+		`{"a"`,    // a member name without its colon
+		`{"a":`,   // a member without its value
+		`{"a":1,`, // a comma without the next member
+		`"abc`,    // a string that never closes
+		`["a\`,    // an escape at the very end
+	} {
+		t.Run(in, func(t *testing.T) {
+			out, err := newRedactor(nil).redactCanonical([]byte(in))
+			if !errors.Is(err, errNotCanonical) {
+				t.Fatalf("redactCanonical(%q) = %q, %v; want errNotCanonical", in, out, err)
+			}
+		})
 	}
 }

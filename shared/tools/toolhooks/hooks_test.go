@@ -192,3 +192,56 @@ func TestAuthorizationRequiredIsAResult(t *testing.T) {
 		t.Fatalf("%d events, want toolCalled and toolReturned", len(sink.events))
 	}
 }
+
+// TestHooksLogWhatTheCallerCannotSee: a refused rate-limit check and an
+// event the sink dropped go to the operator's log; a call that went well
+// logs nothing. Without a log, the same calls run to the same verdict.
+func TestHooksLogWhatTheCallerCannotSee(t *testing.T) {
+	run := func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }
+	for _, tc := range []struct {
+		name    string
+		limiter Limiter
+		sink    Sink
+		verdict Verdict
+		logged  []string
+	}{
+		{"all well", &fixedLimiter{allow: true}, &recSink{}, VerdictOK, nil},
+		{"limiter down", &fixedLimiter{err: errors.New("store down")}, &recSink{}, VerdictUnavailable, []string{"rate limit unavailable; call refused"}},
+		{"sink failing", &fixedLimiter{allow: true}, errSink{errors.New("stream closed")}, VerdictOK, []string{"audit event not emitted", "audit event not emitted"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			h := &Hooks{Limiter: tc.limiter, Sink: tc.sink, Log: slog.New(slog.NewJSONHandler(&logs, nil))}
+			if out := h.Invoke(context.Background(), Call{ToolName: "t"}, Tool{Name: "t"}, run); out.Verdict != tc.verdict {
+				t.Fatalf("verdict %s, want %s", out.Verdict, tc.verdict)
+			}
+			var got []string
+			for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+				var line struct{ Msg string }
+				if l != "" && json.Unmarshal([]byte(l), &line) == nil {
+					got = append(got, line.Msg)
+				}
+			}
+			if strings.Join(got, "|") != strings.Join(tc.logged, "|") {
+				t.Fatalf("logged %q, want %q", got, tc.logged)
+			}
+			h.Log = nil
+			if out := h.Invoke(context.Background(), Call{ToolName: "t"}, Tool{Name: "t"}, run); out.Verdict != tc.verdict {
+				t.Fatalf("without a log: verdict %s, want %s", out.Verdict, tc.verdict)
+			}
+		})
+	}
+}
+
+// TestToolErrorScrubsEveryKnownSecret: each known secret in a tool's error
+// message is replaced, and an empty known value changes nothing.
+func TestToolErrorScrubsEveryKnownSecret(t *testing.T) {
+	h := &Hooks{}
+	out := h.Invoke(context.Background(), Call{ToolName: "t", KnownSecrets: []string{"", canary, "pw-0451-x"}}, Tool{Name: "t"},
+		func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			return nil, errors.New("401 for token " + canary + " and password pw-0451-x")
+		})
+	if out.Result == nil || out.Result.Error == nil || out.Result.Error.Message != "401 for token [REDACTED] and password [REDACTED]" {
+		t.Fatalf("result %+v", out.Result)
+	}
+}

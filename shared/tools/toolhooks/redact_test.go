@@ -25,7 +25,17 @@ var (
 	slackApp   = "xapp-" + "1-A0123BCDE-4567890123-" + strings.Repeat("x0y1", 8)
 	ghClassic  = "_" + strings.Repeat("x1Y2z3", 6)
 	ghFine     = "github_pat_" + strings.Repeat("11QRSTU", 4) + "_" + strings.Repeat("xY9", 20)
+	// hexEdges is 32 hex digits holding each end of each hex range.
+	hexEdges = "0123456789abcdef" + "0123456789ABCDEF"
+	// bigHeader is a JWT header of exactly maxJOSEHeader base64url
+	// characters (3072 bytes of JSON); bigHeader1 is one JSON byte more.
+	bigHeader  = base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","kid":"` + strings.Repeat("k", 3072-24) + `"}`))
+	bigHeader1 = base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","kid":"` + strings.Repeat("k", 3073-24) + `"}`))
 )
+
+// bearerWith is a bearer credential of letters whose only other character
+// is sep: it is a token only if sep is part of the token68 alphabet.
+func bearerWith(sep string) string { return "Bearer " + "qLrTvWx" + sep + "yZaBcDe" }
 
 func TestSecretShapes(t *testing.T) {
 	tests := []struct {
@@ -40,6 +50,7 @@ func TestSecretShapes(t *testing.T) {
 		{"near miss: sk key too short", "sk-" + strings.Repeat("a", 19), false},
 		{"near miss: sk inside a word", "task-" + strings.Repeat("abcd", 6), false},
 		{"near miss: sk- prose", "sk-learn is a library", false},
+		{"sk key of exactly 20", "sk-" + "T3BlbkFJx9Yq2Lm4Np7R", true},
 
 		{"bearer", "Bearer " + "abc123DEF456ghi", true},
 		{"bearer jwt", "Bearer " + jwt, true},
@@ -47,12 +58,28 @@ func TestSecretShapes(t *testing.T) {
 		{"near miss: bearer of prose", "Bearer responsibilities", false},
 		{"near miss: bearer token too short", "Bearer ab1", false},
 		{"near miss: bearer without blank", "Bearer:" + "abc123DEF456", false},
+		{"bearer token of exactly 8", "Bearer " + "7fQ2mZp9", true},
+		{"near miss: bearer token of 7", "Bearer " + "7fQ2mZp", false},
+		{"near miss: bearer of capitalised prose", "Bearer AmazonZanzibar", false},
+		{"bearer token with -", bearerWith("-"), true},
+		{"bearer token with .", bearerWith("."), true},
+		{"bearer token with _", bearerWith("_"), true},
+		{"bearer token with ~", bearerWith("~"), true},
+		{"bearer token with +", bearerWith("+"), true},
+		{"bearer token with /", bearerWith("/"), true},
+		{"near miss: bearer word then a comma", bearerWith(","), false},
 
 		{"hex 32", hex32, true},
 		{"hex 64 in text", "sha256=" + hex32 + hex32 + ";", true},
 		{"hex upper case", strings.ToUpper(hex32), true},
 		{"hex run inside a word", "key" + hex32, true},
 		{"near miss: hex 31", hex32[:31], false},
+		{"hex 32 with every range end", hexEdges, true},
+		{"near miss: hex broken by /", hex32[:16] + "/" + hex32[:16], false},
+		{"near miss: hex broken by :", hex32[:16] + ":" + hex32[:16], false},
+		{"near miss: hex broken by `", hex32[:16] + "`" + hex32[:16], false},
+		{"near miss: hex broken by @", hex32[:16] + "@" + hex32[:16], false},
+		{"near miss: hex broken by G", hex32[:16] + "G" + hex32[:16], false},
 		{"near miss: hex broken by g", hex32[:16] + "g" + hex32[:16], false},
 		{"near miss: uuid", "3f2a9c1e-8b7d-4e6f-9a0b-1c2d3e4f5a6b", false},
 
@@ -62,10 +89,13 @@ func TestSecretShapes(t *testing.T) {
 		{"near miss: header without alg", noAlgJWT, false},
 		{"near miss: dotted words", "version 1.2.3 of a.b.c", false},
 		{"near miss: two segments", jwtHeader + "." + jwtPayload, false},
+		{"jwt with the largest header decoded", bigHeader + "." + jwtPayload + ".c2ln", true},
+		{"near miss: jwt header past the decoding bound", bigHeader1 + "." + jwtPayload + ".c2ln", false},
 
 		{"aws access key id", awsKeyID, true},
 		{"aws sts key id", awsSTSID, true},
 		{"aws key id in text", "id=" + awsKeyID + ",", true},
+		{"aws key id with every range end", "AKIA" + "Z0A9QRSTUVWXY234", true},
 		{"near miss: aws key id 15", awsKeyID[:19], false},
 		{"near miss: aws key id 17", awsKeyID + "X", false},
 		{"near miss: aws key id lower case", "AKIA" + strings.ToLower(awsKeyID[4:]), false},
@@ -75,8 +105,16 @@ func TestSecretShapes(t *testing.T) {
 		{"slack bot", slackBot, true},
 		{"slack user", "xoxp-" + "1234567890-abcdefghij", true},
 		{"slack app", slackApp, true},
+		{"slack xoxa", "xoxa-" + "2-1234567890-abcdefghij", true},
+		{"slack xoxo", "xoxo-" + "1234567890-abcdefghij", true},
+		{"slack xoxr", "xoxr-" + "1234567890-abcdefghij", true},
+		{"slack xoxs", "xoxs-" + "1234567890-abcdefghij", true},
+		{"slack body of exactly 10", "xoxb-" + "12345-ABCD", true},
+		{"slack app body of exactly 10", "xapp-" + "1-A0123BCD", true},
 		{"near miss: slack unknown kind", "xoxz-" + "1234567890-abcdefghij", false},
 		{"near miss: slack too short", "xoxb-12345", false},
+		{"near miss: slack body of 9", "xoxb-" + "12345-ABC", false},
+		{"near miss: slack app body of 9", "xapp-" + "1-A0123BC", false},
 
 		{"github ghp", "ghp" + ghClassic, true},
 		{"github gho", "gho" + ghClassic, true},
@@ -86,7 +124,9 @@ func TestSecretShapes(t *testing.T) {
 		{"github fine-grained", ghFine, true},
 		{"near miss: github unknown kind", "ghx" + ghClassic, false},
 		{"near miss: github too short", "ghp_" + strings.Repeat("a", 29), false},
+		{"github of exactly 30", "ghp_" + strings.Repeat("aB3", 10), true},
 		{"near miss: github_pat too short", "github_pat_" + strings.Repeat("a", 21), false},
+		{"github_pat of exactly 22, underscore inside", "github_pat_" + "11ABCDEFGH" + "_" + "aBcDeFgHiJk", true},
 
 		{"plain text", "Weekly churn-risk export for the EU region", false},
 		{"korean text", "데이터 분석 보고서", false},
@@ -171,6 +211,7 @@ func TestClassifyVerdict(t *testing.T) {
 		{"near miss: no upper case", strings.ToLower(awsSecret), verdict{}},
 		{"near miss: no lower case", strings.ToUpper(awsSecret), verdict{}},
 		{"near miss: letters only", lower40[:20] + strings.ToUpper(lower40[:20]), verdict{}},
+		{"near miss: letters only, z and Z included", strings.Repeat("zyxwvAZBYa", 4), verdict{}},
 		{"near miss: key id prefix alone", "AKIA", verdict{}},
 	}
 	r := newRedactor([]string{known})

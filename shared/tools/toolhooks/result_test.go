@@ -23,6 +23,7 @@ func TestTruncate(t *testing.T) {
 		{"default limit 1000 runes", long, 0, 1000, true},
 		{"custom limit", long, 50, 50, true},
 		{"limit below the suffix", long, 5, 5, false},
+		{"limit equal to the suffix: the suffix alone", long, 15, 15, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Truncate(tc.in, tc.limit)

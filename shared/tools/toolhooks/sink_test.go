@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -23,3 +24,24 @@ func TestLogSink(t *testing.T) {
 		t.Fatal("canary in the log")
 	}
 }
+
+// TestMultiSinkReturnsTheFirstError: every sink gets the event, and the
+// first failure is the one returned.
+func TestMultiSinkReturnsTheFirstError(t *testing.T) {
+	first, second := errors.New("first down"), errors.New("second down")
+	ok1, ok2 := &recSink{}, &recSink{}
+	m := MultiSink{ok1, errSink{first}, errSink{second}, ok2}
+	if err := m.Emit(context.Background(), "ev"); err != first {
+		t.Fatalf("Emit = %v, want %v", err, first)
+	}
+	if len(ok1.events) != 1 || len(ok2.events) != 1 {
+		t.Fatalf("sinks got %d and %d events, want one each", len(ok1.events), len(ok2.events))
+	}
+	if err := (MultiSink{ok1, ok2}).Emit(context.Background(), "ev"); err != nil {
+		t.Fatalf("all well: Emit = %v", err)
+	}
+}
+
+type errSink struct{ err error }
+
+func (s errSink) Emit(context.Context, any) error { return s.err }
