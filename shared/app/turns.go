@@ -15,6 +15,7 @@ import (
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/oauth"
+	"github.com/agentauth/agentauth/shared/observe/metrics"
 	"github.com/agentauth/agentauth/shared/turn"
 	"github.com/agentauth/agentauth/shared/turn/engine"
 	"github.com/agentauth/agentauth/shared/turn/model"
@@ -41,14 +42,15 @@ func NewTurns(e *engine.Engine, q domain.EventQueue, b *bundle.Bundle) *Turns {
 
 // buildTurns builds the engine on the backends' turn store: the bundle's
 // agents and models, the tool plane's tools, the OAuth core's auth.pending
-// blocks, the backends' queue for hand-overs and wake-ups.
-func buildTurns(ctx context.Context, b *bundle.Bundle, be *Backends, mgr *oauth.Manager, tools engine.Tools, log *slog.Logger) (*Turns, error) {
+// blocks, the backends' queue for hand-overs and wake-ups; its committed
+// events feed the turn metrics.
+func buildTurns(ctx context.Context, b *bundle.Bundle, be *Backends, mgr *oauth.Manager, tools engine.Tools, rec metrics.TurnRecorder, log *slog.Logger) (*Turns, error) {
 	models, err := buildModels(ctx, b, nil)
 	if err != nil {
 		return nil, err
 	}
 	e := &engine.Engine{Store: be.TurnStore, Config: bundleAgents{b: b, models: models}, Tools: tools,
-		Pending: pendingBlocks{mgr}, Queue: be.Queue, Log: log}
+		Pending: pendingBlocks{mgr}, Queue: be.Queue, Log: log, Notify: chainNotify(turnMetrics(rec))}
 	return NewTurns(e, be.Queue, b), nil
 }
 

@@ -8,7 +8,7 @@ import (
 
 // TokenUsage is a model's token count.
 type TokenUsage struct {
-	PromptTokens, CompletionTokens, TotalTokens int
+	PromptTokens, CompletionTokens, TotalTokens int64
 }
 
 // Turn is an ended turn's figures.
