@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/observe/logging"
 	"github.com/agentauth/agentauth/shared/turn"
 	"github.com/agentauth/agentauth/shared/turn/message"
 	"github.com/agentauth/agentauth/shared/turn/model"
@@ -20,6 +21,9 @@ import (
 // runTurn runs the active turn's steps until it ends, parks or hands
 // over, then starts the next backlogged event, if any.
 func (r *run) runTurn(ctx context.Context, id string) error {
+	// Every line logged during the turn — the tools', the hooks', the
+	// OAuth core's — carries its trace id.
+	ctx = logging.WithTraceID(ctx, r.st.Turns[id].TraceID)
 	for {
 		t := r.st.Turns[id]
 		switch {
