@@ -93,7 +93,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		// order, instances in parallel (several servers on one home share
 		// the work through per-instance locks).
 		w := &queueworker.Worker{Queue: h.Queue, Handle: a.Turns.Engine.Handle, KeyOf: engine.KeyOf,
-			Dir: filepath.Join(cfg.Home, "worker"), Log: log}
+			Dir: filepath.Join(cfg.Home, "worker"), Log: log, Wake: h.Queue.Wake()}
 		go w.Run(ctx)
 	}
 

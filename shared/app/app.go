@@ -192,7 +192,7 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 		if err != nil {
 			return nil, err
 		}
-		if a.Turns, err = buildTurns(ctx, b, be, mgr, tools, cfg.Tools.AllowPrivateUpstreams, log); err != nil {
+		if a.Turns, err = buildTurns(ctx, b, be, mgr, tools, tp.metrics, cfg.Tools.AllowPrivateUpstreams, log); err != nil {
 			return nil, fmt.Errorf("turns:\n%w", err)
 		}
 		routes, err := turnsapi.New(turnsapi.Config{Turns: a.Turns, Caller: opts.RuntimeAuth, Log: log})
@@ -206,13 +206,20 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 
 // toolPlane is what the REST tool routes and agent turns share: the plane
 // (bundle + stored uploads), the http runner, the hooks with the rate
-// limiter and the audit log, the metrics recorder.
+// limiter and the audit log, the metrics recorder (the tool plane's and
+// the turns' metrics: AGENTAUTH_METRICS covers both).
 type toolPlane struct {
 	plane   *toolplane.Plane
 	runner  *httptool.Runner
 	hooks   *toolhooks.Hooks
 	limiter toolhooks.Limiter
-	metrics metrics.Recorder
+	metrics recorder
+}
+
+// recorder records the tool plane's and the turns' metrics.
+type recorder interface {
+	metrics.Recorder
+	metrics.TurnRecorder
 }
 
 func buildToolPlane(ctx context.Context, t *config.Tools, b *bundle.Bundle, tokens httptool.TokenSource, be *Backends, log *slog.Logger, opts Options) (*toolPlane, error) {
@@ -225,7 +232,7 @@ func buildToolPlane(ctx context.Context, t *config.Tools, b *bundle.Bundle, toke
 	if err != nil {
 		return nil, err
 	}
-	var rec metrics.Recorder = metrics.Nop{}
+	var rec recorder = metrics.Nop{}
 	switch t.Metrics {
 	case "emf":
 		if opts.MetricsOut == nil {

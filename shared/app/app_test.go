@@ -51,7 +51,7 @@ spec:
 
 // setup writes a bundle and a secrets directory into a fresh home and
 // returns the local configuration for it.
-func setup(t *testing.T, bundleYAML string) config.Config {
+func setup(t testing.TB, bundleYAML string) config.Config {
 	t.Helper()
 	home := t.TempDir()
 	cfg, err := config.FromEnv(func(string) string { return "" }, config.Local)

@@ -15,6 +15,7 @@ import (
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/oauth"
+	"github.com/agentauth/agentauth/shared/observe/metrics"
 	"github.com/agentauth/agentauth/shared/tools/httptool"
 	"github.com/agentauth/agentauth/shared/turn"
 	"github.com/agentauth/agentauth/shared/turn/engine"
@@ -46,10 +47,11 @@ func NewTurns(e *engine.Engine, q domain.EventQueue, b *bundle.Bundle) *Turns {
 
 // buildTurns builds the engine on the backends' turn store: the bundle's
 // agents and models, the tool plane's tools, the OAuth core's auth.pending
-// blocks, the backends' queue for hand-overs and wake-ups, and — when the
-// bundle has Connectors — origin delivery on the upstream guard of
-// uploaded http tools (allowPrivate: its local-development escape hatch).
-func buildTurns(ctx context.Context, b *bundle.Bundle, be *Backends, mgr *oauth.Manager, tools engine.Tools, allowPrivate bool, log *slog.Logger) (*Turns, error) {
+// blocks, the backends' queue for hand-overs and wake-ups. Its committed
+// events feed the turn metrics and — when the bundle has Connectors —
+// origin delivery on the upstream guard of uploaded http tools
+// (allowPrivate: its local-development escape hatch).
+func buildTurns(ctx context.Context, b *bundle.Bundle, be *Backends, mgr *oauth.Manager, tools engine.Tools, rec metrics.TurnRecorder, allowPrivate bool, log *slog.Logger) (*Turns, error) {
 	models, err := buildModels(ctx, b, nil)
 	if err != nil {
 		return nil, err
@@ -57,12 +59,14 @@ func buildTurns(ctx context.Context, b *bundle.Bundle, be *Backends, mgr *oauth.
 	e := &engine.Engine{Store: be.TurnStore, Config: bundleAgents{b: b, models: models}, Tools: tools,
 		Pending: pendingBlocks{mgr}, Queue: be.Queue, Log: log}
 	t := NewTurns(e, be.Queue, b)
+	var deliver func(context.Context, turn.Turn, []turn.TurnEvent)
 	if len(b.Connectors) > 0 {
 		if t.deliverer, err = origin.New(origin.Config{Connectors: b.Connectors, Transport: httptool.GuardedTransport(allowPrivate), Log: log}); err != nil {
 			return nil, err
 		}
-		e.Notify = t.deliverer.Notify
+		deliver = t.deliverer.Notify
 	}
+	e.Notify = chainNotify(turnMetrics(rec), deliver)
 	return t, nil
 }
 

@@ -45,6 +45,9 @@ type Queue struct {
 
 	mu      sync.Mutex
 	lastSeq int64
+	// wake holds at most one signal: enough to end the worker's idle
+	// pause, and an Enqueue never blocks on it.
+	wake chan struct{}
 }
 
 var _ domain.EventQueue = (*Queue)(nil)
@@ -67,7 +70,7 @@ func New(dir string) (*Queue, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("filequeue: %w", err)
 	}
-	q := &Queue{dir: dir}
+	q := &Queue{dir: dir, wake: make(chan struct{}, 1)}
 	// Continue the sequence past what is stored, so order holds across
 	// restarts even if the wall clock stepped back.
 	recs, _, err := q.scan()
@@ -112,11 +115,25 @@ func (q *Queue) Enqueue(_ context.Context, e domain.Event) error {
 	// The first writer of an ID wins and the file appears complete or not
 	// at all.
 	err = atomicfile.CreateExclusive(q.path(e.ID), data, 0o600)
-	if err != nil && !errors.Is(err, fs.ErrExist) {
+	switch {
+	case err == nil:
+		select {
+		case q.wake <- struct{}{}:
+		default: // a signal is pending already
+		}
+	case !errors.Is(err, fs.ErrExist):
 		return fmt.Errorf("filequeue: enqueue: %w", err)
 	}
 	return nil
 }
+
+// Wake is signalled when an Enqueue of this Queue stores a new event (not
+// for a duplicate): the process's turn worker (its one receiver) scans at
+// once instead of at its next poll, so a consent's auth.granted, queued by
+// the callback in the same process, resumes the turn without waiting out
+// the poll interval. Events other processes queue in the directory are
+// still found by polling.
+func (q *Queue) Wake() <-chan struct{} { return q.wake }
 
 // List returns the queued events in enqueue order. A file that cannot be
 // decoded is skipped and reported in the error (wrapping domain.ErrCorrupt);

@@ -212,3 +212,51 @@ func TestCorruptFileDoesNotStallTheQueue(t *testing.T) {
 		t.Fatalf("ack of a corrupt event: %v", err)
 	}
 }
+
+// TestWake: an Enqueue that stores a new event signals Wake — one pending
+// signal at most, so an Enqueue with no one receiving never blocks — and a
+// duplicate id signals nothing.
+func TestWake(t *testing.T) {
+	q, err := New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	woken := func() bool {
+		select {
+		case <-q.Wake():
+			return true
+		default:
+			return false
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		ack  string // acknowledged first
+		ids  []string
+		want bool
+	}{
+		{"nothing queued", "", nil, false},
+		{"a new event", "", []string{"e1"}, true},
+		{"a duplicate", "", []string{"e1"}, false},
+		{"many new events: one signal, no Enqueue blocked", "", []string{"e2", "e3", "e4"}, true},
+		{"the signal was taken", "", nil, false},
+		{"an acknowledged id queued again (deduplicated)", "e2", []string{"e2"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.ack != "" {
+				if err := q.Delete(ctx, tc.ack); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, id := range tc.ids {
+				if err := q.Enqueue(ctx, domain.Event{ID: id}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := woken(); got != tc.want {
+				t.Fatalf("woken = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

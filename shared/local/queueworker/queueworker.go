@@ -36,7 +36,8 @@ type Queue interface {
 // Handler handles one event (turn/engine.Engine.Handle).
 type Handler func(ctx context.Context, ev domain.Event) error
 
-// Worker polls the queue.
+// Worker polls the queue, and scans at once when Wake says something was
+// queued.
 type Worker struct {
 	Queue  Queue
 	Handle Handler
@@ -51,9 +52,15 @@ type Worker struct {
 	Poll        time.Duration
 	Parallel    int
 	MaxAttempts int
+	// Wake, when set, ends the pause at once: the queue signals it when
+	// this process queues an event (filequeue.Queue.Wake), so a consent's
+	// auth.granted or a posted message is taken without waiting out Poll.
+	// Polling still finds what other processes queue.
+	Wake <-chan struct{}
 
 	mu        sync.Mutex
 	busy      map[turn.InstanceKey]bool
+	missed    map[turn.InstanceKey]bool // a scan found it busy
 	attempts  map[string]int
 	notBefore map[string]time.Time
 }
@@ -73,7 +80,7 @@ func (w *Worker) defaults() {
 	}
 	w.mu.Lock()
 	if w.busy == nil {
-		w.busy, w.attempts, w.notBefore = map[turn.InstanceKey]bool{}, map[string]int{}, map[string]time.Time{}
+		w.busy, w.missed, w.attempts, w.notBefore = map[turn.InstanceKey]bool{}, map[turn.InstanceKey]bool{}, map[string]int{}, map[string]time.Time{}
 	}
 	w.mu.Unlock()
 }
@@ -82,6 +89,9 @@ func (w *Worker) defaults() {
 func (w *Worker) Run(ctx context.Context) {
 	w.defaults()
 	slots := make(chan struct{}, w.Parallel)
+	// again ends the pause when a drain ends whose instance a scan found
+	// busy: what was queued for it meanwhile is not left to the next poll.
+	again := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for ctx.Err() == nil {
@@ -104,13 +114,22 @@ func (w *Worker) Run(ctx context.Context) {
 			go func(key turn.InstanceKey, evs []domain.Event) {
 				defer wg.Done()
 				defer func() { <-slots }()
-				defer w.release(key)
+				defer func() {
+					if w.release(key) {
+						select {
+						case again <- struct{}{}:
+						default:
+						}
+					}
+				}()
 				w.drain(ctx, key, evs)
 			}(key, groups[key])
 		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(w.Poll):
+		case <-w.Wake:
+		case <-again:
 		}
 	}
 }
@@ -147,16 +166,21 @@ func (w *Worker) claim(k turn.InstanceKey) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.busy[k] {
+		w.missed[k] = true
 		return false
 	}
 	w.busy[k] = true
 	return true
 }
 
-func (w *Worker) release(k turn.InstanceKey) {
+// release frees k; true when a scan found k busy meanwhile.
+func (w *Worker) release(k turn.InstanceKey) bool {
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	missed := w.missed[k]
 	delete(w.busy, k)
-	w.mu.Unlock()
+	delete(w.missed, k)
+	return missed
 }
 
 // drain handles one instance's events in order, under the instance's

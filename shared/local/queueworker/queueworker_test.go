@@ -153,3 +153,117 @@ func TestTwoWorkersOneHome(t *testing.T) {
 		t.Fatal("a second worker ran the instance while the first held it")
 	}
 }
+
+// listed is the file queue telling each scan's end on scans.
+type listed struct {
+	*filequeue.Queue
+	scans chan struct{}
+}
+
+func (l listed) List(ctx context.Context) ([]domain.Event, error) {
+	evs, err := l.Queue.List(ctx)
+	select {
+	case l.scans <- struct{}{}:
+	default:
+	}
+	return evs, err
+}
+
+// TestWakeEndsThePause: with the queue's Wake, an event queued while the
+// worker pauses is taken at once; without it, at the next poll (an hour
+// here).
+func TestWakeEndsThePause(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		wake  bool
+		taken bool // within the wait below
+	}{
+		{"woken: taken at once", true, true},
+		{"polling only: waits for the next poll", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			fq, _ := filequeue.New(filepath.Join(dir, "queue"))
+			q := listed{fq, make(chan struct{}, 1)}
+			handled := make(chan string, 1)
+			w := &Worker{Queue: q, KeyOf: keyOf, Dir: dir, Poll: time.Hour,
+				Handle: func(_ context.Context, ev domain.Event) error { handled <- ev.ID; return nil }}
+			if tc.wake {
+				w.Wake = fq.Wake()
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { w.Run(ctx); close(done) }()
+			defer func() { cancel(); <-done }()
+			<-q.scans // the first scan found nothing: the worker pauses
+			if err := fq.Enqueue(ctx, event("i1", 0)); err != nil {
+				t.Fatal(err)
+			}
+			wait := 500 * time.Millisecond
+			if tc.taken {
+				wait = 5 * time.Second
+			}
+			select {
+			case id := <-handled:
+				if !tc.taken {
+					t.Fatalf("%s taken before the next poll", id)
+				}
+			case <-time.After(wait):
+				if tc.taken {
+					t.Fatal("the queued event was not taken while the worker paused")
+				}
+			}
+		})
+	}
+}
+
+func (w *Worker) wasMissed(k turn.InstanceKey) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.missed[k]
+}
+
+// TestEventQueuedDuringItsInstancesDrain: an event queued for an instance
+// while its events are being handled — the scan it wakes finds the
+// instance busy — is taken when that drain ends, not at the next poll.
+func TestEventQueuedDuringItsInstancesDrain(t *testing.T) {
+	dir := t.TempDir()
+	fq, _ := filequeue.New(filepath.Join(dir, "queue"))
+	q := listed{fq, make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	handled := make(chan string, 2)
+	var w *Worker
+	w = &Worker{Queue: q, KeyOf: keyOf, Dir: dir, Poll: time.Hour, Wake: fq.Wake(), Handle: func(_ context.Context, ev domain.Event) error {
+		if ev.ID == "i1-0" {
+			// As a turn that parks while its consent completes: the
+			// callback queues the next event of the instance mid-drain,
+			// and the scan that wakes finds the instance busy.
+			<-q.scans // (the scan that found i1-0)
+			if err := fq.Enqueue(ctx, event("i1", 1)); err != nil {
+				t.Error(err)
+			}
+			for !w.wasMissed(keyOf(ev)) { // the woken scan found i1 busy
+				time.Sleep(time.Millisecond)
+			}
+		}
+		handled <- ev.ID
+		return nil
+	}}
+	if err := fq.Enqueue(ctx, event("i1", 0)); err != nil {
+		t.Fatal(err)
+	}
+	<-fq.Wake() // no scan yet: the signal of the first event is not needed
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	for _, want := range []string{"i1-0", "i1-1"} {
+		select {
+		case id := <-handled:
+			if id != want {
+				t.Fatalf("handled %s, want %s", id, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s not handled: left for the next poll", want)
+		}
+	}
+}

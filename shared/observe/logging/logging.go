@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/agentauth/agentauth/shared/domain"
@@ -122,38 +123,88 @@ func redactURL(u url.URL) string {
 
 // ContextHandler adds the request's attributes (request id, trace id) to
 // every record logged with a context that carries them, so packages that
-// only receive a base logger still log request ids.
-type ContextHandler struct{ slog.Handler }
+// only receive a base logger still log request ids. A key the record or
+// the logger (With) already has is not added again: a JSON line never
+// holds one key twice, and the value the caller wrote wins.
+type ContextHandler struct {
+	slog.Handler
+	// has are the keys the logger was given with With since its last
+	// group (the namespace the context's attributes land in).
+	has []string
+}
 
 type attrsKey struct{}
 
-// WithAttrs returns ctx carrying attrs for ContextHandler.
+// WithAttrs returns ctx carrying attrs for ContextHandler. An attribute
+// replaces one of the same key that ctx carried.
 func WithAttrs(ctx context.Context, attrs ...slog.Attr) context.Context {
 	prev, _ := ctx.Value(attrsKey{}).([]slog.Attr)
-	return context.WithValue(ctx, attrsKey{}, append(append([]slog.Attr(nil), prev...), attrs...))
+	out := make([]slog.Attr, 0, len(prev)+len(attrs))
+	for _, p := range prev {
+		if !slices.ContainsFunc(attrs, func(a slog.Attr) bool { return a.Key == p.Key }) {
+			out = append(out, p)
+		}
+	}
+	return context.WithValue(ctx, attrsKey{}, append(out, attrs...))
 }
 
-// Handle adds the context's attributes.
+// TraceIDKey is the attribute every log line of a request or a turn
+// carries its trace id under.
+const TraceIDKey = "traceId"
+
+// WithTraceID returns ctx whose log lines carry traceId = id (replacing
+// a trace id ctx carried: a turn run during an HTTP request logs the
+// turn's trace).
+func WithTraceID(ctx context.Context, id string) context.Context {
+	return WithAttrs(ctx, slog.String(TraceIDKey, id))
+}
+
+// Handle adds the context's attributes the record does not have yet.
 func (h ContextHandler) Handle(ctx context.Context, r slog.Record) error {
 	if attrs, ok := ctx.Value(attrsKey{}).([]slog.Attr); ok {
-		r.AddAttrs(attrs...)
+		for _, a := range attrs {
+			if !h.holds(r, a.Key) {
+				r.AddAttrs(a)
+			}
+		}
 	}
 	return h.Handler.Handle(ctx, r)
 }
 
-// WithAttrs keeps the wrapper.
-func (h ContextHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return ContextHandler{h.Handler.WithAttrs(attrs)}
+// holds reports whether the record or the logger has key.
+func (h ContextHandler) holds(r slog.Record, key string) bool {
+	if slices.Contains(h.has, key) {
+		return true
+	}
+	found := false
+	r.Attrs(func(a slog.Attr) bool {
+		found = a.Key == key
+		return !found
+	})
+	return found
 }
 
-// WithGroup keeps the wrapper.
+// WithAttrs keeps the wrapper and notes the keys.
+func (h ContextHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	has := slices.Clip(h.has)
+	for _, a := range attrs {
+		has = append(has, a.Key)
+	}
+	return ContextHandler{Handler: h.Handler.WithAttrs(attrs), has: has}
+}
+
+// WithGroup keeps the wrapper; the keys noted so far are outside the
+// group, where the context's attributes no longer land.
 func (h ContextHandler) WithGroup(name string) slog.Handler {
-	return ContextHandler{h.Handler.WithGroup(name)}
+	if name == "" {
+		return h // slog opens no group for an empty name
+	}
+	return ContextHandler{Handler: h.Handler.WithGroup(name)}
 }
 
 // New returns a JSON logger writing to w at level, redacting secret keys;
 // records logged with a context from WithAttrs carry its attributes
 // (request id, trace id).
 func New(w io.Writer, level slog.Leveler) *slog.Logger {
-	return slog.New(ContextHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: Redact})})
+	return slog.New(ContextHandler{Handler: slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: Redact})})
 }

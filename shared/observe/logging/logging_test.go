@@ -84,3 +84,60 @@ func TestCodeKeyIsKeptAuthorizationCodeIsNot(t *testing.T) {
 		}
 	})
 }
+
+// TestContextAttrsNeverRepeatAKey: a line holds each key once — the
+// record's or the logger's value wins over the context's, and a later
+// context attribute over an earlier one.
+func TestContextAttrsNeverRepeatAKey(t *testing.T) {
+	request := WithAttrs(context.Background(), slog.String("requestId", "r1"), slog.String("traceId", "from-request"))
+	for _, tc := range []struct {
+		name string
+		log  func(l *slog.Logger)
+		want map[string]string // key → the one value of the line
+	}{
+		{"the context's attributes are added", func(l *slog.Logger) { l.InfoContext(request, "m") },
+			map[string]string{"requestId": "r1", "traceId": "from-request"}},
+		{"the record's own value wins", func(l *slog.Logger) { l.InfoContext(request, "m", "traceId", "explicit") },
+			map[string]string{"requestId": "r1", "traceId": "explicit"}},
+		{"the logger's With value wins", func(l *slog.Logger) { l.With("traceId", "with").InfoContext(request, "m") },
+			map[string]string{"requestId": "r1", "traceId": "with"}},
+		{"a later context attribute replaces an earlier one", func(l *slog.Logger) {
+			l.InfoContext(WithTraceID(request, "turn-trace"), "m")
+		}, map[string]string{"requestId": "r1", "traceId": "turn-trace"}},
+		{"With keys outside a group do not hide the context's inside it", func(l *slog.Logger) {
+			l.With("traceId", "outer").WithGroup("g").InfoContext(request, "m")
+		}, map[string]string{"traceId": "outer", "g.traceId": "from-request", "g.requestId": "r1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			tc.log(New(&buf, slog.LevelInfo))
+			line := buf.String()
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatal(err)
+			}
+			for key, want := range tc.want {
+				var got any = rec
+				for _, part := range strings.Split(key, ".") {
+					m, _ := got.(map[string]any)
+					got = m[part]
+				}
+				if got != want {
+					t.Errorf("%s = %v, want %s: %s", key, got, want, line)
+				}
+				// Each key once per namespace: as often as the want list names it.
+				leaf, times := leafOf(key), 0
+				for k := range tc.want {
+					if leafOf(k) == leaf {
+						times++
+					}
+				}
+				if n := strings.Count(line, `"`+leaf+`":`); n != times {
+					t.Errorf("%q appears %d times, want %d: %s", leaf, n, times, line)
+				}
+			}
+		})
+	}
+}
+
+func leafOf(key string) string { return key[strings.LastIndex(key, ".")+1:] }

@@ -1,8 +1,13 @@
-// Package metrics records the tool plane's metrics: agent_access_resolutions,
-// agent_access_denied, agent_tools_resolved and agent_resolution_time — as
-// CloudWatch embedded metric format (EMF) lines on stdout in Lambda, where
-// CloudWatch Logs turns them into metrics with no API call, and as log
-// lines locally.
+// Package metrics records the tool plane's metrics (agent_access_resolutions,
+// agent_access_denied, agent_tools_resolved and agent_resolution_time) and
+// the turns' (per step and per turn: latency, tool calls, errors, token
+// usage; steps per turn) — as CloudWatch embedded metric format (EMF)
+// lines on stdout in Lambda, where CloudWatch Logs turns them into metrics
+// with no API call, and as log lines locally.
+//
+// It must never record a secret, and never make an unbounded value (an
+// instance key, a user or subject id, a trace id) a dimension: each
+// distinct dimension value is a metric CloudWatch bills.
 package metrics
 
 import (
@@ -65,31 +70,46 @@ type EMF struct {
 
 // Resolution writes one EMF document.
 func (e *EMF) Resolution(_ context.Context, r Resolution) {
+	e.write([][]string{{"function"}}, []metric{
+		{"agent_access_resolutions", "Count", 1},
+		{"agent_access_denied", "Count", b2i(r.Denied)},
+		{"agent_tools_resolved", "Count", r.Tools},
+		{"agent_resolution_time", "Milliseconds", ms(r.Duration)},
+	}, map[string]any{"cached": r.Cached, "route": r.Route})
+}
+
+// metric is one value of an EMF document.
+type metric struct {
+	name, unit string
+	value      any
+}
+
+// write writes one EMF document: the metrics under the dimension sets
+// dims, each metric's value and each of props (the dimensions' values
+// among them) a top-level member, as EMF requires; the "function" member
+// names the process.
+func (e *EMF) write(dims [][]string, metrics []metric, props map[string]any) {
 	now := time.Now
 	if e.Now != nil {
 		now = e.Now
 	}
-	doc := map[string]any{
-		"_aws": map[string]any{
-			"Timestamp": now().UnixMilli(),
-			"CloudWatchMetrics": []any{map[string]any{
-				"Namespace":  Namespace,
-				"Dimensions": [][]string{{"function"}},
-				"Metrics": []map[string]string{
-					{"Name": "agent_access_resolutions", "Unit": "Count"},
-					{"Name": "agent_access_denied", "Unit": "Count"},
-					{"Name": "agent_tools_resolved", "Unit": "Count"},
-					{"Name": "agent_resolution_time", "Unit": "Milliseconds"},
-				},
-			}},
-		},
-		"function":                 e.Function,
-		"agent_access_resolutions": 1,
-		"agent_access_denied":      b2i(r.Denied),
-		"agent_tools_resolved":     r.Tools,
-		"agent_resolution_time":    ms(r.Duration),
-		"cached":                   r.Cached,
-		"route":                    r.Route,
+	doc := make(map[string]any, len(metrics)+len(props)+2)
+	doc["function"] = e.Function
+	for k, v := range props {
+		doc[k] = v
+	}
+	defs := make([]map[string]string, len(metrics))
+	for i, m := range metrics {
+		defs[i] = map[string]string{"Name": m.name, "Unit": m.unit}
+		doc[m.name] = m.value
+	}
+	doc["_aws"] = map[string]any{
+		"Timestamp": now().UnixMilli(),
+		"CloudWatchMetrics": []any{map[string]any{
+			"Namespace":  Namespace,
+			"Dimensions": dims,
+			"Metrics":    defs,
+		}},
 	}
 	b, err := json.Marshal(doc)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/observe/logging"
 	"github.com/agentauth/agentauth/shared/turn"
 	"github.com/agentauth/agentauth/shared/turn/message"
 )
@@ -180,7 +181,7 @@ func (r *run) commit(ctx context.Context, mut func(*turn.Commit)) error {
 	}
 	r.st = next
 	if r.e.Notify != nil && c.Turn != nil && len(c.Events) > 0 {
-		r.e.Notify(ctx, *c.Turn, c.Events)
+		r.e.Notify(logging.WithTraceID(ctx, c.Turn.TraceID), *c.Turn, c.Events)
 	}
 	return nil
 }

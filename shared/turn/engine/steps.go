@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/observe/logging"
 	"github.com/agentauth/agentauth/shared/turn"
 	"github.com/agentauth/agentauth/shared/turn/message"
 	"github.com/agentauth/agentauth/shared/turn/model"
@@ -19,6 +21,9 @@ import (
 // runTurn runs the active turn's steps until it ends, parks or hands
 // over, then starts the next backlogged event, if any.
 func (r *run) runTurn(ctx context.Context, id string) error {
+	// Every line logged during the turn — the tools', the hooks', the
+	// OAuth core's — carries its trace id.
+	ctx = logging.WithTraceID(ctx, r.st.Turns[id].TraceID)
 	for {
 		t := r.st.Turns[id]
 		switch {
@@ -106,7 +111,7 @@ func (r *run) handOver(ctx context.Context, t turn.Turn) error {
 func (r *run) step(ctx context.Context, t turn.Turn) error {
 	log := r.e.log().With("turnId", t.ID, "traceId", t.TraceID, "step", t.Steps+1)
 	sc := &StepContext{Turn: t, Step: t.Steps + 1, Key: r.key}
-	started := time.Now()
+	began, started := r.e.now(), time.Now()
 	fail := func(code string, err error) error {
 		log.ErrorContext(ctx, "step failed", "code", code, "err", err)
 		return r.failTurn(ctx, t, code, err.Error())
@@ -169,7 +174,7 @@ func (r *run) step(ctx context.Context, t turn.Turn) error {
 		return fail("model_failed", err)
 	}
 	sc.Response = &resp
-	return r.commitAnswer(ctx, t, sc, warns, time.Since(started))
+	return r.commitAnswer(ctx, t, sc, warns, began, time.Since(started))
 }
 
 // llmInput is Base + SUM(Events) with the system slot filled — by a
@@ -197,7 +202,7 @@ func llmInput(system string, msgs []message.Message, blocks []Block) []message.M
 
 // commitAnswer stores the model's answer, plans its tool calls and counts
 // the step's usage, in one commit.
-func (r *run) commitAnswer(ctx context.Context, t turn.Turn, sc *StepContext, warns []message.Warning, took time.Duration) error {
+func (r *run) commitAnswer(ctx context.Context, t turn.Turn, sc *StepContext, warns []message.Warning, began time.Time, took time.Duration) error {
 	resp := sc.Response
 	step := t.Steps + 1
 	ans := resp.Message
@@ -220,7 +225,8 @@ func (r *run) commitAnswer(ctx context.Context, t turn.Turn, sc *StepContext, wa
 			}
 		}
 		tt.Usage = tt.Usage.Add(resp.Usage)
-		r.emit(c, &tt, turn.EvStepStarted, map[string]any{"step": step, "bundleRevision": sc.Revision})
+		// startedAt (step.pre) and the step's usage, for step.completed's figures.
+		r.emit(c, &tt, turn.EvStepStarted, map[string]any{"step": step, "bundleRevision": sc.Revision, "startedAt": began, "usage": resp.Usage})
 		for _, w := range warns {
 			r.emit(c, &tt, turn.EvMessageWarning, w)
 		}
@@ -390,12 +396,45 @@ func (r *run) endStep(ctx context.Context, t turn.Turn, calls []turn.Call) error
 	return r.commit(ctx, func(c *turn.Commit) {
 		tt := t
 		tt.StepAnswered = false
-		r.emit(c, &tt, turn.EvStepCompleted, map[string]any{"step": t.Steps, "toolCalls": len(calls)})
+		r.emit(c, &tt, turn.EvStepCompleted, r.stepFigures(t, calls))
 		if !more {
 			r.finish(c, &tt, turn.TurnCompleted, nil)
 		}
 		c.Turn = &tt
 	})
+}
+
+// stepFigures are step.completed's data, what watchers (metrics) need of
+// the step: its calls, those that failed, and — from its step.started
+// event, when the state still has it — its model usage and its latency
+// since step.pre (waits for consent included).
+func (r *run) stepFigures(t turn.Turn, calls []turn.Call) map[string]any {
+	failed := 0
+	for _, cl := range calls {
+		if cl.State == turn.CallError {
+			failed++
+		}
+	}
+	data := map[string]any{"step": t.Steps, "toolCalls": len(calls), "errors": failed}
+	evs := r.st.TurnEvents[t.ID]
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Type != turn.EvStepStarted {
+			continue
+		}
+		var s struct {
+			Step      int         `json:"step"`
+			StartedAt time.Time   `json:"startedAt"`
+			Usage     model.Usage `json:"usage"`
+		}
+		if json.Unmarshal(evs[i].Data, &s) == nil && s.Step == t.Steps {
+			data["usage"] = s.Usage
+			if !s.StartedAt.IsZero() {
+				data["latencyMs"] = float64(r.e.now().Sub(s.StartedAt).Microseconds()) / 1000
+			}
+		}
+		break
+	}
+	return data
 }
 
 // stepLimit ends the turn at maxStepsPerTurn.
