@@ -22,7 +22,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/agentauth/agentauth/shared/bundle"
@@ -214,66 +213,31 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request, p domain.Principal)
 	// The caller's catalog: the tools its policies let it see.
 	snap, res := a.resolve(ctx, p, toolcatalog.Options{}, "invoke")
 	catalog := make([]string, 0, len(res.Manifest))
-	var matches []catalogTool
+	var ids []string
 	for _, e := range res.Manifest {
 		catalog = append(catalog, e.Name)
 		if e.Name == req.ToolName {
-			if x, ok := snap.Tools[e.ToolID]; ok {
-				matches = append(matches, catalogTool{ID: e.ToolID, Entry: x})
-			}
+			ids = append(ids, e.ToolID)
 		}
 	}
-	tool, run := a.prepare(p, req.ToolName, matches)
+	// The one choice of a call's tool (the turn plane makes it the same
+	// way): not in the catalog, ambiguous, or this tool and its runner.
+	tool, run := snap.Invocable(req.ToolName, ids, func(id string, e toolplane.Entry) toolhooks.Invoker {
+		switch e.Tool.Transport {
+		case bundle.TransportHTTP:
+			if a.cfg.Runner != nil {
+				return a.cfg.Runner.Invoker(e.Tool, p.TurnAuth, e.Tenant != "")
+			}
+		case bundle.TransportNative:
+			return a.cfg.Native[id]
+		}
+		return nil
+	})
 	out := a.cfg.Hooks.Invoke(ctx, toolhooks.Call{
 		AgentID: p.AgentID, ToolName: req.ToolName, CallID: req.CallID, Principal: p.Subject,
 		Args: req.Args, GrantedScopes: p.Scopes, Catalog: catalog,
 	}, tool, run)
 	a.answer(w, r, out, map[string]any{"toolCalled": out.ToolCalled, "toolReturned": out.ToolReturned, "result": out.Result})
-}
-
-// catalogTool is a tool of the caller's catalog with its manifest id.
-type catalogTool struct {
-	ID string
-	toolplane.Entry
-}
-
-// prepare picks the tool the caller named and its implementation. Two
-// tools of one name in a catalog (the bundle allows it) are refused rather
-// than guessed between, under the union of their scopes (fail closed).
-func (a *API) prepare(p domain.Principal, name string, matches []catalogTool) (toolhooks.Tool, toolhooks.Invoker) {
-	switch len(matches) {
-	case 0:
-		return toolhooks.Tool{Name: name}, nil // not in the catalog: the hooks refuse it
-	case 1:
-	default:
-		t := toolhooks.Tool{Name: name, Transport: matches[0].Tool.Transport}
-		ids := make([]string, 0, len(matches))
-		for _, m := range matches {
-			t.RequiredScopes = append(t.RequiredScopes, m.Tool.RequiredScopes...)
-			ids = append(ids, m.ID)
-		}
-		return t, func(context.Context, json.RawMessage) (json.RawMessage, error) {
-			return nil, toolhooks.NewToolError("AmbiguousTool", "E_TOOL_AMBIGUOUS",
-				fmt.Sprintf("%d tools are named %q in this catalog (%s): the deployment must rename one", len(ids), name, strings.Join(ids, ", ")))
-		}
-	}
-	m := matches[0]
-	bt := m.Tool
-	t := toolhooks.Tool{Name: name, RequiredScopes: bt.RequiredScopes, Transport: bt.Transport, ErrorMessageLimit: bt.ErrorMessageLimit, Schema: bt.Schema}
-	switch bt.Transport {
-	case bundle.TransportHTTP:
-		if a.cfg.Runner != nil {
-			return t, a.cfg.Runner.Invoker(bt, p.TurnAuth, m.Tenant != "")
-		}
-	case bundle.TransportNative:
-		if run, ok := a.cfg.Native[m.ID]; ok {
-			return t, run
-		}
-	}
-	return t, func(context.Context, json.RawMessage) (json.RawMessage, error) {
-		return nil, toolhooks.NewToolError("TransportUnsupported", "E_TOOL_TRANSPORT_UNSUPPORTED",
-			fmt.Sprintf("tool %s (transport %s) is not run by the tools function: the agent runtime runs it", m.ID, bt.Transport))
-	}
 }
 
 // hookStatus is the one mapping of a hook verdict to an HTTP status. A
