@@ -84,7 +84,7 @@ func (s *Store) Load(ctx context.Context, k turn.InstanceKey) (turn.State, error
 	if err := k.Validate(); err != nil {
 		return turn.State{}, err
 	}
-	st, _, err := s.read(s.instanceDir(k))
+	st, err := s.readLocked(ctx, s.instanceDir(k))
 	if err != nil {
 		return turn.State{}, fmt.Errorf("turnfile: load %s: %w", k, err)
 	}
@@ -92,6 +92,26 @@ func (s *Store) Load(ctx context.Context, k turn.InstanceKey) (turn.State, error
 		return turn.State{}, fmt.Errorf("turnfile: load %s: %w", k, domain.ErrNotFound)
 	}
 	return st, nil
+}
+
+// readLocked reads dir's state under the instance's lock: a commit may
+// otherwise rebase (new snapshot, emptied journal, new lines) between the
+// reader's look at the snapshot and its read of the journal, and the
+// reader would start mid-line in the new journal.
+func (s *Store) readLocked(ctx context.Context, dir string) (turn.State, error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return turn.NewState(), nil
+	}
+	lock, err := atomicfile.LockFile(ctx, filepath.Join(dir, lockFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return turn.NewState(), nil // deleted meanwhile
+	}
+	if err != nil {
+		return turn.State{}, fmt.Errorf("lock: %w", err)
+	}
+	defer lock.Unlock()
+	st, _, err := s.read(dir)
+	return st, err
 }
 
 // read returns the state of dir (NewState when there is none) and the
@@ -309,7 +329,7 @@ func (s *Store) List(ctx context.Context) ([]turn.Instance, error) {
 		if !e.IsDir() {
 			continue
 		}
-		st, _, err := s.read(filepath.Join(s.dir, e.Name()))
+		st, err := s.readLocked(ctx, filepath.Join(s.dir, e.Name()))
 		if err != nil {
 			return nil, fmt.Errorf("turnfile: list: %s: %w", e.Name(), err)
 		}

@@ -180,3 +180,56 @@ func TestTwoStoresOneHome(t *testing.T) {
 		t.Fatalf("b after a's append: events %d version %d", len(stB.Events), stB.Instance.Version)
 	}
 }
+
+// TestLoadWhileRebasing: reads racing commits that rebase (new snapshot,
+// emptied journal, new lines) always see a whole state. Before reads took
+// the instance's lock, a read could start mid-line in the new journal
+// ("corrupt record"), found by TestInstancesInParallelOneInstanceSerial.
+func TestLoadWhileRebasing(t *testing.T) {
+	ctx := context.Background()
+	s, _ := New(t.TempDir())
+	k := turnstoretest.Key(t)
+	if err := s.Commit(ctx, turnstoretest.First(k)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	errs := make(chan error, 1)
+	go func() {
+		defer close(done)
+		for i := range 600 {
+			st, err := s.Load(ctx, k)
+			if err != nil {
+				errs <- err
+				return
+			}
+			c := appendCommit(st, fmt.Sprint("m", i))
+			if i%2 == 1 {
+				folded, _ := message.Fold(st.Base, append(st.Events, c.Messages...))
+				c.Rebase, c.NewBase, c.Messages = true, folded, nil
+			}
+			if err := s.Commit(ctx, c); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	reader, _ := New(s.dir) // another process's store on the same home
+	for {
+		select {
+		case <-done:
+			select {
+			case err := <-errs:
+				t.Fatal(err)
+			default:
+			}
+			return
+		default:
+		}
+		if _, err := reader.Load(ctx, k); err != nil {
+			t.Fatalf("a read racing the commits: %v", err)
+		}
+		if _, err := s.Load(ctx, k); err != nil {
+			t.Fatalf("a read racing the commits (same store): %v", err)
+		}
+	}
+}
