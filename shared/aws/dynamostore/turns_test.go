@@ -1,10 +1,16 @@
 package dynamostore
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
 	"testing"
 
 	"github.com/agentauth/agentauth/shared/testkit/turnstoretest"
 	"github.com/agentauth/agentauth/shared/turn"
+	"github.com/agentauth/agentauth/shared/turn/message"
 )
 
 // The turn store conformance suite on the in-memory table: the keys,
@@ -17,4 +23,154 @@ func TestTurnConformance(t *testing.T) {
 		}
 		return s.Turns()
 	})
+}
+
+func turnStoreOn(t *testing.T, m *memTable) turn.Store {
+	t.Helper()
+	s, err := New(m, "agentauth-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Turns()
+}
+
+// nextCommit is a commit over st with what mut adds.
+func nextCommit(st turn.State, mut func(*turn.Commit)) turn.Commit {
+	inst := st.Instance
+	inst.Version++
+	c := turn.Commit{Expect: st.Instance.Version, Instance: inst}
+	mut(&c)
+	return c
+}
+
+func appendMessages(st turn.State, n int, text string) func(*turn.Commit) {
+	return func(c *turn.Commit) {
+		for range n {
+			c.Messages = append(c.Messages, message.Event{Seq: c.Instance.NextSeq, Type: message.LLMMessage,
+				Message: &message.Message{ID: fmt.Sprint("m", c.Instance.NextSeq), Role: message.Assistant, Content: []message.Part{{Type: message.Text, Text: text}}}})
+			c.Instance.NextSeq++
+		}
+	}
+}
+
+// A commit that would not fit one transaction, or one item, is refused
+// before any write.
+func TestTurnCommitTooLarge(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		n    int
+		text string
+	}{
+		{"too many items", maxTurnTxItems, "x"},
+		{"item too large", 1, strings.Repeat("x", maxTurnItemBytes)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			m := newMemTable()
+			s := turnStoreOn(t, m)
+			k := turnstoretest.Key(t)
+			if err := s.Commit(ctx, turnstoretest.First(k)); err != nil {
+				t.Fatal(err)
+			}
+			st, err := s.Load(ctx, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := len(m.items)
+			err = s.Commit(ctx, nextCommit(st, appendMessages(st, tc.n, tc.text)))
+			if !errors.Is(err, ErrTurnCommitTooLarge) {
+				t.Fatalf("commit: %v, want ErrTurnCommitTooLarge", err)
+			}
+			if len(m.items) != before {
+				t.Fatalf("a refused commit wrote: %d items, were %d", len(m.items), before)
+			}
+			if err := s.Commit(ctx, nextCommit(st, appendMessages(st, maxTurnTxItems-2, "x"))); err != nil {
+				t.Fatalf("a commit that fits: %v", err)
+			}
+		})
+	}
+}
+
+// Load reads by key (one GetItem, one BatchGetItem), a commit this Store
+// can fence from what it saw is one TransactWriteItems, and a rebase
+// deletes the old base and message items after its transaction.
+func TestTurnCallsAndRebaseCleanup(t *testing.T) {
+	ctx := context.Background()
+	m := newMemTable()
+	s := turnStoreOn(t, m)
+	k := turnstoretest.Key(t)
+	if err := s.Commit(ctx, turnstoretest.First(k)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Load(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.takeCalls()
+	if err := s.Commit(ctx, nextCommit(st, appendMessages(st, 3, "x"))); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.takeCalls(); !maps.Equal(got, map[string]int{"TransactWriteItems": 1}) {
+		t.Fatalf("commit calls %v", got)
+	}
+	if st, err = s.Load(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.takeCalls(); !maps.Equal(got, map[string]int{"GetItem": 1, "BatchGetItem": 1}) || len(st.Events) != 4 {
+		t.Fatalf("load calls %v, %d events", got, len(st.Events))
+	}
+	msgs := func() int {
+		n := 0
+		for pk := range m.items {
+			if strings.HasPrefix(pk, turnMsgPrefix) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := msgs(); n != 4 {
+		t.Fatalf("%d message items before the rebase", n)
+	}
+	folded, _ := message.Fold(st.Base, st.Events)
+	if err := s.Commit(ctx, nextCommit(st, func(c *turn.Commit) { c.Rebase, c.NewBase = true, folded })); err != nil {
+		t.Fatal(err)
+	}
+	if n := msgs(); n != 0 {
+		t.Fatalf("%d message items after the rebase, want 0", n)
+	}
+	if st, err = s.Load(ctx, k); err != nil || len(st.Base) != 4 || len(st.Events) != 0 {
+		t.Fatalf("after rebase: %v, base %d, events %d", err, len(st.Base), len(st.Events))
+	}
+}
+
+// Two Stores on one table, as two Lambdas: what one remembers of an
+// instance the other moved on is only a guess the condition refuses.
+func TestTurnTwoStores(t *testing.T) {
+	ctx := context.Background()
+	m := newMemTable()
+	a, b := turnStoreOn(t, m), turnStoreOn(t, m)
+	k := turnstoretest.Key(t)
+	if err := a.Commit(ctx, turnstoretest.First(k)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.Load(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(ctx, nextCommit(st, appendMessages(st, 1, "b"))); err != nil {
+		t.Fatal(err)
+	}
+	// a remembers version 1, which is no longer stored.
+	if err := a.Commit(ctx, nextCommit(st, appendMessages(st, 1, "a"))); !errors.Is(err, turn.ErrStale) {
+		t.Fatalf("a's commit over version 1: %v, want ErrStale", err)
+	}
+	if st, err = a.Load(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Commit(ctx, nextCommit(st, appendMessages(st, 1, "a"))); err != nil {
+		t.Fatalf("a's commit after reloading: %v", err)
+	}
+	if st, err = b.Load(ctx, k); err != nil || len(st.Events) != 3 || st.Events[1].Message.Content[0].Text != "b" || st.Events[2].Message.Content[0].Text != "a" {
+		t.Fatalf("b loads %v, %+v", err, st.Events)
+	}
 }
