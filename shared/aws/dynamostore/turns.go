@@ -378,9 +378,15 @@ func (t turnStore) Commit(ctx context.Context, c turn.Commit) error {
 	if _, err := t.s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
 		t.s.known.dropTurnInst(h)
 		var canceled *types.TransactionCanceledException
-		if errors.As(err, &canceled) && len(canceled.CancellationReasons) > 0 &&
-			aws.ToString(canceled.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
-			return turn.ErrStale
+		if errors.As(err, &canceled) {
+			for _, r := range canceled.CancellationReasons {
+				// The version moved, or another writer's transaction holds
+				// the instance or an item only a writer of the same version
+				// names: either way the caller reloads.
+				if c := aws.ToString(r.Code); c == "ConditionalCheckFailed" || c == "TransactionConflict" {
+					return turn.ErrStale
+				}
+			}
 		}
 		err = t.s.apiError(err)
 		if errors.Is(err, domain.ErrConflict) {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/agentauth/agentauth/shared/testkit/turnstoretest"
 	"github.com/agentauth/agentauth/shared/turn"
 	"github.com/agentauth/agentauth/shared/turn/message"
@@ -172,5 +174,35 @@ func TestTurnTwoStores(t *testing.T) {
 	}
 	if st, err = b.Load(ctx, k); err != nil || len(st.Events) != 3 || st.Events[1].Message.Content[0].Text != "b" || st.Events[2].Message.Content[0].Text != "a" {
 		t.Fatalf("b loads %v, %+v", err, st.Events)
+	}
+}
+
+// A transaction canceled because another holds the instance is a lost
+// fence (the caller reloads); a throttled one is an error of its own.
+func TestTurnCommitCanceled(t *testing.T) {
+	for _, tc := range []struct {
+		code  string
+		stale bool
+	}{
+		{"ConditionalCheckFailed", true},
+		{"TransactionConflict", true},
+		{"ThrottlingError", false},
+	} {
+		t.Run(tc.code, func(t *testing.T) {
+			f := &fakeDynamo{
+				get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return &dynamodb.GetItemOutput{}, nil },
+				tx: func(int, *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
+					return nil, canceled(reason(tc.code, nil), reason("None", nil))
+				},
+			}
+			s, err := New(f, "agentauth-test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.Turns().Commit(context.Background(), turnstoretest.First(turnstoretest.Key(t)))
+			if errors.Is(err, turn.ErrStale) != tc.stale || err == nil {
+				t.Fatalf("commit: %v, want stale %v", err, tc.stale)
+			}
+		})
 	}
 }
