@@ -36,9 +36,9 @@
 //	tenantrev                        TenantRevision     revision N
 //	ratelimit#<ratelimit.Key>        RateLimit          tat N (Unix µs), ttl N
 //	turninst#<h>                     TurnInstance       version N, doc S (see Turn store)
-//	turnbase#<h>#<gen>               TurnBase           doc S
-//	turnmsg#<h>#<gen>#<i>            TurnMessage        doc S
-//	turnlog#<h>#<t>#<i>              TurnEvent          doc S
+//	turnbase#<h>#<e>#<gen>           TurnBase           doc S
+//	turnmsg#<h>#<e>#<gen>#<i>        TurnMessage        doc S
+//	turnlog#<h>#<e>#<t>#<i>          TurnEvent          doc S
 //
 // doc is the record's JSON as domain's JSON tags give it, sealed values
 // inline, minus the fields kept as attributes (the grant's version and
@@ -166,7 +166,10 @@
 //
 // The instance item's doc holds the small state: the instance record, the
 // kept turns, the calls of live turns, the backlog, the processed event
-// ids (at most turn.KeepProcessed), and the names of the rest: gen (the
+// ids (at most turn.KeepProcessed), and the names of the rest: e (the
+// epoch, random hex drawn when the instance is created, so an instance
+// deleted and created again shares no item with the old one, whose
+// removal may still be running), gen (the
 // base's generation), whether there is a base, the number of message
 // events of that generation, and the number of stored events of each kept
 // turn. Its version attribute is the instance version, the fence of every

@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -57,9 +58,14 @@ type instDoc struct {
 	Calls     map[string]turn.Call `json:"calls"`
 	Backlog   []domain.Event       `json:"backlog"`
 	Processed []string             `json:"processed"`
-	Gen       int64                `json:"gen"`
-	HasBase   bool                 `json:"hasBase,omitempty"`
-	Messages  int                  `json:"messages"`
+	// Epoch is random, drawn when the instance is created: the names of
+	// its other items start with it, so an instance deleted and created
+	// again never shares an item with the old one (whose removal may
+	// still be running).
+	Epoch    string `json:"epoch"`
+	Gen      int64  `json:"gen"`
+	HasBase  bool   `json:"hasBase,omitempty"`
+	Messages int    `json:"messages"`
 	// TurnEvents counts the stored events of each kept turn.
 	TurnEvents map[string]int `json:"turnEvents"`
 }
@@ -72,6 +78,17 @@ func turnHash(k turn.InstanceKey) string {
 }
 
 func turnInstPK(h string) string { return turnInstPrefix + h }
+
+// itemsKey is what the names of an instance's other items start with.
+func itemsKey(h string, d instDoc) string { return h + "#" + d.Epoch }
+
+func newEpoch() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("dynamostore: instance epoch: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
 
 func turnBasePK(h string, gen int64) string {
 	return turnBasePrefix + h + "#" + strconv.FormatInt(gen, 10)
@@ -189,6 +206,7 @@ func (t turnStore) Load(ctx context.Context, k turn.InstanceKey) (turn.State, er
 // loadParts builds the State of d, reading the items it names; missing
 // reports that one of them is gone.
 func (t turnStore) loadParts(ctx context.Context, h string, d instDoc) (turn.State, bool, error) {
+	h = itemsKey(h, d)
 	var pks []string
 	if d.HasBase {
 		pks = append(pks, turnBasePK(h, d.Gen))
@@ -326,17 +344,23 @@ func (t turnStore) Commit(ctx context.Context, c turn.Commit) error {
 		Instance: next.Instance, Turns: next.Turns, Calls: next.Calls, Backlog: next.Backlog, Processed: next.Processed,
 		Gen: old.Gen, HasBase: old.HasBase, Messages: old.Messages, TurnEvents: map[string]int{},
 	}
+	if d.Epoch = old.Epoch; c.Expect == 0 {
+		if d.Epoch, err = newEpoch(); err != nil {
+			return err
+		}
+	}
+	ih := itemsKey(h, d)
 	var puts []map[string]types.AttributeValue
 	if c.Rebase {
 		d.Gen, d.HasBase, d.Messages = old.Gen+1, true, 0
-		item, err := docItem(turnBasePK(h, d.Gen), kindTurnBase, c.NewBase)
+		item, err := docItem(turnBasePK(ih, d.Gen), kindTurnBase, c.NewBase)
 		if err != nil {
 			return err
 		}
 		puts = append(puts, item)
 	}
 	for _, m := range c.Messages {
-		item, err := docItem(turnMsgPK(h, d.Gen, d.Messages), kindTurnMessage, m)
+		item, err := docItem(turnMsgPK(ih, d.Gen, d.Messages), kindTurnMessage, m)
 		if err != nil {
 			return err
 		}
@@ -347,7 +371,7 @@ func (t turnStore) Commit(ctx context.Context, c turn.Commit) error {
 		d.TurnEvents[id] = old.TurnEvents[id]
 	}
 	for _, e := range c.Events {
-		item, err := docItem(turnLogPK(h, e.TurnID, d.TurnEvents[e.TurnID]), kindTurnEvent, e)
+		item, err := docItem(turnLogPK(ih, e.TurnID, d.TurnEvents[e.TurnID]), kindTurnEvent, e)
 		if err != nil {
 			return err
 		}
@@ -403,6 +427,7 @@ func (t turnStore) Commit(ctx context.Context, c turn.Commit) error {
 // leftBehind are the items old named that d no longer does: the base and
 // messages of an older generation, the events of forgotten turns.
 func leftBehind(h string, old, d instDoc) []string {
+	h = itemsKey(h, old)
 	var pks []string
 	if old.Gen != d.Gen {
 		if old.HasBase {

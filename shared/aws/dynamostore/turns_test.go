@@ -206,3 +206,48 @@ func TestTurnCommitCanceled(t *testing.T) {
 		})
 	}
 }
+
+// afterDelete runs hook after each DeleteItem of an item whose key starts
+// with prefix.
+type afterDelete struct {
+	*memTable
+	prefix string
+	hook   func()
+}
+
+func (a afterDelete) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	out, err := a.memTable.DeleteItem(ctx, in, o...)
+	if strings.HasPrefix(pkOf(in.Key), a.prefix) && a.hook != nil {
+		a.hook()
+	}
+	return out, err
+}
+
+// An instance created again while Delete is still removing the old one's
+// items keeps its own: the old removal never reaches them.
+func TestTurnDeleteRacingCreate(t *testing.T) {
+	ctx := context.Background()
+	m := newMemTable()
+	k := turnstoretest.Key(t)
+	other := turnStoreOn(t, m)
+	api := afterDelete{memTable: m, prefix: turnInstPrefix}
+	api.hook = func() {
+		if err := other.Commit(ctx, turnstoretest.First(k)); err != nil {
+			t.Errorf("re-create: %v", err)
+		}
+	}
+	s, err := New(api, "agentauth-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Commit(ctx, turnstoretest.First(k)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Turns().Delete(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	st, err := other.Load(ctx, k)
+	if err != nil || len(st.Events) != 1 || len(st.TurnEvents["t1"]) != 1 {
+		t.Fatalf("the new instance after the old one's removal: %v, %d events", err, len(st.Events))
+	}
+}
