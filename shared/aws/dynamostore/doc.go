@@ -35,7 +35,7 @@
 //	tenantres#<tenant>#<kind>#<name> TenantResource     tenant S, resourceKind S (Skill or Tool), name S, spec S, updatedAt S
 //	tenantrev                        TenantRevision     revision N
 //	ratelimit#<ratelimit.Key>        RateLimit          tat N (Unix µs), ttl N
-//	turninst#<h>                     TurnInstance       version N, doc S (see Turn store)
+//	turninst#<h>                     TurnInstance       version N, epoch S, doc S (see Turn store)
 //	turnbase#<h>#<e>#<gen>           TurnBase           doc S
 //	turnmsg#<h>#<e>#<gen>#<i>        TurnMessage        doc S
 //	turnlog#<h>#<e>#<t>#<i>          TurnEvent          doc S
@@ -132,11 +132,11 @@
 //	HasRecords, KeyIDs, Reseal       Scan (operator commands)
 //	Turns().Load                     GetItem turninst#h (consistent), then BatchGetItem (consistent, 100 keys
 //	                                 a request) of the base, message and turn event items it names
-//	Turns().Commit                   TransactWriteItems [Put turninst#h (condition: version = expect, or
-//	                                 absence), Put turnbase# on a rebase, Put turnmsg# and turnlog# per new
-//	                                 message and turn event]; GetItem turninst#h first only when this Store
-//	                                 has not seen the expected version; after a rebase, DeleteItem per item
-//	                                 left behind
+//	Turns().Commit                   TransactWriteItems [Put turninst#h (condition: version = expect and
+//	                                 epoch, or absence), Put turnbase# on a rebase, Put turnmsg# and turnlog#
+//	                                 per new message and turn event]; GetItem turninst#h first only when this
+//	                                 Store has not seen the expected version; after a rebase, DeleteItem per
+//	                                 item left behind
 //	Turns().List (operator)          Scan, filter kind; all pages
 //	Turns().Delete                   GetItem turninst#h, DeleteItem turninst#h (condition on version), then
 //	                                 DeleteItem per item it named
@@ -173,7 +173,9 @@
 // base's generation), whether there is a base, the number of message
 // events of that generation, and the number of stored events of each kept
 // turn. Its version attribute is the instance version, the fence of every
-// commit. The unbounded parts are one item each: the base (turnbase, one
+// commit, with its epoch attribute: a Store's memory of an instance
+// deleted and created again may have the current version, never the
+// current epoch. The unbounded parts are one item each: the base (turnbase, one
 // per generation: the fold at a turn's end), each message event since
 // (turnmsg, by append index within the generation) and each turn event
 // (turnlog, by append index within the turn; t is the first 16 bytes of

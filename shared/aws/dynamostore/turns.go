@@ -22,6 +22,8 @@ import (
 
 // Turn items: see the package documentation ("Turn store").
 const (
+	attrEpoch = "epoch"
+
 	kindTurnInstance = "TurnInstance"
 	kindTurnBase     = "TurnBase"
 	kindTurnMessage  = "TurnMessage"
@@ -170,8 +172,12 @@ func decodeInst(item map[string]types.AttributeValue) (instDoc, error) {
 	if err != nil {
 		return instDoc{}, err
 	}
-	if v != d.Instance.Version {
-		return instDoc{}, fmt.Errorf("%w: turn instance version attribute and doc disagree", domain.ErrCorrupt)
+	e, err := needS(item, attrEpoch)
+	if err != nil {
+		return instDoc{}, err
+	}
+	if v != d.Instance.Version || e != d.Epoch {
+		return instDoc{}, fmt.Errorf("%w: turn instance attributes and doc disagree", domain.ErrCorrupt)
 	}
 	return d, nil
 }
@@ -314,13 +320,14 @@ func (t turnStore) Commit(ctx context.Context, c turn.Commit) error {
 		return err
 	}
 	h := turnHash(c.Instance.Key)
+	// A new instance needs no read: the condition is the item's absence.
 	var old instDoc
-	if item, ok := t.s.known.turnInst(h); ok {
+	if item, ok := t.s.known.turnInst(h); ok && c.Expect != 0 {
 		if d, err := decodeInst(item); err == nil {
 			old = d
 		}
 	}
-	if old.Instance.Version == 0 || old.Instance.Version != c.Expect {
+	if c.Expect != 0 && old.Instance.Version != c.Expect {
 		var err error
 		if old, _, err = t.getInst(ctx, h); err != nil {
 			return fmt.Errorf("dynamostore: commit to instance %s: %w", h[:12], err)
@@ -383,6 +390,7 @@ func (t turnStore) Commit(ctx context.Context, c turn.Commit) error {
 		return err
 	}
 	inst[attrVersion] = num(d.Instance.Version)
+	inst[attrEpoch] = str(d.Epoch)
 	if n := len(puts) + 1; n > maxTurnTxItems {
 		return fmt.Errorf("dynamostore: commit to instance %s writes %d items, over %d: %w", h[:12], n, maxTurnTxItems, ErrTurnCommitTooLarge)
 	}
@@ -391,9 +399,11 @@ func (t turnStore) Commit(ctx context.Context, c turn.Commit) error {
 		put.ConditionExpression = aws.String("attribute_not_exists(#pk)")
 		put.ExpressionAttributeNames = map[string]string{"#pk": PartitionKey}
 	} else {
-		put.ConditionExpression = aws.String("#v = :expect")
-		put.ExpressionAttributeNames = map[string]string{"#v": attrVersion}
-		put.ExpressionAttributeValues = map[string]types.AttributeValue{":expect": num(c.Expect)}
+		// The epoch too: what this Store saw of an instance deleted and
+		// created again since may have the same version.
+		put.ConditionExpression = aws.String("#v = :expect AND #e = :epoch")
+		put.ExpressionAttributeNames = map[string]string{"#v": attrVersion, "#e": attrEpoch}
+		put.ExpressionAttributeValues = map[string]types.AttributeValue{":expect": num(c.Expect), ":epoch": str(d.Epoch)}
 	}
 	items := []types.TransactWriteItem{{Put: put}}
 	for _, item := range puts {

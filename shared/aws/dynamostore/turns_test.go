@@ -251,3 +251,41 @@ func TestTurnDeleteRacingCreate(t *testing.T) {
 		t.Fatalf("the new instance after the old one's removal: %v, %d events", err, len(st.Events))
 	}
 }
+
+// What a Store saw of an instance since deleted and created again, at the
+// same version, is not the instance: a commit over it is stale.
+func TestTurnStaleIncarnation(t *testing.T) {
+	ctx := context.Background()
+	m := newMemTable()
+	a, b := turnStoreOn(t, m), turnStoreOn(t, m)
+	k := turnstoretest.Key(t)
+	if err := a.Commit(ctx, turnstoretest.First(k)); err != nil {
+		t.Fatal(err)
+	}
+	old, err := a.Load(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(ctx, turnstoretest.First(k)); err != nil {
+		t.Fatal(err)
+	}
+	c := nextCommit(old, func(c *turn.Commit) {
+		c.Calls = []turn.Call{{ID: "c1", TurnID: "t1", Tool: "whoami", State: turn.CallPlanned}}
+	})
+	if err := a.Commit(ctx, c); !errors.Is(err, turn.ErrStale) {
+		t.Fatalf("commit over the old incarnation: %v, want ErrStale", err)
+	}
+	st, err := b.Load(ctx, k)
+	if err != nil || len(st.Calls) != 0 || st.Instance.Version != 1 {
+		t.Fatalf("the new incarnation after a stale commit: %v, %d calls, version %d", err, len(st.Calls), st.Instance.Version)
+	}
+	if st, err = a.Load(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Commit(ctx, nextCommit(st, func(*turn.Commit) {})); err != nil {
+		t.Fatalf("commit after reloading: %v", err)
+	}
+}
