@@ -289,3 +289,31 @@ func TestTurnStaleIncarnation(t *testing.T) {
 		t.Fatalf("commit after reloading: %v", err)
 	}
 }
+
+// Load reads more items than one BatchGetItem takes in requests of 100.
+func TestTurnLoadManyItems(t *testing.T) {
+	ctx := context.Background()
+	m := newMemTable()
+	s := turnStoreOn(t, m)
+	k := turnstoretest.Key(t)
+	if err := s.Commit(ctx, turnstoretest.First(k)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Load(ctx, k)
+	for range 5 {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Commit(ctx, nextCommit(st, appendMessages(st, 40, "x"))); err != nil {
+			t.Fatal(err)
+		}
+		st, err = s.Load(ctx, k)
+	}
+	m.takeCalls()
+	if st, err = s.Load(ctx, k); err != nil || len(st.Events) != 201 || st.Events[200].Seq != 200 {
+		t.Fatalf("load: %v, %d events", err, len(st.Events))
+	}
+	if got := m.takeCalls(); got["BatchGetItem"] != 3 {
+		t.Fatalf("load calls %v, want 3 BatchGetItem for 202 items", got)
+	}
+}
