@@ -8,6 +8,8 @@ import (
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/testkit/emulatortest"
 	"github.com/agentauth/agentauth/shared/testkit/storetest"
+	"github.com/agentauth/agentauth/shared/testkit/turnstoretest"
+	"github.com/agentauth/agentauth/shared/turn"
 )
 
 // The conformance suite runs on tables without TimeToLive. Its fixtures are
@@ -61,5 +63,14 @@ func TestTenantConformanceTwoStores(t *testing.T) {
 		a, b := twoEmulatorStores(t)
 		a.scanLimit = 4 // listing pages through the table
 		return a, b
+	})
+}
+
+// The turn store suite on the emulator.
+func TestTurnConformanceEmulator(t *testing.T) {
+	emulatortest.Config(t)
+	turnstoretest.Run(t, func(t *testing.T) turn.Store {
+		s, _ := newEmulatorStore(t, tableOpts{noTTL: true})
+		return s.Turns()
 	})
 }

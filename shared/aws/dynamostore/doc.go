@@ -2,7 +2,8 @@
 // and refresh leases in one DynamoDB table, shared by every Lambda. It is
 // also the AWS domain.TenantStore: tenants' run-time uploads, plain JSON,
 // in the same table; and, as ToolLimiter, the state of the tools'
-// per-(principal, tool) rate limit (the algorithm is shared/tools/ratelimit).
+// per-(principal, tool) rate limit (the algorithm is shared/tools/ratelimit);
+// and, through [Store.Turns], the turn.Store of agent instances.
 //
 // Every rule of the port is enforced by a DynamoDB condition on the write
 // itself (attribute_not_exists, version equality, pending status, lease
@@ -34,6 +35,10 @@
 //	tenantres#<tenant>#<kind>#<name> TenantResource     tenant S, resourceKind S (Skill or Tool), name S, spec S, updatedAt S
 //	tenantrev                        TenantRevision     revision N
 //	ratelimit#<ratelimit.Key>        RateLimit          tat N (Unix µs), ttl N
+//	turninst#<h>                     TurnInstance       version N, epoch S, doc S (see Turn store)
+//	turnbase#<h>#<e>#<gen>           TurnBase           doc S
+//	turnmsg#<h>#<e>#<gen>#<i>        TurnMessage        doc S
+//	turnlog#<h>#<e>#<t>#<i>          TurnEvent          doc S
 //
 // doc is the record's JSON as domain's JSON tags give it, sealed values
 // inline, minus the fields kept as attributes (the grant's version and
@@ -125,6 +130,16 @@
 //	TenantRevision                   GetItem tenantrev, consistent
 //	ListTenantResources              Scan, filter kind; all pages
 //	HasRecords, KeyIDs, Reseal       Scan (operator commands)
+//	Turns().Load                     GetItem turninst#h (consistent), then BatchGetItem (consistent, 100 keys
+//	                                 a request) of the base, message and turn event items it names
+//	Turns().Commit                   TransactWriteItems [Put turninst#h (condition: version = expect and
+//	                                 epoch, or absence), Put turnbase# on a rebase, Put turnmsg# and turnlog#
+//	                                 per new message and turn event]; GetItem turninst#h first only when this
+//	                                 Store has not seen the expected version; after a rebase, DeleteItem per
+//	                                 item left behind
+//	Turns().List (operator)          Scan, filter kind; all pages
+//	Turns().Delete                   GetItem turninst#h, DeleteItem turninst#h (condition on version), then
+//	                                 DeleteItem per item it named
 //
 // A TenantResource is one upload: spec is its JSON byte for byte, as a
 // string (uploads are not secrets; nothing in them is sealed). Validated
@@ -137,6 +152,50 @@
 // A RateLimit item is one GCRA bucket (see ToolLimiter): tat is its
 // theoretical arrival time, ttl the time after which the item means the
 // same as no item. It holds no principal, only the bucket's Key.
+//
+// # Turn store
+//
+// An agent instance (turn.State) is one TurnInstance item and the items it
+// names; h is the hex sha256 of the instance key's printable form, so any
+// valid key fits and no key part can reach another instance's items. The
+// table has no sort key, so a Query cannot read an instance's items
+// together; rather than a third global secondary index (eventually
+// consistent, where Load must see the last commit, and a second write per
+// item), the instance item names its other items and Load reads them by
+// key with strongly consistent BatchGetItem requests.
+//
+// The instance item's doc holds the small state: the instance record, the
+// kept turns, the calls of live turns, the backlog, the processed event
+// ids (at most turn.KeepProcessed), and the names of the rest: e (the
+// epoch, random hex drawn when the instance is created, so an instance
+// deleted and created again shares no item with the old one, whose
+// removal may still be running), gen (the
+// base's generation), whether there is a base, the number of message
+// events of that generation, and the number of stored events of each kept
+// turn. Its version attribute is the instance version, the fence of every
+// commit, with its epoch attribute: a Store's memory of an instance
+// deleted and created again may have the current version, never the
+// current epoch. The unbounded parts are one item each: the base (turnbase, one
+// per generation: the fold at a turn's end), each message event since
+// (turnmsg, by append index within the generation) and each turn event
+// (turnlog, by append index within the turn; t is the first 16 bytes of
+// the turn id's sha256, hex).
+//
+// A commit is computed by turn.Apply over the instance item's state and
+// written in one TransactWriteItems: the instance item on condition of the
+// expected version, and a Put per new item. A rebase does not delete
+// inside the transaction (a long turn may have more message items than a
+// transaction holds): it starts generation gen+1, so the old base and
+// messages are named by nothing, and removes them, with the events of the
+// turns turn.Apply forgot, after the transaction. That clean-up is best
+// effort: an item it fails to remove stays unread (no TTL yet). A Load
+// that read the instance item before such a commit may find an item gone:
+// it reads the instance item again. A commit of more than 50 items, or
+// with an item whose doc is over 300 KB (DynamoDB's limit is 400 KB), is
+// refused with ErrTurnCommitTooLarge before any write; issue 11 moves
+// large payloads to S3 by sha256, not done yet. The instance item's own
+// size is bounded the same way, so a backlog that grows past it refuses
+// commits.
 //
 // Times in attributes are RFC 3339 text with nanoseconds, as in doc,
 // except the numbers named Unix ms or µs above.

@@ -20,6 +20,7 @@ type fakeDynamo struct {
 	tx    func(n int, in *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error)
 	scan  func(*dynamodb.ScanInput) (*dynamodb.ScanOutput, error)
 	query func(*dynamodb.QueryInput) (*dynamodb.QueryOutput, error)
+	batch func(*dynamodb.BatchGetItemInput) (*dynamodb.BatchGetItemOutput, error)
 
 	mu  sync.Mutex
 	txs []*dynamodb.TransactWriteItemsInput
@@ -71,6 +72,13 @@ func (f *fakeDynamo) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func
 		return nil, errUnexpected
 	}
 	return f.query(in)
+}
+
+func (f *fakeDynamo) BatchGetItem(_ context.Context, in *dynamodb.BatchGetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	if f.batch == nil {
+		return nil, errUnexpected
+	}
+	return f.batch(in)
 }
 
 // Errors as the SDK returns them.

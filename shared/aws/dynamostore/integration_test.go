@@ -80,6 +80,11 @@ func (c *countingAPI) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...fun
 	return c.DynamoAPI.Scan(ctx, in, o...)
 }
 
+func (c *countingAPI) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	c.count("BatchGetItem")
+	return c.DynamoAPI.BatchGetItem(ctx, in, o...)
+}
+
 func (c *countingAPI) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	c.count("Query")
 	return c.DynamoAPI.Query(ctx, in, o...)

@@ -1,6 +1,10 @@
 package dynamostore
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
 
 // maxKnown bounds each map of known. The callback reads a session and
 // completes it moments later in the same Lambda, so a small map is plenty.
@@ -16,6 +20,27 @@ type known struct {
 	mu       sync.Mutex
 	sessions map[string]sessionState
 	grants   map[string]grantState
+	// turnInsts are turn instance items by instance hash.
+	turnInsts map[string]map[string]types.AttributeValue
+}
+
+func (k *known) turnInst(h string) (map[string]types.AttributeValue, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	item, ok := k.turnInsts[h]
+	return item, ok
+}
+
+func (k *known) setTurnInst(h string, item map[string]types.AttributeValue) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.turnInsts = put(k.turnInsts, h, item)
+}
+
+func (k *known) dropTurnInst(h string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.turnInsts, h)
 }
 
 func (k *known) session(id string) (sessionState, bool) {

@@ -115,6 +115,40 @@ func (m *memTable) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...fu
 	return &dynamodb.GetItemOutput{Item: maps.Clone(m.items[pkOf(in.Key)])}, nil
 }
 
+// BatchGetItem reads up to 100 keys of the table, strongly consistent
+// only; it never leaves keys unprocessed.
+func (m *memTable) BatchGetItem(_ context.Context, in *dynamodb.BatchGetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.count("BatchGetItem")
+	out := &dynamodb.BatchGetItemOutput{Responses: map[string][]map[string]types.AttributeValue{}}
+	n := 0
+	for table, ka := range in.RequestItems {
+		if err := m.checkTable(&table); err != nil {
+			return nil, err
+		}
+		if !aws.ToBool(ka.ConsistentRead) || ka.ProjectionExpression != nil {
+			return nil, errUnexpected
+		}
+		seen := map[string]bool{}
+		for _, k := range ka.Keys {
+			pk := pkOf(k)
+			if seen[pk] {
+				return nil, fmt.Errorf("%w: duplicate key %s in BatchGetItem", errValidation, pk)
+			}
+			seen[pk] = true
+			n++
+			if item, ok := m.items[pk]; ok {
+				out.Responses[table] = append(out.Responses[table], maps.Clone(item))
+			}
+		}
+	}
+	if n == 0 || n > 100 {
+		return nil, fmt.Errorf("%w: BatchGetItem of %d keys", errValidation, n)
+	}
+	return out, nil
+}
+
 func (m *memTable) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

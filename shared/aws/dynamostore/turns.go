@@ -1,0 +1,527 @@
+package dynamostore
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/turn"
+	"github.com/agentauth/agentauth/shared/turn/message"
+)
+
+// Turn items: see the package documentation ("Turn store").
+const (
+	attrEpoch = "epoch"
+
+	kindTurnInstance = "TurnInstance"
+	kindTurnBase     = "TurnBase"
+	kindTurnMessage  = "TurnMessage"
+	kindTurnEvent    = "TurnEvent"
+
+	turnInstPrefix = "turninst#"
+	turnBasePrefix = "turnbase#"
+	turnMsgPrefix  = "turnmsg#"
+	turnLogPrefix  = "turnlog#"
+
+	// maxTurnTxItems bounds the items of one Commit's transaction, far
+	// below DynamoDB's 100: the instance item, the base item of a rebase,
+	// and one item per message and turn event.
+	maxTurnTxItems = 50
+	// maxTurnItemBytes bounds the doc of one turn item, far below
+	// DynamoDB's 400 KB item limit. Larger payloads go to S3 in issue 11;
+	// until then a commit holding one is refused.
+	maxTurnItemBytes = 300 << 10
+	// maxBatchGet is BatchGetItem's key limit per request.
+	maxBatchGet = 100
+)
+
+// ErrTurnCommitTooLarge: a commit does not fit one transaction, or one of
+// its items would be too large for DynamoDB.
+var ErrTurnCommitTooLarge = errors.New("turn commit too large for one DynamoDB transaction")
+
+// instDoc is the instance item's doc: the small state of an instance, and
+// the names of the items that hold the rest. Gen numbers the base: every
+// rebase writes a new base item and starts a new series of message items,
+// so a rebase never has to delete inside its transaction.
+type instDoc struct {
+	Instance  turn.Instance        `json:"instance"`
+	Turns     map[string]turn.Turn `json:"turns"`
+	Calls     map[string]turn.Call `json:"calls"`
+	Backlog   []domain.Event       `json:"backlog"`
+	Processed []string             `json:"processed"`
+	// Epoch is random, drawn when the instance is created: the names of
+	// its other items start with it, so an instance deleted and created
+	// again never shares an item with the old one (whose removal may
+	// still be running).
+	Epoch    string `json:"epoch"`
+	Gen      int64  `json:"gen"`
+	HasBase  bool   `json:"hasBase,omitempty"`
+	Messages int    `json:"messages"`
+	// TurnEvents counts the stored events of each kept turn.
+	TurnEvents map[string]int `json:"turnEvents"`
+}
+
+// turnHash is the instance's partition name: a hash, so any valid key
+// fits DynamoDB's key size and no key part can forge another's item.
+func turnHash(k turn.InstanceKey) string {
+	h := sha256.Sum256([]byte(k.String()))
+	return hex.EncodeToString(h[:])
+}
+
+func turnInstPK(h string) string { return turnInstPrefix + h }
+
+// itemsKey is what the names of an instance's other items start with.
+func itemsKey(h string, d instDoc) string { return h + "#" + d.Epoch }
+
+func newEpoch() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("dynamostore: instance epoch: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+func turnBasePK(h string, gen int64) string {
+	return turnBasePrefix + h + "#" + strconv.FormatInt(gen, 10)
+}
+
+func turnMsgPK(h string, gen int64, i int) string {
+	return turnMsgPrefix + h + "#" + strconv.FormatInt(gen, 10) + "#" + strconv.Itoa(i)
+}
+
+// turnLogPK names the i-th event of a turn; the turn id is hashed, so it
+// may hold any character.
+func turnLogPK(h, turnID string, i int) string {
+	t := sha256.Sum256([]byte(turnID))
+	return turnLogPrefix + h + "#" + hex.EncodeToString(t[:16]) + "#" + strconv.Itoa(i)
+}
+
+// docItem is a turn item holding v as JSON in doc.
+func docItem(pk, kind string, v any) (map[string]types.AttributeValue, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("dynamostore: encoding %s: %w", kind, err)
+	}
+	if len(b) > maxTurnItemBytes {
+		return nil, fmt.Errorf("dynamostore: a %s of %d bytes is over the %d-byte item bound (large payloads go to S3: not yet): %w",
+			kind, len(b), maxTurnItemBytes, ErrTurnCommitTooLarge)
+	}
+	return map[string]types.AttributeValue{PartitionKey: str(pk), attrKind: str(kind), attrDoc: str(string(b))}, nil
+}
+
+func decodeDoc(item map[string]types.AttributeValue, kind string, v any) error {
+	if err := checkKind(item, kind); err != nil {
+		return err
+	}
+	doc, err := needS(item, attrDoc)
+	if err != nil {
+		return err
+	}
+	if json.Unmarshal([]byte(doc), v) != nil {
+		return fmt.Errorf("%w: %s doc is not valid JSON of its record", domain.ErrCorrupt, kind)
+	}
+	return nil
+}
+
+// Turns returns the turn.Store on the Store's table.
+func (s *Store) Turns() turn.Store { return turnStore{s} }
+
+type turnStore struct{ s *Store }
+
+var _ turn.Store = turnStore{}
+
+// getInst reads the instance item and remembers its doc; ok false when
+// there is none.
+func (t turnStore) getInst(ctx context.Context, h string) (instDoc, bool, error) {
+	out, err := t.s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(t.s.table), Key: key(turnInstPK(h)), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return instDoc{}, false, t.s.apiError(err)
+	}
+	if out.Item == nil {
+		return instDoc{}, false, nil
+	}
+	d, err := decodeInst(out.Item)
+	if err != nil {
+		return instDoc{}, false, err
+	}
+	t.s.known.setTurnInst(h, out.Item)
+	return d, true, nil
+}
+
+// decodeInst decodes an instance item. The known cache keeps the item, not
+// the decoded doc: a State handed to a caller shares the doc's maps.
+func decodeInst(item map[string]types.AttributeValue) (instDoc, error) {
+	var d instDoc
+	if err := decodeDoc(item, kindTurnInstance, &d); err != nil {
+		return instDoc{}, err
+	}
+	v, err := needN(item, attrVersion)
+	if err != nil {
+		return instDoc{}, err
+	}
+	e, err := needS(item, attrEpoch)
+	if err != nil {
+		return instDoc{}, err
+	}
+	if v != d.Instance.Version || e != d.Epoch {
+		return instDoc{}, fmt.Errorf("%w: turn instance attributes and doc disagree", domain.ErrCorrupt)
+	}
+	return d, nil
+}
+
+// Load reads the instance item, then the base, message and turn event
+// items it names in BatchGetItem requests. A commit that rebased between
+// the two reads may have removed old items: Load then reads again.
+func (t turnStore) Load(ctx context.Context, k turn.InstanceKey) (turn.State, error) {
+	if err := k.Validate(); err != nil {
+		return turn.State{}, err
+	}
+	h := turnHash(k)
+	for range 3 {
+		d, ok, err := t.getInst(ctx, h)
+		if err != nil {
+			return turn.State{}, fmt.Errorf("dynamostore: load instance %s: %w", h[:12], err)
+		}
+		if !ok {
+			return turn.State{}, fmt.Errorf("dynamostore: instance %s: %w", h[:12], domain.ErrNotFound)
+		}
+		st, missing, err := t.loadParts(ctx, h, d)
+		if err != nil {
+			return turn.State{}, fmt.Errorf("dynamostore: load instance %s: %w", h[:12], err)
+		}
+		if !missing {
+			return st, nil
+		}
+	}
+	return turn.State{}, fmt.Errorf("dynamostore: instance %s: items it names are missing: %w", h[:12], domain.ErrCorrupt)
+}
+
+// loadParts builds the State of d, reading the items it names; missing
+// reports that one of them is gone.
+func (t turnStore) loadParts(ctx context.Context, h string, d instDoc) (turn.State, bool, error) {
+	h = itemsKey(h, d)
+	var pks []string
+	if d.HasBase {
+		pks = append(pks, turnBasePK(h, d.Gen))
+	}
+	for i := range d.Messages {
+		pks = append(pks, turnMsgPK(h, d.Gen, i))
+	}
+	for id, n := range d.TurnEvents {
+		for i := range n {
+			pks = append(pks, turnLogPK(h, id, i))
+		}
+	}
+	items, err := t.s.batchGet(ctx, pks)
+	if err != nil {
+		return turn.State{}, false, err
+	}
+	st := turn.State{
+		Instance: d.Instance, Turns: d.Turns, Calls: d.Calls, Backlog: d.Backlog, Processed: d.Processed,
+		TurnEvents: map[string][]turn.TurnEvent{},
+	}
+	if st.Turns == nil {
+		st.Turns = map[string]turn.Turn{}
+	}
+	if st.Calls == nil {
+		st.Calls = map[string]turn.Call{}
+	}
+	get := func(pk, kind string, v any) (bool, error) {
+		item, ok := items[pk]
+		if !ok {
+			return false, nil
+		}
+		return true, decodeDoc(item, kind, v)
+	}
+	if d.HasBase {
+		if ok, err := get(turnBasePK(h, d.Gen), kindTurnBase, &st.Base); !ok || err != nil {
+			return turn.State{}, !ok, err
+		}
+	}
+	for i := range d.Messages {
+		var ev message.Event
+		if ok, err := get(turnMsgPK(h, d.Gen, i), kindTurnMessage, &ev); !ok || err != nil {
+			return turn.State{}, !ok, err
+		}
+		st.Events = append(st.Events, ev)
+	}
+	for id, n := range d.TurnEvents {
+		evs := make([]turn.TurnEvent, 0, n)
+		for i := range n {
+			var ev turn.TurnEvent
+			if ok, err := get(turnLogPK(h, id, i), kindTurnEvent, &ev); !ok || err != nil {
+				return turn.State{}, !ok, err
+			}
+			evs = append(evs, ev)
+		}
+		st.TurnEvents[id] = evs
+	}
+	return st, false, nil
+}
+
+// batchGet reads the items pks name with strongly consistent
+// BatchGetItem requests, by key; an absent item is absent from the map.
+func (s *Store) batchGet(ctx context.Context, pks []string) (map[string]map[string]types.AttributeValue, error) {
+	out := make(map[string]map[string]types.AttributeValue, len(pks))
+	for len(pks) > 0 {
+		n := min(len(pks), maxBatchGet)
+		keys := make([]map[string]types.AttributeValue, 0, n)
+		for _, pk := range pks[:n] {
+			keys = append(keys, key(pk))
+		}
+		pks = pks[n:]
+		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+		for backoff := 0; len(req) > 0; backoff++ {
+			if backoff > 0 {
+				// Unprocessed keys: DynamoDB throttled part of the batch.
+				if err := sleepCtx(ctx, min(time.Duration(backoff)*20*time.Millisecond, time.Second)); err != nil {
+					return nil, err
+				}
+			}
+			res, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return nil, s.apiError(err)
+			}
+			for _, item := range res.Responses[s.table] {
+				pk, ok := getPK(item)
+				if !ok {
+					return nil, fmt.Errorf("%w: an item without a string key", domain.ErrCorrupt)
+				}
+				out[pk] = item
+			}
+			req = res.UnprocessedKeys
+		}
+	}
+	return out, nil
+}
+
+// Commit checks c against the instance item (what this Store last saw of
+// it when that is version c.Expect, else a consistent read), applies it
+// with turn.Apply, and writes it in one TransactWriteItems: the instance
+// item on condition of its version, and new items for the messages, turn
+// events and the base of a rebase. Items a rebase leaves behind (the old
+// base and messages, the events of forgotten turns) are deleted after the
+// transaction; see the package documentation.
+func (t turnStore) Commit(ctx context.Context, c turn.Commit) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	h := turnHash(c.Instance.Key)
+	// A new instance needs no read: the condition is the item's absence.
+	var old instDoc
+	if item, ok := t.s.known.turnInst(h); ok && c.Expect != 0 {
+		if d, err := decodeInst(item); err == nil {
+			old = d
+		}
+	}
+	if c.Expect != 0 && old.Instance.Version != c.Expect {
+		var err error
+		if old, _, err = t.getInst(ctx, h); err != nil {
+			return fmt.Errorf("dynamostore: commit to instance %s: %w", h[:12], err)
+		}
+	}
+	if old.Instance.Version != c.Expect {
+		return turn.ErrStale
+	}
+	small := turn.State{
+		Instance: old.Instance, Turns: old.Turns, Calls: old.Calls, Backlog: old.Backlog, Processed: old.Processed,
+		TurnEvents: map[string][]turn.TurnEvent{},
+	}
+	for id := range old.TurnEvents {
+		small.TurnEvents[id] = nil // Apply drops the entries of forgotten turns
+	}
+	next, err := turn.Apply(small, c)
+	if err != nil {
+		return err
+	}
+	d := instDoc{
+		Instance: next.Instance, Turns: next.Turns, Calls: next.Calls, Backlog: next.Backlog, Processed: next.Processed,
+		Gen: old.Gen, HasBase: old.HasBase, Messages: old.Messages, TurnEvents: map[string]int{},
+	}
+	if d.Epoch = old.Epoch; c.Expect == 0 {
+		if d.Epoch, err = newEpoch(); err != nil {
+			return err
+		}
+	}
+	ih := itemsKey(h, d)
+	var puts []map[string]types.AttributeValue
+	if c.Rebase {
+		d.Gen, d.HasBase, d.Messages = old.Gen+1, true, 0
+		item, err := docItem(turnBasePK(ih, d.Gen), kindTurnBase, c.NewBase)
+		if err != nil {
+			return err
+		}
+		puts = append(puts, item)
+	}
+	for _, m := range c.Messages {
+		item, err := docItem(turnMsgPK(ih, d.Gen, d.Messages), kindTurnMessage, m)
+		if err != nil {
+			return err
+		}
+		puts = append(puts, item)
+		d.Messages++
+	}
+	for id := range next.TurnEvents {
+		d.TurnEvents[id] = old.TurnEvents[id]
+	}
+	for _, e := range c.Events {
+		item, err := docItem(turnLogPK(ih, e.TurnID, d.TurnEvents[e.TurnID]), kindTurnEvent, e)
+		if err != nil {
+			return err
+		}
+		puts = append(puts, item)
+		d.TurnEvents[e.TurnID]++
+	}
+	inst, err := docItem(turnInstPK(h), kindTurnInstance, d)
+	if err != nil {
+		return err
+	}
+	inst[attrVersion] = num(d.Instance.Version)
+	inst[attrEpoch] = str(d.Epoch)
+	if n := len(puts) + 1; n > maxTurnTxItems {
+		return fmt.Errorf("dynamostore: commit to instance %s writes %d items, over %d: %w", h[:12], n, maxTurnTxItems, ErrTurnCommitTooLarge)
+	}
+	put := &types.Put{TableName: aws.String(t.s.table), Item: inst}
+	if c.Expect == 0 {
+		put.ConditionExpression = aws.String("attribute_not_exists(#pk)")
+		put.ExpressionAttributeNames = map[string]string{"#pk": PartitionKey}
+	} else {
+		// The epoch too: what this Store saw of an instance deleted and
+		// created again since may have the same version.
+		put.ConditionExpression = aws.String("#v = :expect AND #e = :epoch")
+		put.ExpressionAttributeNames = map[string]string{"#v": attrVersion, "#e": attrEpoch}
+		put.ExpressionAttributeValues = map[string]types.AttributeValue{":expect": num(c.Expect), ":epoch": str(d.Epoch)}
+	}
+	items := []types.TransactWriteItem{{Put: put}}
+	for _, item := range puts {
+		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(t.s.table), Item: item}})
+	}
+	if _, err := t.s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
+		t.s.known.dropTurnInst(h)
+		var canceled *types.TransactionCanceledException
+		if errors.As(err, &canceled) {
+			for _, r := range canceled.CancellationReasons {
+				// The version moved, or another writer's transaction holds
+				// the instance or an item only a writer of the same version
+				// names: either way the caller reloads.
+				if c := aws.ToString(r.Code); c == "ConditionalCheckFailed" || c == "TransactionConflict" {
+					return turn.ErrStale
+				}
+			}
+		}
+		err = t.s.apiError(err)
+		if errors.Is(err, domain.ErrConflict) {
+			// Another transaction held the instance item: it moved on.
+			return turn.ErrStale
+		}
+		return fmt.Errorf("dynamostore: commit to instance %s: %w", h[:12], err)
+	}
+	t.s.known.setTurnInst(h, inst)
+	t.s.deleteItems(ctx, leftBehind(h, old, d))
+	return nil
+}
+
+// leftBehind are the items old named that d no longer does: the base and
+// messages of an older generation, the events of forgotten turns.
+func leftBehind(h string, old, d instDoc) []string {
+	h = itemsKey(h, old)
+	var pks []string
+	if old.Gen != d.Gen {
+		if old.HasBase {
+			pks = append(pks, turnBasePK(h, old.Gen))
+		}
+		for i := range old.Messages {
+			pks = append(pks, turnMsgPK(h, old.Gen, i))
+		}
+	}
+	for id, n := range old.TurnEvents {
+		if _, kept := d.TurnEvents[id]; kept {
+			continue
+		}
+		for i := range n {
+			pks = append(pks, turnLogPK(h, id, i))
+		}
+	}
+	return pks
+}
+
+// deleteItems removes items no instance item names any more. It is best
+// effort: no read follows such an item, and a failure leaves it behind
+// (the error is not the commit's, which has happened).
+func (s *Store) deleteItems(ctx context.Context, pks []string) int {
+	failed := 0
+	for _, pk := range pks {
+		if _, err := s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: key(pk)}); err != nil {
+			failed++
+		}
+	}
+	return failed
+}
+
+// List scans the table for instance items.
+func (t turnStore) List(ctx context.Context) ([]turn.Instance, error) {
+	var out []turn.Instance
+	bad, err := t.s.scanKind(ctx, kindTurnInstance, turnInstPrefix, func(string) error { return nil },
+		func(_ string, item map[string]types.AttributeValue) error {
+			var d instDoc
+			if err := decodeDoc(item, kindTurnInstance, &d); err != nil {
+				return err
+			}
+			out = append(out, d.Instance)
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("dynamostore: list turn instances: %w", err)
+	}
+	if len(bad) > 0 {
+		return out, fmt.Errorf("dynamostore: list turn instances: %w", errors.Join(bad...))
+	}
+	return out, nil
+}
+
+// Delete removes the instance item on condition of the version read, then
+// every item it named. A failure after the first delete leaves items no
+// instance names; a new instance of the key starts past them (its Gen
+// and turn ids decide what it reads).
+func (t turnStore) Delete(ctx context.Context, k turn.InstanceKey) error {
+	if err := k.Validate(); err != nil {
+		return err
+	}
+	h := turnHash(k)
+	d, ok, err := t.getInst(ctx, h)
+	if err != nil {
+		return fmt.Errorf("dynamostore: delete instance %s: %w", h[:12], err)
+	}
+	if !ok {
+		return fmt.Errorf("dynamostore: delete instance %s: %w", h[:12], domain.ErrNotFound)
+	}
+	_, err = t.s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(t.s.table), Key: key(turnInstPK(h)),
+		ConditionExpression:       aws.String("#v = :v"),
+		ExpressionAttributeNames:  map[string]string{"#v": attrVersion},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(d.Instance.Version)},
+	})
+	t.s.known.dropTurnInst(h)
+	if _, failed := conditionFailed(err); failed {
+		return turn.ErrStale
+	} else if err != nil {
+		return fmt.Errorf("dynamostore: delete instance %s: %w", h[:12], t.s.apiError(err))
+	}
+	if n := t.s.deleteItems(ctx, leftBehind(h, d, instDoc{Gen: d.Gen + 1})); n > 0 {
+		return fmt.Errorf("dynamostore: instance %s deleted, %d of its items left behind", h[:12], n)
+	}
+	return nil
+}
