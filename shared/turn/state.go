@@ -11,7 +11,8 @@ import (
 )
 
 // Store persists agent instances. Implementations: the file store
-// (local/turnfile) and, next, DynamoDB; both run testkit/turnstoretest.
+// (local/turnfile) and DynamoDB (aws/dynamostore, Store.Turns); both run
+// testkit/turnstoretest.
 type Store interface {
 	// Load returns the instance's state; domain.ErrNotFound when it has
 	// none.
@@ -52,8 +53,8 @@ type State struct {
 	TurnEvents map[string][]TurnEvent `json:"turnEvents"`
 }
 
-// Bounds on what State keeps (the file store's snapshot; the DynamoDB
-// items expire by TTL instead).
+// Bounds on what State keeps, whatever the store (Apply enforces them:
+// the file store's snapshot and the DynamoDB instance item alike).
 const (
 	// KeepProcessed: queue event ids remembered per instance. A duplicate
 	// older than that is still a no-op by the call and turn states.
