@@ -84,7 +84,7 @@ func Observe(log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		reqID, traceID := requestIDs(r)
-		ctx := logging.WithAttrs(r.Context(), slog.String("requestId", reqID), slog.String("traceId", traceID))
+		ctx := logging.WithAttrs(r.Context(), slog.String("requestId", reqID), slog.String(logging.TraceIDKey, traceID))
 		ctx = context.WithValue(ctx, requestIDKey{}, reqID)
 		r = r.WithContext(ctx)
 		w.Header().Set("X-Request-Id", reqID)
