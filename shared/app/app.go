@@ -69,7 +69,8 @@ func FromEmbedded(h *embedded.Backends, secretsDir string) *Backends {
 // FromAWS wraps the opened AWS backends.
 func FromAWS(b *awsbackends.Backends) *Backends {
 	return &Backends{Store: b.Store, Tenants: b.Store, GrantSealer: b.GrantSealer, SessionSealer: b.SessionSealer, Queue: b.Queue,
-		StateKeys: b.StateKeys(), Secrets: b.Secrets, ToolLimiter: b.ToolLimiter, Describe: "table " + b.Table}
+		StateKeys: b.StateKeys(), Secrets: b.Secrets, ToolLimiter: b.ToolLimiter, Describe: "table " + b.Table,
+		TurnStore: b.Store.Turns()}
 }
 
 // OpenBackends opens the AWS backends when cfg.AWS is set, else the
@@ -195,6 +196,7 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 		if a.Turns, err = buildTurns(ctx, b, be, mgr, tools, tp.metrics, cfg.Tools.AllowPrivateUpstreams, log); err != nil {
 			return nil, fmt.Errorf("turns:\n%w", err)
 		}
+		a.Turns.Reserve = cfg.TurnReserve
 		routes, err := turnsapi.New(turnsapi.Config{Turns: a.Turns, Caller: opts.RuntimeAuth, Log: log})
 		if err != nil {
 			return nil, err

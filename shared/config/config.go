@@ -51,6 +51,7 @@ const (
 	AllowPrivateUpstreams = "AGENTAUTH_TOOLS_ALLOW_PRIVATE_UPSTREAMS"
 	UploadsCheckSeconds   = "AGENTAUTH_UPLOADS_CHECK_SECONDS"
 	Metrics               = "AGENTAUTH_METRICS"
+	TurnReserve           = "AGENTAUTH_TURN_RESERVE_SECONDS"
 )
 
 // Profile picks the defaults that differ between where agentauth runs.
@@ -102,6 +103,7 @@ func Variables() []Var {
 		{Name: AllowPrivateUpstreams, Lambda: "0", Local: "0", Doc: "1 lets uploaded http tools use http:// and private addresses, and origin deliveries (Connectors) reach private addresses (local development only)"},
 		{Name: UploadsCheckSeconds, Lambda: "10", Local: "10", Doc: "how often a process looks for other processes' tenant uploads (1-3600)"},
 		{Name: Metrics, Lambda: "log", Local: "log", Doc: "tool-plane and turn metrics: emf (CloudWatch embedded metric format on stdout), log or off"},
+		{Name: TurnReserve, Lambda: "20", Local: "30", Doc: "seconds a turn step needs: with less left of the invocation a turn hands over to a continuation event (1-900)"},
 	}
 }
 
@@ -134,6 +136,9 @@ type Config struct {
 	RuntimeToken domain.Secret
 	// AWS is set when AGENTAUTH_TABLE is: the AWS backends.
 	AWS *AWS
+	// TurnReserve is the time a turn step needs: with less left before
+	// the invocation's deadline a turn hands over (engine.Engine.Reserve).
+	TurnReserve time.Duration
 	// Tools configures the tool plane (always) and its REST routes (on
 	// when AGENTAUTH_JWKS_URL is set: Tools.Routes).
 	Tools *Tools
@@ -197,6 +202,7 @@ func FromEnv(getenv func(string) string, p Profile) (Config, error) {
 			}
 		}
 	}
+	c.TurnReserve = time.Duration(r.intIn(TurnReserve, 1, 900)) * time.Second
 	c.Tools = r.tools()
 	return c, errors.Join(r.errs...)
 }

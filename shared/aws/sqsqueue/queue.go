@@ -252,13 +252,24 @@ func (q *Queue) Receive(ctx context.Context, limit int, wait time.Duration) ([]D
 	return deliveries, errors.Join(bad...)
 }
 
+// DecodeBody is the event a message body holds (the wire format above),
+// for every consumer: Receive, and the turn function's SQS batches. An
+// error wraps domain.ErrCorrupt and holds none of the body.
+func DecodeBody(body string) (domain.Event, error) {
+	var e domain.Event
+	if err := json.Unmarshal([]byte(body), &e); err != nil || e.ID == "" {
+		return domain.Event{}, fmt.Errorf("body is not an event: %w", domain.ErrCorrupt)
+	}
+	return e, nil
+}
+
 func decodeMessage(m types.Message) (Delivery, error) {
 	if aws.ToString(m.ReceiptHandle) == "" {
 		return Delivery{}, errors.New("no receipt handle")
 	}
-	var e domain.Event
-	if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &e); err != nil || e.ID == "" {
-		return Delivery{}, fmt.Errorf("body is not an event: %w", domain.ErrCorrupt)
+	e, err := DecodeBody(aws.ToString(m.Body))
+	if err != nil {
+		return Delivery{}, err
 	}
 	d := Delivery{
 		Event:         e,

@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -39,6 +40,9 @@ const (
 	// ToolsRoutes: discovery, skills, invocation and tenant uploads,
 	// behind a verified JWT (AGENTAUTH_JWKS_URL required).
 	ToolsRoutes
+	// TurnEvents: the turn function, fed SQS FIFO batches of agent events
+	// by its event source mapping (the bundle must have a Swarm).
+	TurnEvents
 )
 
 // Options are the non-environment knobs of Build.
@@ -62,6 +66,8 @@ type function struct {
 	http http.Handler
 	app  *app.App
 	log  *slog.Logger
+	// turns runs SQS batches (the turn function only).
+	turns *sqsBatch
 }
 
 func build(ctx context.Context, getenv func(string) string, routes Routes, name string, log *slog.Logger, opts Options) (*function, error) {
@@ -87,22 +93,46 @@ func build(ctx context.Context, getenv func(string) string, routes Routes, name 
 		if f.http, err = a.ToolsHandler(); err != nil {
 			return nil, err
 		}
+	case TurnEvents:
+		if a.Turns == nil {
+			return nil, fmt.Errorf("the turn function has nothing to run: the bundle %s has no Swarm", cfg.BundleDir)
+		}
+		f.turns = &sqsBatch{handle: a.Turns.Handle, log: log}
+		if err := a.Turns.ArmFault(getenv(app.FaultEnv)); err != nil {
+			return nil, err
+		}
+		f.http = http.NotFoundHandler()
 	default:
 		f.http = a.RuntimeHandler()
 	}
 	return f, nil
 }
 
-// Invoke handles one Lambda event: an EventBridge scheduled event runs the
-// session sweep (expire pending sessions, deliver auth.granted events whose
-// first send failed, delete old sessions); anything else is an API Gateway
-// HTTP API v2 request.
+// Invoke handles one Lambda event: an SQS batch runs agent events through
+// the turn engine (the turn function); an EventBridge scheduled event runs
+// the session sweep (expire pending sessions, deliver auth.granted events
+// whose first send failed, delete old sessions); anything else is an API
+// Gateway HTTP API v2 request.
 func (f *function) Invoke(ctx context.Context, raw json.RawMessage) (any, error) {
 	var probe struct {
 		Source     string `json:"source"`
 		DetailType string `json:"detail-type"`
+		Records    []struct {
+			EventSource string `json:"eventSource"`
+		} `json:"Records"`
 	}
-	if json.Unmarshal(raw, &probe) == nil && probe.Source == "aws.events" && probe.DetailType == "Scheduled Event" {
+	_ = json.Unmarshal(raw, &probe)
+	if len(probe.Records) > 0 && probe.Records[0].EventSource == "aws:sqs" {
+		if f.turns == nil {
+			return nil, errors.New("an SQS batch reached a function that runs no turns")
+		}
+		var batch events.SQSEvent
+		if err := json.Unmarshal(raw, &batch); err != nil {
+			return nil, errors.New("the SQS batch does not decode")
+		}
+		return f.turns.run(ctx, batch), nil
+	}
+	if probe.Source == "aws.events" && probe.DetailType == "Scheduled Event" {
 		rep, err := f.app.Sweep(ctx)
 		if err != nil {
 			f.log.ErrorContext(ctx, "session sweep failed", "err", err)
