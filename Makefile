@@ -73,7 +73,12 @@ run: provider-deps build ## run agentauth + the demo OpenID provider locally
 TOOLS_BIN     := $(CURDIR)/.tools/bin
 ACTIONLINT    := $(TOOLS_BIN)/actionlint
 LAMBDA_ARCH   ?= $(shell $(GO) env GOARCH)
-LAMBDAS       := gettoken callback tools
+LAMBDAS       := gettoken callback tools turn
+# LAMBDA_TAGS: more build tags (deploy-local: faultinject, the turn
+# function's crash injection); BUNDLE_OVERLAY: a directory whose YAML files
+# are copied over the bundle's (deploy-local: localstack/bundle).
+LAMBDA_TAGS   ?=
+BUNDLE_OVERLAY ?=
 AWS_LOCAL_ENV := AWS_ENDPOINT_URL=http://127.0.0.1:4566 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
 
 $(ACTIONLINT):
@@ -115,9 +120,10 @@ bench-aws: emulator-up ## AWS calls per operation (SDK middleware counts) on the
 build-lambdas: ## static Lambda binaries + bundle in build/lambda/<fn>/ (LAMBDA_ARCH=arm64|amd64, default: this host)
 	@for fn in $(LAMBDAS); do \
 	  rm -rf build/lambda/$$fn && mkdir -p build/lambda/$$fn; \
-	  CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) $(GO) build -tags lambda.norpc -trimpath -ldflags '-s -w' -o build/lambda/$$fn/bootstrap ./functions/$$fn; \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) $(GO) build -tags 'lambda.norpc $(LAMBDA_TAGS)' -trimpath -ldflags '-s -w' -o build/lambda/$$fn/bootstrap ./functions/$$fn; \
 	  cp -R $(BUNDLE) build/lambda/$$fn/bundle; \
-	  echo "build/lambda/$$fn: $$(du -h build/lambda/$$fn/bootstrap | cut -f1) ($(LAMBDA_ARCH))"; \
+	  if [ -n "$(BUNDLE_OVERLAY)" ]; then cp $(BUNDLE_OVERLAY)/*.yaml build/lambda/$$fn/bundle/; fi; \
+	  echo "build/lambda/$$fn: $$(du -h build/lambda/$$fn/bootstrap | cut -f1) ($(LAMBDA_ARCH)$(if $(LAMBDA_TAGS), tags $(LAMBDA_TAGS),))"; \
 	done
 
 # The CDK CLI is pinned by infra/package-lock.json (aws-cdk 2.1148.1).
@@ -186,12 +192,17 @@ E2E_JWKS_PORT ?= 4591
 LOCAL_TOOLS_CONTEXT := -c jwksUrl=http://127.0.0.1:$(E2E_JWKS_PORT)/jwks \
   -c jwtIssuer=https://issuer.agentauth.test -c jwtAudience=agentauth-tools \
   -c toolhooksSeam=1 -c toolRateLimit=3/h
+# The local stack's turn function: a 10 s timeout (so the queue's
+# visibility timeout, six times it, returns a crashed batch within a
+# minute), and the Bedrock model of localstack/bundle/agents.yaml, which
+# MiniStack forwards to the scripted model (localstack/ministack.sh).
+LOCAL_TURNS_CONTEXT := -c turns=1 -c turnTimeout=10 -c bedrockModels=anthropic.claude-3-haiku-20240307-v1:0
 
 .PHONY: deploy-local
 deploy-local: check-tools infra/node_modules/.installed ## deploy the CDK stack to MiniStack (host-arch functions, pinned CDK CLI, tools function for E2E_JWKS_PORT); outputs in .tools/deploy-local/
 	MINISTACK_PORT=$(MINISTACK_PORT) localstack/ministack.sh up
-	$(MAKE) --no-print-directory build-lambdas LAMBDA_ARCH=$(HOST_ARCH)
-	MINISTACK_PORT=$(MINISTACK_PORT) localstack/deploy-local.sh deploy $(LOCAL_TOOLS_CONTEXT)
+	$(MAKE) --no-print-directory build-lambdas LAMBDA_ARCH=$(HOST_ARCH) LAMBDA_TAGS=faultinject BUNDLE_OVERLAY=localstack/bundle
+	MINISTACK_PORT=$(MINISTACK_PORT) localstack/deploy-local.sh deploy $(LOCAL_TOOLS_CONTEXT) $(LOCAL_TURNS_CONTEXT)
 
 .PHONY: test-deploy-local
 test-deploy-local: deploy-local ## deploy-local, then check the deployed stack and call it through the emulator's API Gateway

@@ -89,6 +89,24 @@ func propsFrom(get func(key, env string) string) (stack.Props, string, error) {
 	default:
 		return p, "", fmt.Errorf("toolhooksSeam %q: want true or 1 (seam routes on), false, 0 or unset (off)", v)
 	}
+	// Turn settings are context only, like the tools settings.
+	switch v := strings.ToLower(strings.TrimSpace(get("turns", ""))); v {
+	case "true", "1":
+		p.Turns.Enabled = true
+	case "", "false", "0":
+	default:
+		return p, "", fmt.Errorf("turns %q: want true or 1 (deploy the turn function), false, 0 or unset (off)", v)
+	}
+	for key, dst := range map[string]*int{"turnTimeout": &p.Turns.TimeoutSeconds, "turnBatchSize": &p.Turns.BatchSize} {
+		if v := strings.TrimSpace(get(key, "")); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return p, "", fmt.Errorf("%s %q: want a whole number", key, v)
+			}
+			*dst = n
+		}
+	}
+	p.Turns.BedrockModels = list(get("bedrockModels", ""))
 	switch v := strings.ToLower(strings.TrimSpace(get("firstSessionIndexOnly", ""))); v {
 	case "true", "1":
 		p.FirstSessionIndexOnly = true

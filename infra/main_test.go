@@ -93,6 +93,28 @@ func TestPropsFrom(t *testing.T) {
 			}
 		}},
 		{name: "firstSessionIndexOnly neither on nor off", ctx: map[string]string{"firstSessionIndexOnly": "one"}, wantErr: `firstSessionIndexOnly "one"`},
+		{name: "no turn function by default", arch: "arm64", check: func(t *testing.T, p propsView) {
+			if p.turns.Enabled || p.turns.TimeoutSeconds != 0 || len(p.turns.BedrockModels) != 0 {
+				t.Errorf("turns: %+v", p.turns)
+			}
+		}},
+		{name: "turns from context", arch: "arm64",
+			ctx: map[string]string{"turns": "1", "turnTimeout": "60", "turnBatchSize": "4", "bedrockModels": "anthropic.claude-3-haiku-20240307-v1:0, amazon.nova-lite-v1:0"},
+			check: func(t *testing.T, p propsView) {
+				if !p.turns.Enabled || p.turns.TimeoutSeconds != 60 || p.turns.BatchSize != 4 ||
+					!slices.Equal(p.turns.BedrockModels, []string{"anthropic.claude-3-haiku-20240307-v1:0", "amazon.nova-lite-v1:0"}) {
+					t.Errorf("turns: %+v", p.turns)
+				}
+			}},
+		{name: "turns neither on nor off", ctx: map[string]string{"turns": "yes"}, wantErr: `turns "yes"`},
+		{name: "turnTimeout not a number", ctx: map[string]string{"turns": "1", "turnTimeout": "2m"}, wantErr: `turnTimeout "2m"`},
+		{name: "turn settings are never read from the environment", arch: "arm64",
+			env: map[string]string{"turns": "1", "AGENTAUTH_TURN_RESERVE_SECONDS": "5"},
+			check: func(t *testing.T, p propsView) {
+				if p.turns.Enabled {
+					t.Errorf("turns from the environment: %+v", p.turns)
+				}
+			}},
 		{name: "tools settings are never read from the environment", arch: "arm64",
 			env: map[string]string{"AGENTAUTH_JWKS_URL": "https://idp.example.com/jwks", "AGENTAUTH_JWT_ISSUER": "x", "AGENTAUTH_JWT_AUDIENCE": "y",
 				"AGENTAUTH_TOOLHOOKS_SEAM": "true", "AGENTAUTH_TOOL_RATE_LIMIT": "1/s"},
@@ -123,7 +145,7 @@ func TestPropsFrom(t *testing.T) {
 				t.Errorf("arch = %s, want %s", got, tc.arch)
 			}
 			if tc.check != nil {
-				tc.check(t, propsView{prefix: p.Prefix, assetDir: p.AssetDir, id: id, retention: p.LogRetention, callbacks: p.CallbackPaths, secretPrefix: p.SecretPrefix, tools: p.Tools, firstIndexOnly: p.FirstSessionIndexOnly})
+				tc.check(t, propsView{prefix: p.Prefix, assetDir: p.AssetDir, id: id, retention: p.LogRetention, callbacks: p.CallbackPaths, secretPrefix: p.SecretPrefix, tools: p.Tools, firstIndexOnly: p.FirstSessionIndexOnly, turns: p.Turns})
 			}
 		})
 	}
@@ -136,4 +158,5 @@ type propsView struct {
 	secretPrefix         string
 	tools                stack.ToolsProps
 	firstIndexOnly       bool
+	turns                stack.TurnsProps
 }

@@ -49,7 +49,7 @@ deploy() {
   mkdir -p "$OUT"
   local t0 t
   t0=$(now)
-  for fn in gettoken callback; do
+  for fn in gettoken callback turn; do
     [ -x "build/lambda/$fn/bootstrap" ] || { echo "build/lambda/$fn/bootstrap is missing: make build-lambdas LAMBDA_ARCH=$(go env GOARCH)" >&2; exit 1; }
   done
 

@@ -20,6 +20,7 @@ PORT=${MINISTACK_PORT:-4566}
 STATE=.tools/ministack-run
 if [ "$PORT" != 4566 ]; then STATE=.tools/ministack-run-$PORT; fi
 URL=http://127.0.0.1:$PORT
+BEDROCK_PROXY=${MINISTACK_BEDROCK_PROXY_URL:-http://127.0.0.1:4592}
 
 healthy() { curl -fsS -m 2 "$URL/_localstack/health" >/dev/null 2>&1; }
 
@@ -34,13 +35,27 @@ up)
     echo "installing cbor2 $CBOR2_VERSION into $VENV (pip)"
     "$VENV/bin/pip" install -q --disable-pip-version-check "cbor2==$CBOR2_VERSION"
   fi
-  if healthy; then echo "MiniStack already up on $URL"; exit 0; fi
+  if healthy; then
+    # A MiniStack started without the proxy answers Converse with canned
+    # text: say so rather than let the turn tests fail obscurely.
+    pid=$(cat "$STATE/pid" 2>/dev/null || true)
+    if [ -n "$pid" ] && [ -r "/proc/$pid/environ" ] && ! tr '\0' '\n' <"/proc/$pid/environ" | grep -qx "MINISTACK_BEDROCK_PROXY_URL=$BEDROCK_PROXY"; then
+      echo "MiniStack is up on $URL but without MINISTACK_BEDROCK_PROXY_URL=$BEDROCK_PROXY: restart it (localstack/ministack.sh down; up)" >&2
+      exit 1
+    fi
+    echo "MiniStack already up on $URL"; exit 0
+  fi
   mkdir -p "$STATE"
   # AWS_ENDPOINT_URL: MiniStack hands it to the Lambda functions it runs
   # (provided.* runtimes run as host processes), so their SDK calls come
   # back here instead of going to AWS (MiniStack also uses it for URLs it
   # builds to itself, e.g. S3 and Glue; they point at the same place).
-  AWS_ENDPOINT_URL=$URL BIND_HOST=127.0.0.1 GATEWAY_PORT=$PORT nohup "$VENV/bin/ministack" >"$STATE/ministack.log" 2>&1 &
+  # MINISTACK_BEDROCK_PROXY_URL: MiniStack's bedrock-runtime forwards each
+  # Converse call to <url>/v1/chat/completions; test/e2eaws serves the
+  # scripted model (not a language model) there while it runs. MiniStack
+  # reads it once, at start.
+  AWS_ENDPOINT_URL=$URL BIND_HOST=127.0.0.1 GATEWAY_PORT=$PORT MINISTACK_BEDROCK_PROXY_URL=$BEDROCK_PROXY \
+    nohup "$VENV/bin/ministack" >"$STATE/ministack.log" 2>&1 &
   echo $! >"$STATE/pid"
   for _ in $(seq 1 100); do
     if healthy; then echo "MiniStack $VERSION up on $URL (log: $STATE/ministack.log)"; exit 0; fi

@@ -32,6 +32,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
@@ -73,6 +74,9 @@ const (
 	// EnvMetrics "emf": metrics are CloudWatch embedded metric format lines
 	// in the function's log, so the role needs no cloudwatch:PutMetricData.
 	EnvMetrics = "AGENTAUTH_METRICS"
+	// EnvTurnReserve (turn function): seconds a step needs; with less left
+	// the turn hands over to a continuation event.
+	EnvTurnReserve = "AGENTAUTH_TURN_RESERVE_SECONDS"
 )
 
 // Defaults of ToolsProps.TenantClaim and ToolsProps.SkillsClaim.
@@ -93,6 +97,9 @@ const (
 	Callback = "callback"
 	// Tools exists only when Props.Tools.JWKSURL is set.
 	Tools = "tools"
+	// Turn exists only when Props.Turns.Enabled is set: the SQS consumer
+	// that runs agent turns.
+	Turn = "turn"
 )
 
 // EncryptionContextRecord is the EncryptionContext key the envelope sealer
@@ -106,6 +113,23 @@ var RuntimeRoutes = []Route{
 	{Method: "GET", Path: "/v1/oauth/sessions/{id}"},
 	{Method: "POST", Path: "/v1/oauth/revoke"},
 	{Method: "GET", Path: "/v1/oauth/pending"},
+}
+
+// TurnRoutes are the agent instances' routes (shared/edge/turnsapi),
+// IAM-authorized like the runtime routes and served by gettoken: a posted
+// event goes to the instance's FIFO message group (its id deduplicates),
+// the turn function runs it; lifecycle changes commit at once and queue
+// the instance's wake-up there too. Without a Swarm in the bundle they
+// answer 404.
+var TurnRoutes = []Route{
+	{Method: "GET", Path: "/v1/instances"},
+	{Method: "POST", Path: "/v1/instances/{swarm}/{instanceKey}/events"},
+	{Method: "GET", Path: "/v1/instances/{swarm}/{instanceKey}/{agent}"},
+	{Method: "DELETE", Path: "/v1/instances/{swarm}/{instanceKey}/{agent}"},
+	{Method: "POST", Path: "/v1/instances/{swarm}/{instanceKey}/{agent}/pause"},
+	{Method: "POST", Path: "/v1/instances/{swarm}/{instanceKey}/{agent}/resume"},
+	{Method: "POST", Path: "/v1/instances/{swarm}/{instanceKey}/{agent}/terminate"},
+	{Method: "GET", Path: "/v1/instances/{swarm}/{instanceKey}/{agent}/turns/{turnId}/events"},
 }
 
 // ToolRoutes are served by the tools function. API Gateway does not
@@ -193,6 +217,9 @@ type Props struct {
 	// has no tools function and no tool routes (and says so in a synth
 	// warning).
 	Tools ToolsProps
+	// Turns configures the turn function. Without Turns.Enabled nothing
+	// consumes the event queue (and the synth says so).
+	Turns TurnsProps
 	// FirstSessionIndexOnly leaves SweepIndex out of the table: the first
 	// of two deploys that add the session indexes to a table created
 	// before them (CloudFormation fails an update that adds two global
@@ -223,6 +250,74 @@ type ToolsProps struct {
 	// its syntax.
 	RateLimit string
 }
+
+// TurnsProps configures the turn function: the consumer of the event
+// queue that runs agent turns (functions/turn). Its errors name the CDK
+// context keys (turns, turnTimeout, turnBatchSize, bedrockModels).
+type TurnsProps struct {
+	// Enabled deploys the turn function and its event source mapping.
+	Enabled bool
+	// TimeoutSeconds is the turn function's timeout (default
+	// DefaultTurnTimeoutSeconds, 5-900). The queue's visibility timeout is
+	// six times it, as AWS recommends for an SQS event source, and the
+	// function hands a turn over with a reserve of a sixth of it (at most
+	// 20 s) left.
+	TimeoutSeconds int
+	// BatchSize is the event source mapping's batch size (1-10, the FIFO
+	// limit; default 10): one batch holds several instances' events, which
+	// the function runs in parallel.
+	BatchSize int
+	// BedrockModels are the models the function may call
+	// (bedrock:InvokeModel, which Converse needs): a foundation model id
+	// becomes its ARN in the stack's region; an ARN (an inference profile,
+	// a provisioned model) is used as is. Empty: no Bedrock permission.
+	BedrockModels []string
+}
+
+// Turn function defaults and bounds.
+const (
+	DefaultTurnTimeoutSeconds = 120
+	DefaultTurnBatchSize      = 10
+	// turnVisibilityFactor: the queue's visibility timeout is this many
+	// times the turn function's timeout.
+	turnVisibilityFactor = 6
+)
+
+var (
+	bedrockModelID  = regexp.MustCompile(`^[a-z0-9][a-z0-9.:-]{1,127}$`)
+	bedrockModelARN = regexp.MustCompile(`^arn:aws[a-z-]*:bedrock:[a-z0-9-]*:[0-9]{0,12}:(foundation-model|inference-profile|application-inference-profile|provisioned-model|custom-model)/[A-Za-z0-9.:/_-]+$`)
+)
+
+func (t *TurnsProps) withDefaults() error {
+	if !t.Enabled {
+		if t.TimeoutSeconds != 0 || t.BatchSize != 0 || len(t.BedrockModels) != 0 {
+			return fmt.Errorf("stack: turn function: turnTimeout, turnBatchSize and bedrockModels need turns=1 (the turn function is off)")
+		}
+		return nil
+	}
+	if t.TimeoutSeconds == 0 {
+		t.TimeoutSeconds = DefaultTurnTimeoutSeconds
+	}
+	if t.TimeoutSeconds < 5 || t.TimeoutSeconds > 900 {
+		return fmt.Errorf("stack: turn function: turnTimeout %d: want 5 to 900 seconds", t.TimeoutSeconds)
+	}
+	if t.BatchSize == 0 {
+		t.BatchSize = DefaultTurnBatchSize
+	}
+	if t.BatchSize < 1 || t.BatchSize > 10 {
+		return fmt.Errorf("stack: turn function: turnBatchSize %d: want 1 to 10 (the limit of a FIFO event source)", t.BatchSize)
+	}
+	for _, m := range t.BedrockModels {
+		if !bedrockModelID.MatchString(m) && !bedrockModelARN.MatchString(m) {
+			return fmt.Errorf("stack: turn function: bedrockModels: %q is neither a Bedrock model id (anthropic.claude-3-haiku-20240307-v1:0) nor a Bedrock model ARN", m)
+		}
+	}
+	return nil
+}
+
+// reserveSeconds is the AGENTAUTH_TURN_RESERVE_SECONDS the turn function
+// gets: a sixth of its timeout, from 1 to 20 s.
+func (t TurnsProps) reserveSeconds() int { return max(1, min(20, t.TimeoutSeconds/6)) }
 
 // Enabled reports whether the stack has a tools function.
 func (t ToolsProps) Enabled() bool { return t.JWKSURL != "" }
@@ -279,10 +374,14 @@ func checkJWKSURL(raw string) error {
 
 // functions lists the stack's functions in creation order.
 func (p *Props) functions() []string {
+	fns := []string{GetToken, Callback}
 	if p.Tools.Enabled() {
-		return []string{GetToken, Callback, Tools}
+		fns = append(fns, Tools)
 	}
-	return []string{GetToken, Callback}
+	if p.Turns.Enabled {
+		fns = append(fns, Turn)
+	}
+	return fns
 }
 
 // Stack is the synthesized agentauth stack and its main resources.
@@ -318,6 +417,9 @@ func (p *Props) withDefaults() error {
 	if err := p.Tools.withDefaults(); err != nil {
 		return err
 	}
+	if err := p.Turns.withDefaults(); err != nil {
+		return err
+	}
 	for _, fn := range p.functions() {
 		bin := filepath.Join(p.AssetDir, fn, "bootstrap")
 		st, err := os.Stat(bin)
@@ -349,7 +451,7 @@ func (p *Props) withDefaults() error {
 	seen := map[string]bool{}
 	// Tool and seam paths are reserved even when not deployed, so turning
 	// the tools function on never collides with a callback path.
-	for _, rs := range [][]Route{RuntimeRoutes, ToolRoutes, SeamRoutes} {
+	for _, rs := range [][]Route{RuntimeRoutes, TurnRoutes, ToolRoutes, SeamRoutes} {
 		for _, r := range rs {
 			seen[r.Path] = true
 		}
@@ -382,7 +484,7 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 	roles := newRoles(st, fns)
 	s.Key = newKey(st, props, fns, roles)
 	s.Table = newTable(st, props.Prefix, s.Key, props.FirstSessionIndexOnly)
-	s.Queue, s.DLQ, s.DLQAlarm = newEventQueues(st, props.Prefix, props.AlarmTopicARN)
+	s.Queue, s.DLQ, s.DLQAlarm = newEventQueues(st, props.Prefix, props.AlarmTopicARN, props.Turns)
 	s.SessionKeys = newSessionKeys(st, props.Prefix)
 	s.API = newHTTPAPI(st, props.Prefix)
 	publicURL := s.API.ApiEndpoint()
@@ -391,8 +493,11 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 	}
 	env := s.sharedEnv(props, publicURL)
 	for _, fn := range fns {
-		s.Functions[fn] = newFunction(st, props, fn, roles[fn], functionEnv(fn, env, props.Tools))
+		s.Functions[fn] = newFunction(st, props, fn, roles[fn], functionEnv(fn, env, props))
 		grantData(roles[fn], fn, s.Table, s.Queue, s.SessionKeys, props.SecretPrefix)
+	}
+	if props.Turns.Enabled {
+		s.addTurnSource(props.Turns, roles[Turn])
 	}
 	newSessionSweep(st, props.Prefix, s.Functions[GetToken])
 	s.addRoutes(props)
@@ -473,7 +578,16 @@ func newTable(st awscdk.Stack, prefix string, key awskms.Key, firstIndexOnly boo
 // by content). SQS-managed encryption: the events hold ids and resume
 // targets, no secret, and a KMS-encrypted queue would need unconditioned
 // kms:GenerateDataKey for every producer and consumer on the sealing key.
-func newEventQueues(st awscdk.Stack, prefix, alarmTopicARN string) (queue, dlq awssqs.Queue, alarm awscloudwatch.Alarm) {
+//
+// The visibility timeout is six times the turn function's timeout (AWS's
+// recommendation for an SQS event source: room for the function's retries
+// of a batch before SQS hands it out again), and 180 s without one, room
+// for a consumer with a 30 s timeout.
+func newEventQueues(st awscdk.Stack, prefix, alarmTopicARN string, turns TurnsProps) (queue, dlq awssqs.Queue, alarm awscloudwatch.Alarm) {
+	visibility := 180
+	if turns.Enabled {
+		visibility = turnVisibilityFactor * turns.TimeoutSeconds
+	}
 	dlq = awssqs.NewQueue(st, jsii.String("EventsDLQ"), &awssqs.QueueProps{
 		QueueName:                 physicalName(prefix, "events-dlq.fifo"),
 		Fifo:                      jsii.Bool(true),
@@ -489,10 +603,8 @@ func newEventQueues(st awscdk.Stack, prefix, alarmTopicARN string) (queue, dlq a
 		Encryption:                awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:                jsii.Bool(true),
 		RetentionPeriod:           awscdk.Duration_Days(jsii.Number(14)),
-		// Room for a consumer (the turn function) with a timeout up to 30 s
-		// at AWS's recommended six times the function timeout.
-		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(180)),
-		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(5)},
+		VisibilityTimeout:         awscdk.Duration_Seconds(jsii.Number(visibility)),
+		DeadLetterQueue:           &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(5)},
 	})
 	alarm = awscloudwatch.NewAlarm(st, jsii.String("EventsDLQNotEmpty"), &awscloudwatch.AlarmProps{
 		AlarmName:        physicalName(prefix, "events-dlq-not-empty"),
@@ -557,23 +669,45 @@ func (s *Stack) sharedEnv(props Props, publicURL *string) map[string]*string {
 	}
 }
 
-// functionEnv is fn's environment: the shared one, plus gettoken's wait cap
-// or the tools function's settings.
-func functionEnv(fn string, shared map[string]*string, tools ToolsProps) map[string]*string {
+// functionEnv is fn's environment: the shared one, plus gettoken's wait cap,
+// the tools function's settings or the turn function's reserve.
+func functionEnv(fn string, shared map[string]*string, props Props) map[string]*string {
 	env := maps.Clone(shared)
 	switch fn {
 	case GetToken:
 		env[EnvMaxWaitSeconds] = jsii.String(fmt.Sprint(MaxWaitSeconds))
 	case Tools:
-		for k, v := range toolsEnv(tools) {
+		for k, v := range toolsEnv(props.Tools) {
 			env[k] = jsii.String(v)
 		}
+	case Turn:
+		env[EnvTurnReserve] = jsii.String(fmt.Sprint(props.Turns.reserveSeconds()))
+		env[EnvMetrics] = jsii.String("emf")
 	}
 	return env
 }
 
-// functionTimeouts are the functions' timeouts, in seconds.
-var functionTimeouts = map[string]float64{GetToken: GetTokenTimeoutSeconds, Callback: CallbackTimeoutSeconds, Tools: ToolsTimeoutSeconds}
+// functionTimeout is fn's timeout in seconds.
+func functionTimeout(fn string, props Props) float64 {
+	switch fn {
+	case Callback:
+		return CallbackTimeoutSeconds
+	case Tools:
+		return ToolsTimeoutSeconds
+	case Turn:
+		return float64(props.Turns.TimeoutSeconds)
+	}
+	return GetTokenTimeoutSeconds
+}
+
+// functionMemory is fn's memory in MB: the turn function runs several
+// instances' steps at once (and Lambda's CPU share grows with memory).
+func functionMemory(fn string) float64 {
+	if fn == Turn {
+		return 512
+	}
+	return 256
+}
 
 // newFunction creates fn from its prebuilt package <AssetDir>/<fn>, with a
 // log group of its own that only its role may write to.
@@ -591,8 +725,8 @@ func newFunction(st awscdk.Stack, props Props, fn string, role awsiam.Role, env 
 		Handler:      jsii.String("bootstrap"),
 		Architecture: props.Architecture,
 		Code:         awslambda.Code_FromAsset(jsii.String(filepath.Join(props.AssetDir, fn)), nil),
-		MemorySize:   jsii.Number(256),
-		Timeout:      awscdk.Duration_Seconds(jsii.Number(functionTimeouts[fn])),
+		MemorySize:   jsii.Number(functionMemory(fn)),
+		Timeout:      awscdk.Duration_Seconds(jsii.Number(functionTimeout(fn, props))),
 		Environment:  &env,
 		Role:         role,
 		LogGroup:     logs,
@@ -620,12 +754,17 @@ func (s *Stack) addRoutes(props Props) {
 	iamAuth := awsapigatewayv2authorizers.NewHttpIamAuthorizer()
 	noAuth := awsapigatewayv2.NewHttpNoneAuthorizer()
 	runtimeInteg, callbackInteg := s.integration(GetToken), s.integration(Callback)
-	for _, r := range RuntimeRoutes {
+	for _, r := range append(append([]Route(nil), RuntimeRoutes...), TurnRoutes...) {
 		s.route(r, runtimeInteg, iamAuth)
 	}
 	s.route(Route{Method: "GET", Path: "/healthz"}, runtimeInteg, noAuth)
 	for _, cp := range props.CallbackPaths {
 		s.route(Route{Method: "GET", Path: cp}, callbackInteg, noAuth)
+	}
+	if !props.Turns.Enabled {
+		awscdk.Annotations_Of(s.Stack).AddWarningV2(jsii.String("agentauth:noTurnFunction"), jsii.String(
+			"no turn function: context turns is not set, so nothing consumes the event queue "+
+				"(agent turns, auth.granted resumptions); deploy it with -c turns=1"))
 	}
 	if !props.Tools.Enabled() {
 		awscdk.Annotations_Of(s.Stack).AddWarningV2(jsii.String("agentauth:noToolsFunction"), jsii.String(
@@ -679,6 +818,9 @@ func (s *Stack) addOutputs(props Props, publicURL *string) {
 		// reach them on the public base URL.
 		out("ToolsUrl", "base URL of the tool routes (GET <ToolsUrl>/v1/agents/tools, Bearer JWT)", publicURL)
 		out("ToolsFunctionName", "tools function", s.Functions[Tools].FunctionName())
+	}
+	if props.Turns.Enabled {
+		out("TurnFunctionName", "turn function (the event queue's consumer)", s.Functions[Turn].FunctionName())
 	}
 }
 
@@ -796,14 +938,28 @@ var dataActions = []string{
 // GetSecretValue is granted — no listing, writing or policy change.
 func grantData(role awsiam.Role, fn string, table awsdynamodb.Table, queue awssqs.Queue, sessionKeys awssecretsmanager.Secret, secretPrefix string) {
 	actions := append([]string(nil), dataActions...)
-	if fn == Tools {
+	switch fn {
+	case Tools:
 		actions = append(actions, "dynamodb:Scan")
+	case GetToken, Turn:
+		// An instance's turns and calls are read in BatchGetItem requests
+		// of 100; GET /v1/instances and the tool plane's tenant uploads
+		// are listed by Scan.
+		actions = append(actions, "dynamodb:BatchGetItem", "dynamodb:Scan")
 	}
 	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("Records"),
 		Actions:   jsii.Strings(actions...),
 		Resources: &[]*string{table.TableArn()},
 	}))
+	if fn == Turn {
+		// auth.pending blocks: pending sessions by resume target.
+		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("PendingIndex"),
+			Actions:   jsii.Strings("dynamodb:Query"),
+			Resources: &[]*string{awscdk.Fn_Join(jsii.String(""), jsii.Strings(*table.TableArn(), "/index/", PendingIndex))},
+		}))
+	}
 	if fn == GetToken {
 		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:     jsii.String("SessionIndexes"),
@@ -830,5 +986,37 @@ func grantData(role awsiam.Role, fn string, table awsdynamodb.Table, queue awssq
 		Resources: &[]*string{awscdk.Fn_Join(jsii.String(""), jsii.Strings(
 			"arn:", *awscdk.Aws_PARTITION(), ":secretsmanager:", *awscdk.Aws_REGION(), ":", *awscdk.Aws_ACCOUNT_ID(),
 			":secret:", secretPrefix, "*"))},
+	}))
+}
+
+// addTurnSource feeds the event queue to the turn function: FIFO batches
+// of up to BatchSize, with ReportBatchItemFailures, so a failed event goes
+// back with the later events of its instance only (shared/edge/lambdaentry)
+// and, after the queue's maxReceiveCount, to the dead-letter queue and its
+// alarm. CDK grants the role what the mapping needs of the queue
+// (receive, delete, change visibility, attributes). The Bedrock models
+// the bundle's Model resources name are granted here, each by ARN.
+func (s *Stack) addTurnSource(t TurnsProps, role awsiam.Role) {
+	s.Functions[Turn].AddEventSource(awslambdaeventsources.NewSqsEventSource(s.Queue, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               jsii.Number(t.BatchSize),
+		ReportBatchItemFailures: jsii.Bool(true),
+		Enabled:                 jsii.Bool(true),
+	}))
+	if len(t.BedrockModels) == 0 {
+		return
+	}
+	var arns []*string
+	for _, m := range t.BedrockModels {
+		if bedrockModelARN.MatchString(m) {
+			arns = append(arns, jsii.String(m))
+			continue
+		}
+		arns = append(arns, awscdk.Fn_Join(jsii.String(""), jsii.Strings(
+			"arn:", *awscdk.Aws_PARTITION(), ":bedrock:", *awscdk.Aws_REGION(), "::foundation-model/", m)))
+	}
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("BedrockModels"),
+		Actions:   jsii.Strings("bedrock:InvokeModel"),
+		Resources: &arns,
 	}))
 }

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	for _, fn := range []string{stack.GetToken, stack.Callback, stack.Tools} {
+	for _, fn := range []string{stack.GetToken, stack.Callback, stack.Tools, stack.Turn} {
 		err := os.MkdirAll(filepath.Join(dir, fn, "bundle"), 0o755)
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, fn, "bootstrap"), []byte("#!/bin/sh\necho "+fn+"\n"), 0o755)
@@ -109,6 +109,11 @@ func synth(t *testing.T, edit func(*stack.Props)) *fixture {
 		byName(stack.Tools, "AWS::Lambda::Function", "FunctionName", "aa-test-tools")
 		byName(stack.Tools+"Logs", "AWS::Logs::LogGroup", "LogGroupName", "/aws/lambda/aa-test-tools")
 		fns = append(fns, stack.Tools)
+	}
+	if p.Turns.Enabled {
+		byName(stack.Turn, "AWS::Lambda::Function", "FunctionName", "aa-test-turn")
+		byName(stack.Turn+"Logs", "AWS::Logs::LogGroup", "LogGroupName", "/aws/lambda/aa-test-turn")
+		fns = append(fns, stack.Turn)
 	}
 	f.id["key"] = *f.tpl.GetResourceId(jsii.String("AWS::KMS::Key"), nil)
 	for _, fn := range fns {
@@ -446,12 +451,16 @@ func lambdaTrust() map[string]any {
 	}}}
 }
 
-// recordActions is what a function may do to the records table; tools
-// also scans it (tenant uploads).
-func recordActions(scan bool) []any {
+// recordActions is what function fn may do to the records table: tools
+// also scans it (tenant uploads); gettoken (the turn routes) and turn also
+// read an instance's items in batches and list instances and uploads.
+func recordActions(fn string) []any {
 	actions := []any{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:TransactWriteItems", "dynamodb:ConditionCheckItem"}
-	if scan {
+	switch fn {
+	case stack.Tools:
 		actions = append(actions, "dynamodb:Scan")
+	case stack.GetToken, stack.Turn:
+		actions = append(actions, "dynamodb:BatchGetItem", "dynamodb:Scan")
 	}
 	return actions
 }
@@ -680,7 +689,7 @@ func TestFunctions(t *testing.T) {
 				check(t, func() {
 					f.tpl.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
 						"Roles":          []any{ref(f.id[fn+"Role"])},
-						"PolicyDocument": functionPolicy(f, fn, recordActions(false)),
+						"PolicyDocument": functionPolicy(f, fn, recordActions(fn)),
 					})
 				})
 			}
@@ -766,7 +775,7 @@ func runtimeRoutesWant(callbackPaths ...string) map[string]routeWant {
 	for _, p := range callbackPaths {
 		want["GET "+p] = routeWant{stack.Callback, "NONE"}
 	}
-	for _, r := range stack.RuntimeRoutes {
+	for _, r := range append(append([]stack.Route(nil), stack.RuntimeRoutes...), stack.TurnRoutes...) {
 		want[r.Method+" "+r.Path] = routeWant{stack.GetToken, "AWS_IAM"}
 	}
 	return want
@@ -1159,7 +1168,7 @@ func TestToolsFunction(t *testing.T) {
 			check(t, func() {
 				f.tpl.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
 					"Roles":          []any{ref(f.id[stack.Tools+"Role"])},
-					"PolicyDocument": functionPolicy(f, stack.Tools, recordActions(true)),
+					"PolicyDocument": functionPolicy(f, stack.Tools, recordActions(stack.Tools)),
 				})
 			})
 		}},

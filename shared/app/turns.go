@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -113,14 +114,16 @@ func (t *Turns) Post(ctx context.Context, swarm, instanceKey string, in Incoming
 	} else if !slices.Contains(sw.Agents, agent) {
 		return domain.Event{}, fmt.Errorf("agent %q is not one of swarm %s's agents (%v): %w", agent, swarm, sw.Agents, domain.ErrInvalidID)
 	}
+	key := turn.InstanceKey{Swarm: swarm, Key: instanceKey, Agent: agent}
+	if err := key.Validate(); err != nil {
+		return domain.Event{}, err
+	}
 	if in.ID == "" {
 		b := make([]byte, 12)
 		_, _ = rand.Read(b)
 		in.ID = "ev-" + hex.EncodeToString(b)
-	}
-	key := turn.InstanceKey{Swarm: swarm, Key: instanceKey, Agent: agent}
-	if err := key.Validate(); err != nil {
-		return domain.Event{}, err
+	} else {
+		in.ID = ScopedEventID(key, in.ID)
 	}
 	input, _ := json.Marshal(map[string]string{"type": in.Type, "text": in.Text})
 	ev := domain.Event{ID: in.ID, SwarmRef: sw.Ref(), InstanceKey: instanceKey, AgentName: agent, Input: string(input),
@@ -129,6 +132,18 @@ func (t *Turns) Post(ctx context.Context, swarm, instanceKey string, in Incoming
 		return domain.Event{}, fmt.Errorf("queue event: %w", err)
 	}
 	return ev, nil
+}
+
+// ScopedEventID is the queued id of an event a caller posted with id: the
+// id scoped to the instance, "<id>@<12 hex digits of the instance key's
+// SHA-256>". A caller's id deduplicates a retried post to one instance;
+// the queues deduplicate across all of them (an SQS FIFO queue's
+// deduplication ids are queue-wide, like the file queue's ids), so
+// without the scope two conversations that both post "msg-1" would lose
+// the second.
+func ScopedEventID(key turn.InstanceKey, id string) string {
+	sum := sha256.Sum256([]byte(key.String()))
+	return id + "@" + hex.EncodeToString(sum[:6])
 }
 
 // bundleAgents resolves an instance's agent at the bundle's revision

@@ -215,7 +215,9 @@ func TestTurnParksForConsentAndResumes(t *testing.T) {
 	var inputs []string
 	for _, tr := range turns {
 		evs := srv.turnEvents(t, instance, tr.(map[string]any)["id"].(string))
-		inputs = append(inputs, evs[0]["data"].(map[string]any)["eventId"].(string))
+		// Posted ids are scoped to the instance: "<id>@<instance>".
+		id, _, _ := strings.Cut(evs[0]["data"].(map[string]any)["eventId"].(string), "@")
+		inputs = append(inputs, id)
 	}
 	if got := strings.Join(inputs, ","); !strings.HasSuffix(got, "in:msg-3,in:msg-4") {
 		t.Fatalf("turns ran for %s", got)

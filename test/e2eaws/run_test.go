@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/agentauth/agentauth/shared/aws/awsbackends"
@@ -201,4 +202,36 @@ func logText(events []logEvent) string {
 		all.WriteString("\n")
 	}
 	return all.String()
+}
+
+// pauseTurnConsumer disables the turn function's event source mapping
+// until t ends, so that the test can read auth.granted off the queue
+// itself (the queue's wire contract) before any consumer takes it; without
+// a turn function it does nothing.
+func pauseTurnConsumer(ctx context.Context, t *testing.T, st *stack, cfg aws.Config) {
+	t.Helper()
+	if st.TurnFunction == "" {
+		return
+	}
+	api := lambda.NewFromConfig(cfg)
+	out, err := api.ListEventSourceMappings(ctx, &lambda.ListEventSourceMappingsInput{FunctionName: aws.String(st.TurnFunction)})
+	if err != nil {
+		t.Fatalf("the turn function's event source mappings: %v", err)
+	}
+	set := func(ctx context.Context, on bool) error {
+		for _, m := range out.EventSourceMappings {
+			if _, err := api.UpdateEventSourceMapping(ctx, &lambda.UpdateEventSourceMappingInput{UUID: m.UUID, Enabled: aws.Bool(on)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := set(ctx, false); err != nil {
+		t.Fatalf("pause the turn function's event source mapping: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := set(context.Background(), true); err != nil {
+			t.Errorf("enable the turn function's event source mapping again: %v", err)
+		}
+	})
 }

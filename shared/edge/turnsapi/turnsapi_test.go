@@ -400,3 +400,23 @@ func TestNew(t *testing.T) {
 		}
 	}
 }
+
+// TestCallerIDsAreScopedToTheInstance: a caller's id deduplicates retried
+// posts to one instance only; two conversations may use the same ids (the
+// queues deduplicate across all instances).
+func TestCallerIDsAreScopedToTheInstance(t *testing.T) {
+	h := newHarness(t)
+	for _, path := range []string{postEvents, postEvents, "/v1/instances/support/other-thread/events"} {
+		want(t, h.do(t, "POST", path, `{"id":"msg-1","text":"hi",`+alice+`}`, nil), 202, "", "")
+	}
+	q := h.Queue.Pending()
+	if len(q) != 3 {
+		t.Fatalf("queued %d", len(q))
+	}
+	if q[0].ID != q[1].ID || !strings.HasPrefix(q[0].ID, "in:msg-1@") || len(q[0].ID) != len("in:msg-1@")+12 {
+		t.Fatalf("a retried post to one instance: %q and %q, want one id in:msg-1@<instance>", q[0].ID, q[1].ID)
+	}
+	if q[2].ID == q[0].ID || !strings.HasPrefix(q[2].ID, "in:msg-1@") {
+		t.Fatalf("the same id to another instance: %q, want a different scoped id than %q", q[2].ID, q[0].ID)
+	}
+}

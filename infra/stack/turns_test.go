@@ -1,0 +1,193 @@
+package stack_test
+
+import (
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/agentauth/agentauth/infra/stack"
+)
+
+const (
+	haikuID        = "anthropic.claude-3-haiku-20240307-v1:0"
+	sonnetProfileA = "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-3-5-sonnet-20241022-v2:0"
+)
+
+func turnsProps(p *stack.Props) {
+	p.Turns = stack.TurnsProps{Enabled: true, BedrockModels: []string{haikuID, sonnetProfileA}}
+}
+
+var turnsStack = &sharedFixture{name: "turns", edit: turnsProps}
+
+// turnPolicy is the exact policy document of the turn function's role.
+func turnPolicy(f *fixture) map[string]any {
+	index := map[string]any{"Fn::Join": []any{"", []any{getAtt(f.id["table"], "Arn"), "/index/pending-by-target"}}}
+	haiku := map[string]any{"Fn::Join": []any{"", []any{"arn:", ref("AWS::Partition"), ":bedrock:", ref("AWS::Region"), "::foundation-model/" + haikuID}}}
+	statements := []any{
+		map[string]any{"Effect": "Allow", "Action": []any{"logs:CreateLogStream", "logs:PutLogEvents"}, "Resource": getAtt(f.id[stack.Turn+"Logs"], "Arn")},
+		map[string]any{"Effect": "Allow", "Sid": "Records", "Action": recordActions(stack.Turn), "Resource": getAtt(f.id["table"], "Arn")},
+		map[string]any{"Effect": "Allow", "Sid": "PendingIndex", "Action": "dynamodb:Query", "Resource": index},
+		map[string]any{"Effect": "Allow", "Sid": "Events", "Action": "sqs:SendMessage", "Resource": getAtt(f.id["queue"], "Arn")},
+		map[string]any{"Effect": "Allow", "Sid": "SessionKeys", "Action": "secretsmanager:GetSecretValue", "Resource": ref(f.id["sessionKeys"])},
+		map[string]any{"Effect": "Allow", "Sid": "BundleSecrets", "Action": "secretsmanager:GetSecretValue", "Resource": bundleSecretsARN("aa-test/")},
+		// The event source mapping's (CDK's grant for SqsEventSource).
+		map[string]any{"Effect": "Allow", "Action": []any{"sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl", "sqs:DeleteMessage", "sqs:GetQueueAttributes"},
+			"Resource": getAtt(f.id["queue"], "Arn")},
+		map[string]any{"Effect": "Allow", "Sid": "BedrockModels", "Action": "bedrock:InvokeModel", "Resource": []any{haiku, sonnetProfileA}},
+	}
+	return map[string]any{"Statement": assertions.Match_ArrayEquals(&statements)}
+}
+
+func TestTurnFunction(t *testing.T) {
+	runAll(t, turnsStack.get(t), []assertion{
+		{"turn: provided.al2023, arm64, 512 MB, 120 s, own log group", func(t *testing.T, f *fixture) {
+			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(3)) })
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+					"FunctionName": "aa-test-turn", "Runtime": "provided.al2023", "Handler": "bootstrap",
+					"Architectures": []any{"arm64"}, "MemorySize": 512, "Timeout": stack.DefaultTurnTimeoutSeconds,
+					"Role":          getAtt(f.id[stack.Turn+"Role"], "Arn"),
+					"LoggingConfig": map[string]any{"LogGroup": ref(f.id[stack.Turn+"Logs"])},
+				})
+			})
+		}},
+		{"environment: the AWS backends, the step reserve (a sixth of the timeout, at most 20 s), EMF metrics", func(t *testing.T, f *fixture) {
+			vars := functionEnv(f)
+			maps.Copy(vars, map[string]any{stack.EnvTurnReserve: "20", stack.EnvMetrics: "emf"})
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+					"FunctionName": "aa-test-turn",
+					"Environment":  map[string]any{"Variables": assertions.Match_ObjectEquals(&vars)},
+				})
+			})
+		}},
+		{"event source: the events queue, batches of 10, ReportBatchItemFailures", func(t *testing.T, f *fixture) {
+			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::Lambda::EventSourceMapping"), jsii.Number(1)) })
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), map[string]any{
+					"EventSourceArn":                 getAtt(f.id["queue"], "Arn"),
+					"FunctionName":                   ref(f.id[stack.Turn]),
+					"BatchSize":                      stack.DefaultTurnBatchSize,
+					"FunctionResponseTypes":          []any{"ReportBatchItemFailures"},
+					"Enabled":                        true,
+					"MaximumBatchingWindowInSeconds": assertions.Match_Absent(),
+				})
+			})
+		}},
+		{"queue: visibility six times the turn timeout; redrive to the DLQ (and its alarm) after 5", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::SQS::Queue"), map[string]any{
+					"QueueName":         "aa-test-events.fifo",
+					"VisibilityTimeout": 6 * stack.DefaultTurnTimeoutSeconds,
+					"RedrivePolicy":     map[string]any{"deadLetterTargetArn": getAtt(f.id["dlq"], "Arn"), "maxReceiveCount": 5},
+				})
+			})
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+					"MetricName": "ApproximateNumberOfMessagesVisible",
+					"Dimensions": []any{map[string]any{"Name": "QueueName", "Value": getAtt(f.id["dlq"], "QueueName")}},
+				})
+			})
+		}},
+		{"role: exact statements — table items, pending index, the queue, secrets, the named models only", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::IAM::Role"), map[string]any{
+					"AssumeRolePolicyDocument": lambdaTrust(), "Description": "agentauth turn function",
+					"ManagedPolicyArns": assertions.Match_Absent(), "Policies": assertions.Match_Absent(),
+				})
+			})
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
+					"Roles": []any{ref(f.id[stack.Turn+"Role"])}, "PolicyDocument": turnPolicy(f),
+				})
+			})
+			// No other role may call a model or consume the queue.
+			for _, fn := range []string{stack.GetToken, stack.Callback} {
+				doc := fmt.Sprint(props(f.resources[f.id[fn+"Policy"]]))
+				if strings.Contains(doc, "bedrock:") || strings.Contains(doc, "sqs:ReceiveMessage") || strings.Contains(doc, "sqs:DeleteMessage") {
+					t.Errorf("%s's policy: %s", fn, doc)
+				}
+			}
+		}},
+		{"key policy: turn may GenerateDataKey/Decrypt grants only, and use table SSE through DynamoDB", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::KMS::Key"), map[string]any{
+					"KeyPolicy": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{map[string]any{
+						"Sid": "SealturnRecords", "Effect": "Allow",
+						"Principal": map[string]any{"AWS": getAtt(f.id[stack.Turn+"Role"], "Arn")},
+						"Action":    []any{"kms:GenerateDataKey", "kms:Decrypt"}, "Resource": "*",
+						"Condition": map[string]any{"StringEquals": map[string]any{"kms:EncryptionContext:agentauth:record": []any{"grant"}}},
+					}})},
+				})
+			})
+			for _, s := range keyStatements(t, f) {
+				if !strings.Contains(fmt.Sprint(s["Principal"]), f.id[stack.Turn+"Role"]) {
+					continue
+				}
+				if sid := s["Sid"]; sid != "SealturnRecords" && sid != "TableEncryptionThroughDynamoDB" {
+					t.Errorf("turn appears in key policy statement %v", sid)
+				}
+			}
+		}},
+		{"turn routes on gettoken behind IAM; output: turn function name; no turn warning", func(t *testing.T, f *fixture) {
+			assertRoutes(t, f, runtimeRoutesWant("/oauth/callback/{app}"))
+			check(t, func() {
+				f.tpl.HasOutput(jsii.String("TurnFunctionName"), map[string]any{"Value": ref(f.id[stack.Turn])})
+			})
+			if w := f.ann.FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("turn function"))); len(*w) != 0 {
+				t.Errorf("warnings: %v", (*w)[0].Entry.Data)
+			}
+		}},
+	})
+}
+
+func TestNoTurnFunctionByDefault(t *testing.T) {
+	f := defaults(t)
+	if _, ok := f.id[stack.Turn]; ok {
+		t.Fatal("a turn function without turns=1")
+	}
+	check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::Lambda::EventSourceMapping"), jsii.Number(0)) })
+	check(t, func() {
+		f.tpl.HasResourceProperties(jsii.String("AWS::SQS::Queue"), map[string]any{"QueueName": "aa-test-events.fifo", "VisibilityTimeout": 180})
+	})
+	if w := f.ann.FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("no turn function.*turns=1"))); len(*w) != 1 {
+		t.Errorf("want one warning that nothing consumes the queue, got %d", len(*w))
+	}
+}
+
+func TestTurnSettings(t *testing.T) {
+	f := synth(t, func(p *stack.Props) { p.Turns = stack.TurnsProps{Enabled: true, TimeoutSeconds: 10, BatchSize: 3} })
+	check(t, func() {
+		f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+			"FunctionName": "aa-test-turn", "Timeout": 10,
+			"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(&map[string]any{stack.EnvTurnReserve: "1"})},
+		})
+	})
+	check(t, func() {
+		f.tpl.HasResourceProperties(jsii.String("AWS::SQS::Queue"), map[string]any{"QueueName": "aa-test-events.fifo", "VisibilityTimeout": 60})
+	})
+	check(t, func() {
+		f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), map[string]any{"BatchSize": 3})
+	})
+	// Without models, no Bedrock statement at all.
+	if doc := fmt.Sprint(props(f.resources[f.id[stack.Turn+"Policy"]])); strings.Contains(doc, "bedrock") {
+		t.Errorf("turn policy without models: %s", doc)
+	}
+	assertRejected(t, []rejection{
+		{"timeout too short", func(p *stack.Props) { p.Turns = stack.TurnsProps{Enabled: true, TimeoutSeconds: 2} }, "turnTimeout 2"},
+		{"timeout beyond Lambda's", func(p *stack.Props) { p.Turns = stack.TurnsProps{Enabled: true, TimeoutSeconds: 901} }, "turnTimeout 901"},
+		{"batch beyond FIFO's", func(p *stack.Props) { p.Turns = stack.TurnsProps{Enabled: true, BatchSize: 11} }, "turnBatchSize 11"},
+		{"wildcard model", func(p *stack.Props) {
+			p.Turns = stack.TurnsProps{Enabled: true, BedrockModels: []string{"anthropic.*"}}
+		}, "bedrockModels"},
+		{"wildcard model ARN", func(p *stack.Props) {
+			p.Turns = stack.TurnsProps{Enabled: true, BedrockModels: []string{"arn:aws:bedrock:us-east-1::foundation-model/*"}}
+		}, "bedrockModels"},
+		{"settings without the function", func(p *stack.Props) { p.Turns = stack.TurnsProps{TimeoutSeconds: 60} }, "need turns=1"},
+		{"turn route as a callback path", func(p *stack.Props) { p.CallbackPaths = []string{"/v1/instances"} }, "collides"},
+	})
+}
