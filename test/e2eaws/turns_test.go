@@ -335,9 +335,11 @@ func TestDeployedTurns(t *testing.T) {
 	// the session) → the resumed call starts (turn.resumed, committed by
 	// the turn function as it takes the call up again).
 	var latencies []time.Duration
+	var consented []struct{ user, inst string } // whose grants the turns stored
 	consentOnce := func(t *testing.T, inst, user string) (turnEventOut, string) {
 		t.Helper()
 		instances = append(instances, inst)
+		consented = append(consented, struct{ user, inst string }{user, inst})
 		if err := api.post(ctx, "who-"+inst, inst, "who am I?", user); err != nil {
 			t.Fatal(err)
 		}
@@ -592,12 +594,12 @@ func TestDeployedTurns(t *testing.T) {
 	}))
 
 	timed("leak scan: no token in any log group, table item, turn event, model request or response", func(t *testing.T) {
-		for _, u := range []string{user0} {
-			tok, _, err := api.gw.token(ctx, tokenReq{App: "demo-user", User: "demo:user:" + u, Instance: inst0})
+		for _, c := range consented {
+			tok, _, err := api.gw.token(ctx, tokenReq{App: "demo-user", User: "demo:user:" + c.user, Instance: c.inst})
 			if err != nil || tok.Status != "ready" {
-				t.Fatalf("the grant the turn stored: %v %s", err, tok.describe())
+				t.Fatalf("the grant the turn stored for %s: %v %s", c.user, err, tok.describe())
 			}
-			secrets.keep("access token (grant of "+u+")", tok.AccessToken)
+			secrets.keep("access token (a consent's grant)", tok.AccessToken)
 		}
 		n, kinds := secrets.count()
 		if n == 0 {
