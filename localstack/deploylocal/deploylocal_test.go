@@ -43,6 +43,8 @@ const region = "us-east-1"
 type stack struct {
 	ApiURL, PublicURL, TableName, KeyArn, QueueURL, DlqURL string
 	GetToken, Callback, SessionKeys, SecretPrefix          string
+	// Turn is "" when the stack has no turn function.
+	Turn string
 }
 
 func load(t *testing.T) (stack, aws.Config, string) {
@@ -69,7 +71,7 @@ func load(t *testing.T) (stack, aws.Config, string) {
 	}
 	s := stack{ApiURL: o["ApiUrl"], PublicURL: o["PublicUrl"], TableName: o["TableName"], KeyArn: o["KeyArn"],
 		QueueURL: o["QueueUrl"], DlqURL: o["DlqUrl"], GetToken: o["GetTokenFunctionName"], Callback: o["CallbackFunctionName"],
-		SessionKeys: o["SessionKeysSecretArn"], SecretPrefix: o["SecretPrefix"]}
+		SessionKeys: o["SessionKeysSecretArn"], SecretPrefix: o["SecretPrefix"], Turn: o["TurnFunctionName"]}
 	endpoint := os.Getenv("AWS_ENDPOINT_URL")
 	if endpoint == "" {
 		endpoint = "http://127.0.0.1:4566"
@@ -148,8 +150,48 @@ func TestQueues(t *testing.T) {
 				a["FifoQueue"], a["ContentBasedDeduplication"], a["SqsManagedSseEnabled"], a["MessageRetentionPeriod"])
 		}
 	}
-	if main["VisibilityTimeout"] != "180" {
-		t.Errorf("events queue visibility %s, want 180", main["VisibilityTimeout"])
+	// Six times the turn function's timeout (its event source), else 180.
+	want := "180"
+	if s.Turn != "" {
+		fn, err := lambda.NewFromConfig(cfg).GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: &s.Turn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = strconv.Itoa(6 * int(aws.ToInt32(fn.Timeout)))
+	}
+	if main["VisibilityTimeout"] != want {
+		t.Errorf("events queue visibility %s, want %s", main["VisibilityTimeout"], want)
+	}
+}
+
+// TestTurnEventSource: the events queue feeds the turn function through an
+// enabled event source mapping that reports batch item failures.
+func TestTurnEventSource(t *testing.T) {
+	s, cfg, _ := load(t)
+	if s.Turn == "" {
+		t.Skip("the stack has no turn function (deployed without -c turns=1)")
+	}
+	ctx := context.Background()
+	arn, err := sqs.NewFromConfig(cfg).GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &s.QueueURL,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := lambda.NewFromConfig(cfg).ListEventSourceMappings(ctx, &lambda.ListEventSourceMappingsInput{FunctionName: &s.Turn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.EventSourceMappings) != 1 {
+		t.Fatalf("%d event source mappings on %s, want 1", len(out.EventSourceMappings), s.Turn)
+	}
+	m := out.EventSourceMappings[0]
+	if aws.ToString(m.EventSourceArn) != arn.Attributes["QueueArn"] || aws.ToInt32(m.BatchSize) != 10 ||
+		len(m.FunctionResponseTypes) != 1 || m.FunctionResponseTypes[0] != "ReportBatchItemFailures" {
+		t.Fatalf("mapping: source %s (want %s), batch %d, response types %v", aws.ToString(m.EventSourceArn), arn.Attributes["QueueArn"],
+			aws.ToInt32(m.BatchSize), m.FunctionResponseTypes)
+	}
+	if st := aws.ToString(m.State); st != "Enabled" {
+		t.Errorf("mapping state %s", st)
 	}
 }
 
@@ -183,7 +225,11 @@ func TestKeyAndSecrets(t *testing.T) {
 func TestPackages(t *testing.T) {
 	s, cfg, _ := load(t)
 	l := lambda.NewFromConfig(cfg)
-	for _, fn := range []string{s.GetToken, s.Callback} {
+	fns := []string{s.GetToken, s.Callback}
+	if s.Turn != "" {
+		fns = append(fns, s.Turn)
+	}
+	for _, fn := range fns {
 		out, err := l.GetFunctionConfiguration(context.Background(), &lambda.GetFunctionConfigurationInput{FunctionName: &fn})
 		if err != nil {
 			t.Fatal(err)
