@@ -70,7 +70,7 @@ func FromEmbedded(h *embedded.Backends, secretsDir string) *Backends {
 func FromAWS(b *awsbackends.Backends) *Backends {
 	return &Backends{Store: b.Store, Tenants: b.Store, GrantSealer: b.GrantSealer, SessionSealer: b.SessionSealer, Queue: b.Queue,
 		StateKeys: b.StateKeys(), Secrets: b.Secrets, ToolLimiter: b.ToolLimiter, Describe: "table " + b.Table,
-		TurnStore: b.Store.Turns()}
+		TurnStore: b.TurnStore()}
 }
 
 // OpenBackends opens the AWS backends when cfg.AWS is set, else the
@@ -95,7 +95,7 @@ func OpenBackends(ctx context.Context, cfg config.Config, counter *awscount.Coun
 // rewrap`).
 func OpenAWS(ctx context.Context, a config.AWS, counter *awscount.Counter) (*awsbackends.Backends, error) {
 	return awsbackends.Open(ctx, awsbackends.Settings{Table: a.Table, KMSKeyID: a.KMSKeyID, QueueURL: a.QueueURL,
-		SessionKeysSecret: a.SessionKeysSecret, SecretPrefix: a.SecretPrefix}, counter)
+		SessionKeysSecret: a.SessionKeysSecret, SecretPrefix: a.SecretPrefix, TurnBucket: a.TurnBucket}, counter)
 }
 
 // Options are what the entry point knows and the environment does not.

@@ -38,6 +38,7 @@ const (
 	QueueURL          = "AGENTAUTH_QUEUE_URL"
 	SessionKeysSecret = "AGENTAUTH_SESSION_KEYS_SECRET"
 	SecretPrefix      = "AGENTAUTH_SECRET_PREFIX"
+	TurnBucket        = "AGENTAUTH_TURN_BUCKET"
 
 	JWKSURL               = "AGENTAUTH_JWKS_URL"
 	JWTIssuer             = "AGENTAUTH_JWT_ISSUER"
@@ -91,6 +92,7 @@ func Variables() []Var {
 		{Name: QueueURL, Doc: "SQS FIFO queue URL for agent events (auth.granted)"},
 		{Name: SessionKeysSecret, Doc: "Secrets Manager secret: comma-separated random strings (≥ 32 chars, first current) sealing sessions and signing state"},
 		{Name: SecretPrefix, Lambda: "agentauth/", Local: "agentauth/", Doc: "bundle Secret/<name> is the Secrets Manager secret <prefix><name>"},
+		{Name: TurnBucket, Doc: "S3 bucket for turn items over 32 KB (message payloads, tool outputs); without it a commit holding an item over 300 KB is refused"},
 		{Name: JWKSURL, Doc: "JWKS of the agents' JWT issuer: set it to serve the tool routes (https, or http on loopback)"},
 		{Name: JWTIssuer, Doc: "required iss of agent JWTs (required with " + JWKSURL + ")"},
 		{Name: JWTAudience, Doc: "required aud of agent JWTs (required with " + JWKSURL + ")"},
@@ -147,6 +149,8 @@ type Config struct {
 // AWS names the AWS backends' resources.
 type AWS struct {
 	Table, KMSKeyID, QueueURL, SessionKeysSecret, SecretPrefix string
+	// TurnBucket keeps large turn items ("": none).
+	TurnBucket string
 }
 
 // Tools is the tool routes' configuration.
@@ -195,7 +199,7 @@ func FromEnv(getenv func(string) string, p Profile) (Config, error) {
 	c.MaxWait = time.Duration(r.intIn(MaxWait, 0, 55)) * time.Second
 	if r.get(Table) != "" {
 		c.AWS = &AWS{Table: r.get(Table), KMSKeyID: r.get(KMSKeyID), QueueURL: r.get(QueueURL),
-			SessionKeysSecret: r.get(SessionKeysSecret), SecretPrefix: r.str(SecretPrefix)}
+			SessionKeysSecret: r.get(SessionKeysSecret), SecretPrefix: r.str(SecretPrefix), TurnBucket: r.get(TurnBucket)}
 		for _, k := range []string{KMSKeyID, QueueURL, SessionKeysSecret} {
 			if r.get(k) == "" {
 				r.fail(k, "is required with "+Table)

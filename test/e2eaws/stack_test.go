@@ -412,10 +412,15 @@ type logEvent struct {
 	Message       string `json:"message"`
 }
 
-// logEvents returns every event of a log group (FilterLogEvents, all pages).
+// logEvents returns every event of a log group (FilterLogEvents, all
+// pages). MiniStack answers at most 10,000 events, oldest first, with no
+// nextToken: past that the next request starts at the last timestamp seen,
+// and events already returned are dropped.
 func (s *stack) logEvents(ctx context.Context, group string) ([]logEvent, error) {
+	const pageMax = 10000
 	var events []logEvent
-	next := ""
+	seen := map[logEvent]bool{}
+	next, from := "", int64(-1)
 	for page := 0; ; page++ {
 		if page > 10000 {
 			return events, errors.New("FilterLogEvents: more than 10000 pages")
@@ -424,6 +429,9 @@ func (s *stack) logEvents(ctx context.Context, group string) ([]logEvent, error)
 		if next != "" {
 			in["nextToken"] = next
 		}
+		if from >= 0 {
+			in["startTime"] = from
+		}
 		var out struct {
 			Events    []logEvent `json:"events"`
 			NextToken string     `json:"nextToken"`
@@ -431,11 +439,22 @@ func (s *stack) logEvents(ctx context.Context, group string) ([]logEvent, error)
 		if err := s.awsJSON(ctx, "logs", "Logs_20140328.FilterLogEvents", in, &out); err != nil {
 			return events, fmt.Errorf("log group %s: %w", group, err)
 		}
-		events = append(events, out.Events...)
-		if out.NextToken == "" || out.NextToken == next {
+		fresh := 0
+		for _, e := range out.Events {
+			if !seen[e] {
+				seen[e] = true
+				events = append(events, e)
+				fresh++
+			}
+		}
+		switch {
+		case out.NextToken != "" && out.NextToken != next:
+			next = out.NextToken
+		case len(out.Events) >= pageMax && fresh > 0:
+			next, from = "", out.Events[len(out.Events)-1].Timestamp
+		default:
 			return events, nil
 		}
-		next = out.NextToken
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -26,11 +27,13 @@ import (
 	"github.com/agentauth/agentauth/shared/aws/awssecrets"
 	"github.com/agentauth/agentauth/shared/aws/dynamostore"
 	"github.com/agentauth/agentauth/shared/aws/kmsseal"
+	"github.com/agentauth/agentauth/shared/aws/s3blobs"
 	"github.com/agentauth/agentauth/shared/aws/sqsqueue"
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/local/aesseal"
 	"github.com/agentauth/agentauth/shared/tools/ratelimit"
 	"github.com/agentauth/agentauth/shared/tools/toolhooks"
+	"github.com/agentauth/agentauth/shared/turn"
 )
 
 // Settings name the deployment's resources (shared/config reads them from
@@ -45,6 +48,8 @@ type Settings struct {
 	// SecretPrefix maps bundle Secret/<name> to <prefix><name> (default
 	// "agentauth/").
 	SecretPrefix string
+	// TurnBucket keeps the turn store's large items ("": none).
+	TurnBucket string
 }
 
 // Backends are the opened AWS backends.
@@ -58,6 +63,17 @@ type Backends struct {
 	KMS           *kms.Client
 	DynamoDB      *dynamodb.Client
 	Table         string
+	// Blobs is the turn bucket (nil without TurnBucket).
+	Blobs *s3blobs.Store
+}
+
+// TurnStore is the turn store on the table, with the turn bucket for
+// large items when there is one.
+func (b *Backends) TurnStore() turn.Store {
+	if b.Blobs == nil {
+		return b.Store.Turns(nil)
+	}
+	return b.Store.Turns(b.Blobs)
 }
 
 // ToolLimiter is the tools' rate limiter on the table: one conditional
@@ -95,6 +111,14 @@ func Open(ctx context.Context, s Settings, counter *awscount.Counter) (*Backends
 	}
 	if b.Queue, err = sqsqueue.New(sqs.NewFromConfig(cfg), s.QueueURL, sqsqueue.Options{}); err != nil {
 		return nil, err
+	}
+	if s.TurnBucket != "" {
+		// Path-style addressing behind an endpoint override (an emulator
+		// on 127.0.0.1 has no per-bucket host names).
+		api := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = cfg.BaseEndpoint != nil })
+		if b.Blobs, err = s3blobs.New(api, s.TurnBucket); err != nil {
+			return nil, err
+		}
 	}
 	prefix := s.SecretPrefix
 	if prefix == "" {

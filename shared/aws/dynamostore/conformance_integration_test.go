@@ -71,6 +71,6 @@ func TestTurnConformanceEmulator(t *testing.T) {
 	emulatortest.Config(t)
 	turnstoretest.Run(t, func(t *testing.T) turn.Store {
 		s, _ := newEmulatorStore(t, tableOpts{noTTL: true})
-		return s.Turns()
+		return s.Turns(nil)
 	})
 }

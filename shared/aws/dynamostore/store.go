@@ -173,6 +173,8 @@ type Store struct {
 	// known remembers records this Store has read or written, so that
 	// CompleteSession can write without reading first (see sessions.go).
 	known known
+	// blobCache keeps the S3 objects of large turn items (turns.go).
+	blobCache blobCache
 }
 
 var _ domain.Store = (*Store)(nil)

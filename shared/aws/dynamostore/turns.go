@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -38,13 +39,30 @@ const (
 	// below DynamoDB's 100: the instance item, the base item of a rebase,
 	// and one item per message and turn event.
 	maxTurnTxItems = 50
-	// maxTurnItemBytes bounds the doc of one turn item, far below
-	// DynamoDB's 400 KB item limit. Larger payloads go to S3 in issue 11;
-	// until then a commit holding one is refused.
+	// maxTurnItemBytes bounds the doc of one turn item kept in the table,
+	// far below DynamoDB's 400 KB item limit: with Blobs, larger docs go
+	// to S3 (BlobThreshold); without, a commit holding one is refused.
 	maxTurnItemBytes = 300 << 10
+	// attrBlob names the S3 object that holds an item's doc instead.
+	attrBlob = "blob"
 	// maxBatchGet is BatchGetItem's key limit per request.
 	maxBatchGet = 100
 )
+
+// BlobThreshold: a turn item whose doc is over this many bytes keeps it in
+// S3 (when the store has Blobs), so that items stay small — a write costs
+// one unit per KB, twice in a transaction — and far below DynamoDB's
+// 400 KB item limit whatever a model or a tool returns.
+const BlobThreshold = 32 << 10
+
+// Blobs keeps the docs of large turn items (shared/aws/s3blobs.Store).
+// Keys are "turns/<instance hash>/<epoch>/<sha256 of the doc>": content-
+// addressed, so a retried commit writes the same object again.
+type Blobs interface {
+	Put(ctx context.Context, key string, data []byte) error
+	Get(ctx context.Context, key string) ([]byte, error)
+	DeletePrefix(ctx context.Context, prefix string) error
+}
 
 // ErrTurnCommitTooLarge: a commit does not fit one transaction, or one of
 // its items would be too large for DynamoDB.
@@ -107,37 +125,99 @@ func turnLogPK(h, turnID string, i int) string {
 	return turnLogPrefix + h + "#" + hex.EncodeToString(t[:16]) + "#" + strconv.Itoa(i)
 }
 
-// docItem is a turn item holding v as JSON in doc.
-func docItem(pk, kind string, v any) (map[string]types.AttributeValue, error) {
+// blobPrefix is where the blobs of an instance incarnation live: h is the
+// instance hash, epoch its epoch (so Delete removes exactly them).
+func blobPrefix(h, epoch string) string { return "turns/" + h + "/" + epoch + "/" }
+
+// docItem is a turn item holding v as JSON in doc — or, over
+// BlobThreshold with Blobs, in the S3 object the item names (written
+// first: a crash before the transaction leaves an object no item names,
+// which Delete of the instance removes).
+func (t turnStore) docItem(ctx context.Context, prefix, pk, kind string, v any) (map[string]types.AttributeValue, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("dynamostore: encoding %s: %w", kind, err)
 	}
+	if t.blobs != nil && len(b) > BlobThreshold {
+		key := prefix + sha256Hex(b)
+		if err := t.blobs.Put(ctx, key, b); err != nil {
+			return nil, fmt.Errorf("dynamostore: %s of %d bytes: %w", kind, len(b), err)
+		}
+		t.s.blobCache.put(key, b)
+		return map[string]types.AttributeValue{PartitionKey: str(pk), attrKind: str(kind), attrBlob: str(key)}, nil
+	}
 	if len(b) > maxTurnItemBytes {
-		return nil, fmt.Errorf("dynamostore: a %s of %d bytes is over the %d-byte item bound (large payloads go to S3: not yet): %w",
+		return nil, fmt.Errorf("dynamostore: a %s of %d bytes is over the %d-byte item bound and the store has no S3 bucket for large payloads: %w",
 			kind, len(b), maxTurnItemBytes, ErrTurnCommitTooLarge)
 	}
 	return map[string]types.AttributeValue{PartitionKey: str(pk), attrKind: str(kind), attrDoc: str(string(b))}, nil
 }
 
-func decodeDoc(item map[string]types.AttributeValue, kind string, v any) error {
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// decodeDoc decodes a turn item's doc, reading it from S3 when the item
+// names a blob: the object must hash to its name (what was written is
+// what is read, or the item is corrupt).
+func (t turnStore) decodeDoc(ctx context.Context, item map[string]types.AttributeValue, kind string, v any) error {
 	if err := checkKind(item, kind); err != nil {
 		return err
 	}
-	doc, err := needS(item, attrDoc)
-	if err != nil {
-		return err
+	var doc []byte
+	if key, ok := item[attrBlob].(*types.AttributeValueMemberS); ok {
+		b, err := t.blob(ctx, key.Value)
+		if err != nil {
+			return err
+		}
+		doc = b
+	} else {
+		s, err := needS(item, attrDoc)
+		if err != nil {
+			return err
+		}
+		doc = []byte(s)
 	}
-	if json.Unmarshal([]byte(doc), v) != nil {
+	if json.Unmarshal(doc, v) != nil {
 		return fmt.Errorf("%w: %s doc is not valid JSON of its record", domain.ErrCorrupt, kind)
 	}
 	return nil
 }
 
-// Turns returns the turn.Store on the Store's table.
-func (s *Store) Turns() turn.Store { return turnStore{s} }
+// blob reads the object key names, from the cache when this Store has
+// read or written it (content-addressed: a name never changes content).
+func (t turnStore) blob(ctx context.Context, key string) ([]byte, error) {
+	if b, ok := t.s.blobCache.get(key); ok {
+		return b, nil
+	}
+	if t.blobs == nil {
+		return nil, fmt.Errorf("%w: a turn item keeps its doc in S3 and this store has no bucket", domain.ErrCorrupt)
+	}
+	b, err := t.blobs.Get(ctx, key)
+	if errors.Is(err, domain.ErrNotFound) {
+		return nil, fmt.Errorf("%w: the S3 object of a turn item is missing", domain.ErrCorrupt)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if i := strings.LastIndexByte(key, '/'); i < 0 || sha256Hex(b) != key[i+1:] {
+		return nil, fmt.Errorf("%w: the S3 object of a turn item does not match its name", domain.ErrCorrupt)
+	}
+	t.s.blobCache.put(key, b)
+	return b, nil
+}
 
-type turnStore struct{ s *Store }
+// Turns returns the turn.Store on the Store's table.
+//
+// blobs keeps the docs over BlobThreshold (nil: none, and a doc over the
+// item bound refuses its commit).
+func (s *Store) Turns(blobs Blobs) turn.Store { return turnStore{s: s, blobs: blobs} }
+
+type turnStore struct {
+	s     *Store
+	blobs Blobs
+}
 
 var _ turn.Store = turnStore{}
 
@@ -153,7 +233,7 @@ func (t turnStore) getInst(ctx context.Context, h string) (instDoc, bool, error)
 	if out.Item == nil {
 		return instDoc{}, false, nil
 	}
-	d, err := decodeInst(out.Item)
+	d, err := t.decodeInst(ctx, out.Item)
 	if err != nil {
 		return instDoc{}, false, err
 	}
@@ -163,9 +243,9 @@ func (t turnStore) getInst(ctx context.Context, h string) (instDoc, bool, error)
 
 // decodeInst decodes an instance item. The known cache keeps the item, not
 // the decoded doc: a State handed to a caller shares the doc's maps.
-func decodeInst(item map[string]types.AttributeValue) (instDoc, error) {
+func (t turnStore) decodeInst(ctx context.Context, item map[string]types.AttributeValue) (instDoc, error) {
 	var d instDoc
-	if err := decodeDoc(item, kindTurnInstance, &d); err != nil {
+	if err := t.decodeDoc(ctx, item, kindTurnInstance, &d); err != nil {
 		return instDoc{}, err
 	}
 	v, err := needN(item, attrVersion)
@@ -244,7 +324,7 @@ func (t turnStore) loadParts(ctx context.Context, h string, d instDoc) (turn.Sta
 		if !ok {
 			return false, nil
 		}
-		return true, decodeDoc(item, kind, v)
+		return true, t.decodeDoc(ctx, item, kind, v)
 	}
 	if d.HasBase {
 		if ok, err := get(turnBasePK(h, d.Gen), kindTurnBase, &st.Base); !ok || err != nil {
@@ -323,7 +403,7 @@ func (t turnStore) Commit(ctx context.Context, c turn.Commit) error {
 	// A new instance needs no read: the condition is the item's absence.
 	var old instDoc
 	if item, ok := t.s.known.turnInst(h); ok && c.Expect != 0 {
-		if d, err := decodeInst(item); err == nil {
+		if d, err := t.decodeInst(ctx, item); err == nil {
 			old = d
 		}
 	}
@@ -356,18 +436,18 @@ func (t turnStore) Commit(ctx context.Context, c turn.Commit) error {
 			return err
 		}
 	}
-	ih := itemsKey(h, d)
+	ih, bp := itemsKey(h, d), blobPrefix(h, d.Epoch)
 	var puts []map[string]types.AttributeValue
 	if c.Rebase {
 		d.Gen, d.HasBase, d.Messages = old.Gen+1, true, 0
-		item, err := docItem(turnBasePK(ih, d.Gen), kindTurnBase, c.NewBase)
+		item, err := t.docItem(ctx, bp, turnBasePK(ih, d.Gen), kindTurnBase, c.NewBase)
 		if err != nil {
 			return err
 		}
 		puts = append(puts, item)
 	}
 	for _, m := range c.Messages {
-		item, err := docItem(turnMsgPK(ih, d.Gen, d.Messages), kindTurnMessage, m)
+		item, err := t.docItem(ctx, bp, turnMsgPK(ih, d.Gen, d.Messages), kindTurnMessage, m)
 		if err != nil {
 			return err
 		}
@@ -378,14 +458,14 @@ func (t turnStore) Commit(ctx context.Context, c turn.Commit) error {
 		d.TurnEvents[id] = old.TurnEvents[id]
 	}
 	for _, e := range c.Events {
-		item, err := docItem(turnLogPK(ih, e.TurnID, d.TurnEvents[e.TurnID]), kindTurnEvent, e)
+		item, err := t.docItem(ctx, bp, turnLogPK(ih, e.TurnID, d.TurnEvents[e.TurnID]), kindTurnEvent, e)
 		if err != nil {
 			return err
 		}
 		puts = append(puts, item)
 		d.TurnEvents[e.TurnID]++
 	}
-	inst, err := docItem(turnInstPK(h), kindTurnInstance, d)
+	inst, err := t.docItem(ctx, bp, turnInstPK(h), kindTurnInstance, d)
 	if err != nil {
 		return err
 	}
@@ -477,7 +557,7 @@ func (t turnStore) List(ctx context.Context) ([]turn.Instance, error) {
 	bad, err := t.s.scanKind(ctx, kindTurnInstance, turnInstPrefix, func(string) error { return nil },
 		func(_ string, item map[string]types.AttributeValue) error {
 			var d instDoc
-			if err := decodeDoc(item, kindTurnInstance, &d); err != nil {
+			if err := t.decodeDoc(ctx, item, kindTurnInstance, &d); err != nil {
 				return err
 			}
 			out = append(out, d.Instance)
@@ -522,6 +602,11 @@ func (t turnStore) Delete(ctx context.Context, k turn.InstanceKey) error {
 	}
 	if n := t.s.deleteItems(ctx, leftBehind(h, d, instDoc{Gen: d.Gen + 1})); n > 0 {
 		return fmt.Errorf("dynamostore: instance %s deleted, %d of its items left behind", h[:12], n)
+	}
+	if t.blobs != nil {
+		if err := t.blobs.DeletePrefix(ctx, blobPrefix(h, d.Epoch)); err != nil {
+			return fmt.Errorf("dynamostore: instance %s deleted, its S3 objects left behind: %w", h[:12], err)
+		}
 	}
 	return nil
 }

@@ -26,7 +26,7 @@ func TestTurnStepCallsEmulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := s.Turns()
+	ts := s.Turns(nil)
 	k := turnstoretest.Key(t)
 	if err := ts.Commit(ctx, turnstoretest.First(k)); err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ func TestTurnConformance(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s.Turns()
+		return s.Turns(nil)
 	})
 }
 
@@ -33,7 +33,7 @@ func turnStoreOn(t *testing.T, m *memTable) turn.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s.Turns()
+	return s.Turns(nil)
 }
 
 // nextCommit is a commit over st with what mut adds.
@@ -199,7 +199,7 @@ func TestTurnCommitCanceled(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = s.Turns().Commit(context.Background(), turnstoretest.First(turnstoretest.Key(t)))
+			err = s.Turns(nil).Commit(context.Background(), turnstoretest.First(turnstoretest.Key(t)))
 			if errors.Is(err, turn.ErrStale) != tc.stale || err == nil {
 				t.Fatalf("commit: %v, want stale %v", err, tc.stale)
 			}
@@ -243,7 +243,7 @@ func TestTurnDeleteRacingCreate(t *testing.T) {
 	if err := other.Commit(ctx, turnstoretest.First(k)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Turns().Delete(ctx, k); err != nil {
+	if err := s.Turns(nil).Delete(ctx, k); err != nil {
 		t.Fatal(err)
 	}
 	st, err := other.Load(ctx, k)
