@@ -34,6 +34,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -77,7 +78,14 @@ const (
 	// EnvTurnReserve (turn function): seconds a step needs; with less left
 	// the turn hands over to a continuation event.
 	EnvTurnReserve = "AGENTAUTH_TURN_RESERVE_SECONDS"
+	// EnvTurnBucket (turn and gettoken, with turns): the bucket of the
+	// turn store's large items.
+	EnvTurnBucket = "AGENTAUTH_TURN_BUCKET"
 )
+
+// TurnBlobPrefix is the folder of the turn bucket the functions may use
+// (shared/aws/dynamostore: turns/<instance>/<epoch>/<sha256>).
+const TurnBlobPrefix = "turns/"
 
 // Defaults of ToolsProps.TenantClaim and ToolsProps.SkillsClaim.
 const (
@@ -398,6 +406,9 @@ type Stack struct {
 	SessionKeys awssecretsmanager.Secret
 	API         awsapigatewayv2.HttpApi
 	Functions   map[string]awslambda.Function
+	// TurnBlobs holds turn items over 32 KB (nil without the turn
+	// function).
+	TurnBlobs awss3.Bucket
 }
 
 var (
@@ -485,6 +496,9 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 	s.Key = newKey(st, props, fns, roles)
 	s.Table = newTable(st, props.Prefix, s.Key, props.FirstSessionIndexOnly)
 	s.Queue, s.DLQ, s.DLQAlarm = newEventQueues(st, props.Prefix, props.AlarmTopicARN, props.Turns)
+	if props.Turns.Enabled {
+		s.TurnBlobs = newTurnBlobs(st, s.Key)
+	}
 	s.SessionKeys = newSessionKeys(st, props.Prefix)
 	s.API = newHTTPAPI(st, props.Prefix)
 	publicURL := s.API.ApiEndpoint()
@@ -493,8 +507,16 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 	}
 	env := s.sharedEnv(props, publicURL)
 	for _, fn := range fns {
-		s.Functions[fn] = newFunction(st, props, fn, roles[fn], functionEnv(fn, env, props))
+		fenv := functionEnv(fn, env, props)
+		blobs := s.TurnBlobs != nil && (fn == Turn || fn == GetToken)
+		if blobs {
+			fenv[EnvTurnBucket] = s.TurnBlobs.BucketName()
+		}
+		s.Functions[fn] = newFunction(st, props, fn, roles[fn], fenv)
 		grantData(roles[fn], fn, s.Table, s.Queue, s.SessionKeys, props.SecretPrefix)
+		if blobs {
+			grantTurnBlobs(roles[fn], s.TurnBlobs)
+		}
 	}
 	if props.Turns.Enabled {
 		s.addTurnSource(props.Turns, roles[Turn])
@@ -821,6 +843,7 @@ func (s *Stack) addOutputs(props Props, publicURL *string) {
 	}
 	if props.Turns.Enabled {
 		out("TurnFunctionName", "turn function (the event queue's consumer)", s.Functions[Turn].FunctionName())
+		out("TurnBucketName", "S3 bucket of turn items over 32 KB", s.TurnBlobs.BucketName())
 	}
 }
 
@@ -902,6 +925,24 @@ func newKey(st awscdk.Stack, props Props, fns []string, roles map[string]awsiam.
 			},
 		},
 	}))
+	// The turn bucket's default encryption (SSE-KMS with an S3 Bucket
+	// Key): the functions that read and write it use the key through S3
+	// only, like the table's.
+	if props.Turns.Enabled {
+		blobUsers := []awsiam.IPrincipal{awsiam.NewArnPrincipal(roles[GetToken].RoleArn()), awsiam.NewArnPrincipal(roles[Turn].RoleArn())}
+		doc.AddStatements(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("TurnBucketEncryptionThroughS3"),
+			Principals: &blobUsers,
+			Actions:    jsii.Strings("kms:Decrypt", "kms:GenerateDataKey"),
+			Resources:  jsii.Strings("*"),
+			Conditions: &map[string]any{
+				"StringEquals": map[string]any{
+					"kms:ViaService":    awscdk.Fn_Join(jsii.String(""), jsii.Strings("s3.", *awscdk.Aws_REGION(), ".amazonaws.com")),
+					"kms:CallerAccount": awscdk.Aws_ACCOUNT_ID(),
+				},
+			},
+		}))
+	}
 	return awskms.NewKey(st, jsii.String("SealingKey"), &awskms.KeyProps{
 		Alias:             jsii.String("alias/" + props.Prefix + "-sealing"),
 		Description:       jsii.String("agentauth: envelope encryption of OAuth grants and sessions, and table SSE"),
@@ -1018,5 +1059,47 @@ func (s *Stack) addTurnSource(t TurnsProps, role awsiam.Role) {
 		Sid:       jsii.String("BedrockModels"),
 		Actions:   jsii.Strings("bedrock:InvokeModel"),
 		Resources: &arns,
+	}))
+}
+
+// newTurnBlobs creates the bucket of the turn store's large items: message
+// payloads and tool outputs over 32 KB, content-addressed under
+// TurnBlobPrefix. Private (public access blocked, bucket-owner objects,
+// TLS only), encrypted with the stack's key through S3 with a Bucket Key
+// (one KMS call per object per minute at most, not per request), and
+// retained like the table whose items name its objects. Objects leave
+// with their instance (the turn store deletes the instance's folder);
+// the lifecycle rule clears uploads that never completed.
+func newTurnBlobs(st awscdk.Stack, key awskms.Key) awss3.Bucket {
+	return awss3.NewBucket(st, jsii.String("TurnBlobs"), &awss3.BucketProps{
+		Encryption:        awss3.BucketEncryption_KMS,
+		EncryptionKey:     key,
+		BucketKeyEnabled:  jsii.Bool(true),
+		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
+		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
+		EnforceSSL:        jsii.Bool(true),
+		Versioned:         jsii.Bool(false),
+		LifecycleRules: &[]*awss3.LifecycleRule{{
+			Id:                                  jsii.String("abort-incomplete-uploads"),
+			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
+		}},
+		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+	})
+}
+
+// grantTurnBlobs lets role read, write and delete objects under
+// TurnBlobPrefix, and list that folder only (an instance's deletion lists
+// its folder); nothing else of the bucket.
+func grantTurnBlobs(role awsiam.Role, bucket awss3.Bucket) {
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("TurnBlobs"),
+		Actions:   jsii.Strings("s3:GetObject", "s3:PutObject", "s3:DeleteObject"),
+		Resources: &[]*string{bucket.ArnForObjects(jsii.String(TurnBlobPrefix + "*"))},
+	}))
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("TurnBlobList"),
+		Actions:    jsii.Strings("s3:ListBucket"),
+		Resources:  &[]*string{bucket.BucketArn()},
+		Conditions: &map[string]any{"StringLike": map[string]any{"s3:prefix": []string{TurnBlobPrefix + "*"}}},
 	}))
 }

@@ -23,6 +23,30 @@ func turnsProps(p *stack.Props) {
 
 var turnsStack = &sharedFixture{name: "turns", edit: turnsProps}
 
+// blobStatements are the turn bucket's statements of a role: objects
+// under turns/, and listing that folder only.
+func blobStatements(f *fixture) []any {
+	bucket := f.id["turnBlobs"]
+	return []any{
+		map[string]any{"Effect": "Allow", "Sid": "TurnBlobs", "Action": []any{"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
+			"Resource": map[string]any{"Fn::Join": []any{"", []any{getAtt(bucket, "Arn"), "/turns/*"}}}},
+		map[string]any{"Effect": "Allow", "Sid": "TurnBlobList", "Action": "s3:ListBucket", "Resource": getAtt(bucket, "Arn"),
+			"Condition": map[string]any{"StringLike": map[string]any{"s3:prefix": []any{"turns/*"}}}},
+	}
+}
+
+// turnBlobsID finds the turn bucket.
+func turnBlobsID(t *testing.T, f *fixture) {
+	t.Helper()
+	for lid, r := range f.resources {
+		if r["Type"] == "AWS::S3::Bucket" {
+			f.id["turnBlobs"] = lid
+			return
+		}
+	}
+	t.Fatal("no turn bucket")
+}
+
 // turnPolicy is the exact policy document of the turn function's role.
 func turnPolicy(f *fixture) map[string]any {
 	index := map[string]any{"Fn::Join": []any{"", []any{getAtt(f.id["table"], "Arn"), "/index/pending-by-target"}}}
@@ -34,6 +58,7 @@ func turnPolicy(f *fixture) map[string]any {
 		map[string]any{"Effect": "Allow", "Sid": "Events", "Action": "sqs:SendMessage", "Resource": getAtt(f.id["queue"], "Arn")},
 		map[string]any{"Effect": "Allow", "Sid": "SessionKeys", "Action": "secretsmanager:GetSecretValue", "Resource": ref(f.id["sessionKeys"])},
 		map[string]any{"Effect": "Allow", "Sid": "BundleSecrets", "Action": "secretsmanager:GetSecretValue", "Resource": bundleSecretsARN("aa-test/")},
+		blobStatements(f)[0], blobStatements(f)[1],
 		// The event source mapping's (CDK's grant for SqsEventSource).
 		map[string]any{"Effect": "Allow", "Action": []any{"sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl", "sqs:DeleteMessage", "sqs:GetQueueAttributes"},
 			"Resource": getAtt(f.id["queue"], "Arn")},
@@ -43,7 +68,9 @@ func turnPolicy(f *fixture) map[string]any {
 }
 
 func TestTurnFunction(t *testing.T) {
-	runAll(t, turnsStack.get(t), []assertion{
+	f := turnsStack.get(t)
+	turnBlobsID(t, f)
+	runAll(t, f, []assertion{
 		{"turn: provided.al2023, arm64, 512 MB, 120 s, own log group", func(t *testing.T, f *fixture) {
 			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(3)) })
 			check(t, func() {
@@ -57,7 +84,7 @@ func TestTurnFunction(t *testing.T) {
 		}},
 		{"environment: the AWS backends, the step reserve (a sixth of the timeout, at most 20 s), EMF metrics", func(t *testing.T, f *fixture) {
 			vars := functionEnv(f)
-			maps.Copy(vars, map[string]any{stack.EnvTurnReserve: "20", stack.EnvMetrics: "emf"})
+			maps.Copy(vars, map[string]any{stack.EnvTurnReserve: "20", stack.EnvMetrics: "emf", stack.EnvTurnBucket: ref(f.id["turnBlobs"])})
 			check(t, func() {
 				f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
 					"FunctionName": "aa-test-turn",
@@ -128,10 +155,68 @@ func TestTurnFunction(t *testing.T) {
 				if !strings.Contains(fmt.Sprint(s["Principal"]), f.id[stack.Turn+"Role"]) {
 					continue
 				}
-				if sid := s["Sid"]; sid != "SealturnRecords" && sid != "TableEncryptionThroughDynamoDB" {
+				if sid := s["Sid"]; sid != "SealturnRecords" && sid != "TableEncryptionThroughDynamoDB" && sid != "TurnBucketEncryptionThroughS3" {
 					t.Errorf("turn appears in key policy statement %v", sid)
 				}
 			}
+		}},
+		{"turn bucket: private, SSE-KMS with the stack key and a Bucket Key, TLS only, lifecycle rule, retained", func(t *testing.T, f *fixture) {
+			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::S3::Bucket"), jsii.Number(1)) })
+			check(t, func() {
+				f.tpl.HasResource(jsii.String("AWS::S3::Bucket"), map[string]any{
+					"DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain",
+					"Properties": assertions.Match_ObjectLike(&map[string]any{
+						"BucketEncryption": map[string]any{"ServerSideEncryptionConfiguration": []any{map[string]any{
+							"BucketKeyEnabled": true,
+							"ServerSideEncryptionByDefault": map[string]any{"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": getAtt(f.id["key"], "Arn")},
+						}}},
+						"PublicAccessBlockConfiguration": map[string]any{"BlockPublicAcls": true, "BlockPublicPolicy": true, "IgnorePublicAcls": true, "RestrictPublicBuckets": true},
+						"OwnershipControls":              map[string]any{"Rules": []any{map[string]any{"ObjectOwnership": "BucketOwnerEnforced"}}},
+						"LifecycleConfiguration": map[string]any{"Rules": []any{map[string]any{
+							"Id": "abort-incomplete-uploads", "Status": "Enabled", "AbortIncompleteMultipartUpload": map[string]any{"DaysAfterInitiation": 1},
+						}}},
+					}),
+				})
+			})
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::S3::BucketPolicy"), map[string]any{
+					"Bucket": ref(f.id["turnBlobs"]),
+					"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+						"Effect": "Deny", "Action": "s3:*", "Condition": map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}},
+					})})},
+				})
+			})
+			check(t, func() {
+				f.tpl.HasOutput(jsii.String("TurnBucketName"), map[string]any{"Value": ref(f.id["turnBlobs"])})
+			})
+		}},
+		{"gettoken (the turn routes) reads and deletes the bucket's turn objects too; callback never", func(t *testing.T, f *fixture) {
+			doc := props(f.resources[f.id[stack.GetToken+"Policy"]])["PolicyDocument"].(map[string]any)["Statement"].([]any)
+			if got := fmt.Sprint(doc[len(doc)-2:]); got != fmt.Sprint(blobStatements(f)) {
+				t.Errorf("gettoken's last statements %s, want the turn bucket's", got)
+			}
+			if s := fmt.Sprint(props(f.resources[f.id[stack.Callback+"Policy"]])); strings.Contains(s, "s3:") {
+				t.Errorf("callback's policy names S3: %s", s)
+			}
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{"FunctionName": "aa-test-gettoken",
+					"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(&map[string]any{stack.EnvTurnBucket: ref(f.id["turnBlobs"])})}})
+			})
+		}},
+		{"key policy: the turn bucket's encryption through S3 only, for turn and gettoken", func(t *testing.T, f *fixture) {
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::KMS::Key"), map[string]any{
+					"KeyPolicy": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{map[string]any{
+						"Sid": "TurnBucketEncryptionThroughS3", "Effect": "Allow",
+						"Principal": map[string]any{"AWS": []any{getAtt(f.id[stack.GetToken+"Role"], "Arn"), getAtt(f.id[stack.Turn+"Role"], "Arn")}},
+						"Action":    []any{"kms:Decrypt", "kms:GenerateDataKey"}, "Resource": "*",
+						"Condition": map[string]any{"StringEquals": map[string]any{
+							"kms:ViaService":    map[string]any{"Fn::Join": []any{"", []any{"s3.", ref("AWS::Region"), ".amazonaws.com"}}},
+							"kms:CallerAccount": ref("AWS::AccountId"),
+						}},
+					}})},
+				})
+			})
 		}},
 		{"turn routes on gettoken behind IAM; output: turn function name; no turn warning", func(t *testing.T, f *fixture) {
 			assertRoutes(t, f, runtimeRoutesWant("/oauth/callback/{app}"))
@@ -154,6 +239,7 @@ func TestNoTurnFunctionByDefault(t *testing.T) {
 	check(t, func() {
 		f.tpl.HasResourceProperties(jsii.String("AWS::SQS::Queue"), map[string]any{"QueueName": "aa-test-events.fifo", "VisibilityTimeout": 180})
 	})
+	check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::S3::Bucket"), jsii.Number(0)) })
 	if w := f.ann.FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("no turn function.*turns=1"))); len(*w) != 1 {
 		t.Errorf("want one warning that nothing consumes the queue, got %d", len(*w))
 	}

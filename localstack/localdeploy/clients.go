@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
@@ -27,6 +28,7 @@ type clients struct {
 	sm     *secretsmanager.Client
 	lambda *lambda.Client
 	apigw  *apigatewayv2.Client
+	s3     *s3.Client
 }
 
 func newClients(cfg aws.Config) *clients {
@@ -42,5 +44,6 @@ func newClients(cfg aws.Config) *clients {
 		sm:     secretsmanager.NewFromConfig(cfg),
 		lambda: lambda.NewFromConfig(cfg),
 		apigw:  apigatewayv2.NewFromConfig(cfg),
+		s3:     s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true }),
 	}
 }
