@@ -96,8 +96,9 @@ type stack struct {
 	ApiURL, PublicURL                   string
 	TableName, KeyArn, QueueURL, DlqURL string
 	GetToken, Callback                  string
-	// TurnFunction is "" when the stack has no turn function.
-	TurnFunction              string
+	// TurnFunction and TurnBucket are "" when the stack has no turn
+	// function.
+	TurnFunction, TurnBucket  string
 	SessionKeys, SecretPrefix string
 	Endpoint                  string // http://127.0.0.1:4566
 	APIHost                   string // <apiId>.execute-api.localhost:4566
@@ -135,7 +136,7 @@ func loadStack(t *testing.T) *stack {
 	s.ApiURL, s.PublicURL, s.TableName, s.KeyArn = o["ApiUrl"], o["PublicUrl"], o["TableName"], o["KeyArn"]
 	s.QueueURL, s.DlqURL, s.GetToken, s.Callback = o["QueueUrl"], o["DlqUrl"], o["GetTokenFunctionName"], o["CallbackFunctionName"]
 	s.SessionKeys, s.SecretPrefix = o["SessionKeysSecretArn"], o["SecretPrefix"]
-	s.TurnFunction = o["TurnFunctionName"]
+	s.TurnFunction, s.TurnBucket = o["TurnFunctionName"], o["TurnBucketName"]
 	for k, v := range map[string]string{"ApiUrl": s.ApiURL, "PublicUrl": s.PublicURL, "TableName": s.TableName, "KeyArn": s.KeyArn,
 		"QueueUrl": s.QueueURL, "GetTokenFunctionName": s.GetToken, "CallbackFunctionName": s.Callback, "SessionKeysSecretArn": s.SessionKeys} {
 		if v == "" {

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -80,7 +81,9 @@ func (n *notes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n.bodies = append(n.bodies, string(b))
 	n.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write([]byte(`{"saved":true}`))
+	// A tool output over the turn store's 32 KB threshold: the turn keeps
+	// it in the stack's S3 bucket, not in DynamoDB.
+	_, _ = fmt.Fprintf(w, `{"saved":true,"receipt":%q}`, strings.Repeat("r", 48<<10))
 }
 
 func (n *notes) snapshot() (map[string]int, []string) {
@@ -261,6 +264,29 @@ func setFault(ctx context.Context, api *lambda.Client, fn, spec string) error {
 	return errors.New("the function's configuration update did not finish")
 }
 
+// bucketObjects reads every object of bucket (at most 10,000).
+func bucketObjects(ctx context.Context, t *testing.T, api *s3.Client, bucket string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	p := s3.NewListObjectsV2Paginator(api, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	for p.HasMorePages() && len(out) < 10000 {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("list %s: %v", bucket, err)
+		}
+		for _, o := range page.Contents {
+			obj, err := api.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: o.Key})
+			if err != nil {
+				t.Fatalf("get %s: %v", aws.ToString(o.Key), err)
+			}
+			b, _ := io.ReadAll(io.LimitReader(obj.Body, 32<<20))
+			obj.Body.Close()
+			out[aws.ToString(o.Key)] = b
+		}
+	}
+	return out
+}
+
 // percentile of sorted durations (nearest rank).
 func percentile(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {
@@ -292,6 +318,10 @@ func TestDeployedTurns(t *testing.T) {
 	db := dynamodb.NewFromConfig(be.Config)
 	sqsAPI := sqs.NewFromConfig(be.Config)
 	lambdaAPI := lambda.NewFromConfig(be.Config)
+	s3API := s3.NewFromConfig(be.Config, func(o *s3.Options) { o.UsePathStyle = true })
+	if st.TurnBucket == "" {
+		t.Fatal("the stack has a turn function but no TurnBucketName output")
+	}
 	rec := &recorder{}
 	api := turnAPI{gw: newGateway(st.Endpoint, st.APIHost, rec)}
 
@@ -593,6 +623,42 @@ func TestDeployedTurns(t *testing.T) {
 		t.Logf("crash → retried message → turn completed in %v; events %s", time.Since(start).Round(time.Millisecond), got)
 	}))
 
+	must(timed("a 48 KB tool output: kept in the S3 bucket, not the table, and the turn reads it back", func(t *testing.T) {
+		inst := rid + "-large"
+		instances = append(instances, inst)
+		if err := api.post(ctx, "note-big", inst, "note: a long one", user0); err != nil {
+			t.Fatal(err)
+		}
+		done, err := api.waitEvent(ctx, inst, "turn.completed", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, err := api.events(ctx, inst, done.TurnID)
+		if err != nil || !strings.Contains(types(evs), "tool.completed") {
+			t.Fatalf("events: %v %s", err, types(evs))
+		}
+		objs := bucketObjects(ctx, t, s3API, st.TurnBucket)
+		n := 0
+		for key, body := range objs {
+			if strings.HasPrefix(key, "turns/") && strings.Contains(string(body), strings.Repeat("r", 48<<10)) {
+				n++
+			}
+		}
+		if n == 0 {
+			t.Fatalf("no object under turns/ of %s holds the tool output (%d objects)", st.TurnBucket, len(objs))
+		}
+		items, err := scanTable(ctx, db, st.TableName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			if s := itemText(it); len(s) > 40<<10 {
+				t.Errorf("a %d-byte item in the table (%s)", len(s), attrString(it, "kind"))
+			}
+		}
+		t.Logf("%d object(s) hold the output; no table item over 40 KB (%d items)", n, len(items))
+	}))
+
 	timed("leak scan: no token in any log group, table item, turn event, model request or response", func(t *testing.T) {
 		for _, c := range consented {
 			tok, _, err := api.gw.token(ctx, tokenReq{App: "demo-user", User: "demo:user:" + c.user, Instance: c.inst})
@@ -620,6 +686,10 @@ func TestDeployedTurns(t *testing.T) {
 		}
 		raw, _ := json.Marshal(items)
 		leaks += secrets.scan(t, "the table's items", string(raw))
+		objs := bucketObjects(ctx, t, s3API, st.TurnBucket)
+		for key, body := range objs {
+			leaks += secrets.scan(t, "S3 object "+key, string(body))
+		}
 		reqs, _ := json.Marshal(sm.Requests())
 		leaks += secrets.scan(t, "what the scripted model was sent", string(reqs))
 		_, bodies := nt.snapshot()
@@ -632,7 +702,7 @@ func TestDeployedTurns(t *testing.T) {
 		for _, r := range pages.all() {
 			leaks += secrets.scan(t, r.what, string(r.body))
 		}
-		t.Logf("leak scan: %d secret values (%v) against 3 log groups, %d table items, %d model requests, %d responses: %d leaks",
-			n, kinds, len(items), len(sm.Requests()), len(rec.all()), leaks)
+		t.Logf("leak scan: %d secret values (%v) against 3 log groups, %d table items, %d S3 objects, %d model requests, %d responses: %d leaks",
+			n, kinds, len(items), len(objs), len(sm.Requests()), len(rec.all()), leaks)
 	})
 }
