@@ -158,6 +158,8 @@ type run struct {
 	e   *Engine
 	key turn.InstanceKey
 	st  turn.State
+	// stepped: this Handle has run a step (it may hand over now).
+	stepped bool
 }
 
 // commit builds a commit over the current state with mut, writes it and

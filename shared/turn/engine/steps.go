@@ -43,12 +43,17 @@ func (r *run) runTurn(ctx context.Context, id string) error {
 				return err
 			}
 		default:
-			if r.short(ctx) {
+			// Hand over only after a step of this invocation: a fresh one
+			// always makes progress, so a turn never hands over without
+			// one (nor queues the same continuation id twice, which the
+			// queue would drop as a duplicate and leave the turn stalled).
+			if r.stepped && r.short(ctx) {
 				return r.handOver(ctx, t)
 			}
 			if err := r.step(ctx, t); err != nil {
 				return err
 			}
+			r.stepped = true
 		}
 	}
 }
