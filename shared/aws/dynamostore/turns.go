@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,11 +30,13 @@ const (
 	kindTurnBase     = "TurnBase"
 	kindTurnMessage  = "TurnMessage"
 	kindTurnEvent    = "TurnEvent"
+	kindTurnRecord   = "TurnRecord"
 
 	turnInstPrefix = "turninst#"
 	turnBasePrefix = "turnbase#"
 	turnMsgPrefix  = "turnmsg#"
 	turnLogPrefix  = "turnlog#"
+	turnRecPrefix  = "turnrec#"
 
 	// maxTurnTxItems bounds the items of one Commit's transaction, far
 	// below DynamoDB's 100: the instance item, the base item of a rebase,
@@ -73,8 +76,15 @@ var ErrTurnCommitTooLarge = errors.New("turn commit too large for one DynamoDB t
 // rebase writes a new base item and starts a new series of message items,
 // so a rebase never has to delete inside its transaction.
 type instDoc struct {
-	Instance  turn.Instance        `json:"instance"`
-	Turns     map[string]turn.Turn `json:"turns"`
+	Instance turn.Instance `json:"instance"`
+	// Turns are the instance's turns that have not ended; an ended turn
+	// is an item of its own (turnrec, written in the commit that ends
+	// it), named in Ended, so the instance item — rewritten by every
+	// commit — does not grow with the kept turns.
+	Turns map[string]turn.Turn `json:"turns"`
+	// Ended are the kept ended turns' ids, oldest first (an instance runs
+	// one turn at a time, so they end in the order they started).
+	Ended     []string             `json:"ended,omitempty"`
 	Calls     map[string]turn.Call `json:"calls"`
 	Backlog   []domain.Event       `json:"backlog"`
 	Processed []string             `json:"processed"`
@@ -116,6 +126,12 @@ func turnBasePK(h string, gen int64) string {
 
 func turnMsgPK(h string, gen int64, i int) string {
 	return turnMsgPrefix + h + "#" + strconv.FormatInt(gen, 10) + "#" + strconv.Itoa(i)
+}
+
+// turnRecPK names an ended turn's item.
+func turnRecPK(h, turnID string) string {
+	t := sha256.Sum256([]byte(turnID))
+	return turnRecPrefix + h + "#" + hex.EncodeToString(t[:16])
 }
 
 // turnLogPK names the i-th event of a turn; the turn id is hashed, so it
@@ -305,6 +321,9 @@ func (t turnStore) loadParts(ctx context.Context, h string, d instDoc) (turn.Sta
 			pks = append(pks, turnLogPK(h, id, i))
 		}
 	}
+	for _, id := range d.Ended {
+		pks = append(pks, turnRecPK(h, id))
+	}
 	items, err := t.s.batchGet(ctx, pks)
 	if err != nil {
 		return turn.State{}, false, err
@@ -313,8 +332,9 @@ func (t turnStore) loadParts(ctx context.Context, h string, d instDoc) (turn.Sta
 		Instance: d.Instance, Turns: d.Turns, Calls: d.Calls, Backlog: d.Backlog, Processed: d.Processed,
 		TurnEvents: map[string][]turn.TurnEvent{},
 	}
-	if st.Turns == nil {
-		st.Turns = map[string]turn.Turn{}
+	st.Turns = make(map[string]turn.Turn, len(d.Turns)+len(d.Ended))
+	for id, tn := range d.Turns {
+		st.Turns[id] = tn
 	}
 	if st.Calls == nil {
 		st.Calls = map[string]turn.Call{}
@@ -348,6 +368,13 @@ func (t turnStore) loadParts(ctx context.Context, h string, d instDoc) (turn.Sta
 			evs = append(evs, ev)
 		}
 		st.TurnEvents[id] = evs
+	}
+	for _, id := range d.Ended {
+		var tn turn.Turn
+		if ok, err := get(turnRecPK(h, id), kindTurnRecord, &tn); !ok || err != nil {
+			return turn.State{}, !ok, err
+		}
+		st.Turns[tn.ID] = tn
 	}
 	return st, false, nil
 }
@@ -417,8 +444,17 @@ func (t turnStore) Commit(ctx context.Context, c turn.Commit) error {
 		return turn.ErrStale
 	}
 	small := turn.State{
-		Instance: old.Instance, Turns: old.Turns, Calls: old.Calls, Backlog: old.Backlog, Processed: old.Processed,
-		TurnEvents: map[string][]turn.TurnEvent{},
+		Instance: old.Instance, Turns: make(map[string]turn.Turn, len(old.Turns)+len(old.Ended)), Calls: old.Calls, Backlog: old.Backlog,
+		Processed: old.Processed, TurnEvents: map[string][]turn.TurnEvent{},
+	}
+	for id, tn := range old.Turns {
+		small.Turns[id] = tn
+	}
+	// Ended turns as stubs: what turn.Apply reads of them to forget the
+	// oldest — that they ended, and their order (as start times before
+	// any real one: a turn ending now started after them all).
+	for i, id := range old.Ended {
+		small.Turns[id] = turn.Turn{ID: id, Status: turn.TurnCompleted, StartedAt: time.Unix(0, int64(i+1)).UTC()}
 	}
 	for id := range old.TurnEvents {
 		small.TurnEvents[id] = nil // Apply drops the entries of forgotten turns
@@ -428,8 +464,32 @@ func (t turnStore) Commit(ctx context.Context, c turn.Commit) error {
 		return err
 	}
 	d := instDoc{
-		Instance: next.Instance, Turns: next.Turns, Calls: next.Calls, Backlog: next.Backlog, Processed: next.Processed,
+		Instance: next.Instance, Turns: map[string]turn.Turn{}, Calls: next.Calls, Backlog: next.Backlog, Processed: next.Processed,
 		Gen: old.Gen, HasBase: old.HasBase, Messages: old.Messages, TurnEvents: map[string]int{},
+	}
+	// The ended turns Apply kept, oldest first. A turn this commit ends
+	// (or carries again, ended) gets its item written below, and so does
+	// an ended turn the old instance item still held whole (written before
+	// ended turns had items of their own).
+	var records, ended []turn.Turn
+	for id, tn := range next.Turns {
+		if !tn.Status.Ended() {
+			d.Turns[id] = tn
+			continue
+		}
+		ended = append(ended, tn)
+		if _, whole := old.Turns[id]; whole || c.Turn != nil && c.Turn.ID == id {
+			records = append(records, tn)
+		}
+	}
+	slices.SortFunc(ended, func(a, b turn.Turn) int {
+		if c := a.StartedAt.Compare(b.StartedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	for _, tn := range ended {
+		d.Ended = append(d.Ended, tn.ID)
 	}
 	if d.Epoch = old.Epoch; c.Expect == 0 {
 		if d.Epoch, err = newEpoch(); err != nil {
@@ -453,6 +513,13 @@ func (t turnStore) Commit(ctx context.Context, c turn.Commit) error {
 		}
 		puts = append(puts, item)
 		d.Messages++
+	}
+	for _, tn := range records {
+		item, err := t.docItem(ctx, bp, turnRecPK(ih, tn.ID), kindTurnRecord, tn)
+		if err != nil {
+			return err
+		}
+		puts = append(puts, item)
 	}
 	for id := range next.TurnEvents {
 		d.TurnEvents[id] = old.TurnEvents[id]
@@ -533,6 +600,11 @@ func leftBehind(h string, old, d instDoc) []string {
 		}
 		for i := range n {
 			pks = append(pks, turnLogPK(h, id, i))
+		}
+	}
+	for _, id := range old.Ended {
+		if !slices.Contains(d.Ended, id) {
+			pks = append(pks, turnRecPK(h, id))
 		}
 	}
 	return pks

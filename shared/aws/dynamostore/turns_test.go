@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/agentauth/agentauth/shared/testkit/turnstoretest"
 	"github.com/agentauth/agentauth/shared/turn"
@@ -315,5 +317,70 @@ func TestTurnLoadManyItems(t *testing.T) {
 	}
 	if got := m.takeCalls(); got["BatchGetItem"] != 3 {
 		t.Fatalf("load calls %v, want 3 BatchGetItem for 202 items", got)
+	}
+}
+
+// Ended turns are items of their own: the instance item, rewritten by
+// every commit, keeps only the live turns and the names of the rest; an
+// instance written before that (ended turns inside the instance item)
+// moves them out at its next commit.
+func TestTurnEndedTurnsAreItems(t *testing.T) {
+	ctx := context.Background()
+	m := newMemTable()
+	s := turnStoreOn(t, m)
+	k := turnstoretest.Key(t)
+	if err := s.Commit(ctx, turnstoretest.First(k)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Load(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// End t1 and start nothing: the instance item names it, holds no copy.
+	tr := st.Turns["t1"]
+	tr.Status = turn.TurnCompleted
+	tr.Final = strings.Repeat("answer ", 200)
+	if err := s.Commit(ctx, nextCommit(st, func(c *turn.Commit) { c.Turn = &tr })); err != nil {
+		t.Fatal(err)
+	}
+	h := turnHash(k)
+	var d instDoc
+	m.mu.Lock()
+	inst := m.items[turnInstPK(h)]
+	m.mu.Unlock()
+	if err := json.Unmarshal([]byte(inst[attrDoc].(*types.AttributeValueMemberS).Value), &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Turns) != 0 || len(d.Ended) != 1 || d.Ended[0] != "t1" || strings.Contains(inst[attrDoc].(*types.AttributeValueMemberS).Value, "answer answer") {
+		t.Fatalf("instance doc: %d live turns, ended %+v", len(d.Turns), d.Ended)
+	}
+	fresh, _ := New(m, "agentauth-test")
+	got, err := fresh.Turns(nil).Load(ctx, k)
+	if err != nil || got.Turns["t1"].Final != tr.Final || got.Turns["t1"].Status != turn.TurnCompleted {
+		t.Fatalf("load: %v %+v", err, got.Turns["t1"])
+	}
+
+	// An instance item of the old layout: the ended turn inside it.
+	legacy := d
+	legacy.Turns, legacy.Ended = map[string]turn.Turn{"t1": got.Turns["t1"]}, nil
+	doc, _ := json.Marshal(legacy)
+	m.mu.Lock()
+	item := maps.Clone(inst)
+	item[attrDoc] = &types.AttributeValueMemberS{Value: string(doc)}
+	m.items[turnInstPK(h)] = item
+	delete(m.items, turnRecPK(itemsKey(h, d), "t1"))
+	m.mu.Unlock()
+	old, _ := New(m, "agentauth-test")
+	ts := old.Turns(nil)
+	st, err = ts.Load(ctx, k)
+	if err != nil || st.Turns["t1"].Final != tr.Final {
+		t.Fatalf("load of the old layout: %v", err)
+	}
+	if err := ts.Commit(ctx, nextCommit(st, appendMessages(st, 1, "next"))); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := New(m, "agentauth-test")
+	if got, err := again.Turns(nil).Load(ctx, k); err != nil || got.Turns["t1"].Final != tr.Final {
+		t.Fatalf("after the first commit on the old layout: %v", err)
 	}
 }
