@@ -26,6 +26,11 @@ type Store interface {
 	// Delete removes the instance and everything of it (OAuth grants are
 	// not the turn store's and stay).
 	Delete(ctx context.Context, key InstanceKey) error
+	// TurnEvents returns one kept turn and its stored events with a Seq
+	// greater than after (-1: all), without the rest of the instance: the
+	// events routes and live streams poll it. domain.ErrNotFound when the
+	// instance or the turn is unknown.
+	TurnEvents(ctx context.Context, key InstanceKey, turnID string, after int64) (Turn, []TurnEvent, error)
 }
 
 // ErrStale: another writer moved the instance on since it was loaded; the
@@ -49,8 +54,27 @@ type State struct {
 	// Processed are the ids of the latest queue events handled (a
 	// duplicate delivery finds its id here).
 	Processed []string `json:"processed"`
-	// TurnEvents are the recent turns' events by turn id.
+	// TurnEvents are turns' events by turn id: after Load, at least the
+	// events of every turn that has not ended (what the engine reads); a
+	// store may leave out those of ended turns, which Store.TurnEvents
+	// reads.
 	TurnEvents map[string][]TurnEvent `json:"turnEvents"`
+}
+
+// EventsAfter is a kept turn of s and its events with a Seq greater than
+// after, for stores that hold the whole state (Store.TurnEvents).
+func (s State) EventsAfter(turnID string, after int64) (Turn, []TurnEvent, error) {
+	t, ok := s.Turns[turnID]
+	if !ok {
+		return Turn{}, nil, fmt.Errorf("turn %q of instance %s: %w", turnID, s.Instance.Key, domain.ErrNotFound)
+	}
+	var out []TurnEvent
+	for _, e := range s.TurnEvents[turnID] {
+		if e.Seq > after {
+			out = append(out, e)
+		}
+	}
+	return t, out, nil
 }
 
 // Bounds on what State keeps, whatever the store (Apply enforces them:

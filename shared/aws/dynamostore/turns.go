@@ -316,8 +316,10 @@ func (t turnStore) loadParts(ctx context.Context, h string, d instDoc) (turn.Sta
 	for i := range d.Messages {
 		pks = append(pks, turnMsgPK(h, d.Gen, i))
 	}
-	for id, n := range d.TurnEvents {
-		for i := range n {
+	// The events of live turns only: an ended turn's (up to turn.KeepTurns
+	// of them, each with its events) are read by TurnEvents, when asked.
+	for id := range d.Turns {
+		for i := range d.TurnEvents[id] {
 			pks = append(pks, turnLogPK(h, id, i))
 		}
 	}
@@ -358,7 +360,8 @@ func (t turnStore) loadParts(ctx context.Context, h string, d instDoc) (turn.Sta
 		}
 		st.Events = append(st.Events, ev)
 	}
-	for id, n := range d.TurnEvents {
+	for id := range d.Turns {
+		n := d.TurnEvents[id]
 		evs := make([]turn.TurnEvent, 0, n)
 		for i := range n {
 			var ev turn.TurnEvent
@@ -377,6 +380,62 @@ func (t turnStore) loadParts(ctx context.Context, h string, d instDoc) (turn.Sta
 		st.Turns[tn.ID] = tn
 	}
 	return st, false, nil
+}
+
+// TurnEvents reads the instance item, then one turn's record (when it
+// has ended) and its events after after, by key: the i-th stored event of
+// a turn has Seq i, so only the later ones are read.
+func (t turnStore) TurnEvents(ctx context.Context, k turn.InstanceKey, turnID string, after int64) (turn.Turn, []turn.TurnEvent, error) {
+	if err := k.Validate(); err != nil {
+		return turn.Turn{}, nil, err
+	}
+	h := turnHash(k)
+	for range 3 {
+		d, ok, err := t.getInst(ctx, h)
+		if err != nil {
+			return turn.Turn{}, nil, fmt.Errorf("dynamostore: turn events of %s: %w", h[:12], err)
+		}
+		if !ok {
+			return turn.Turn{}, nil, fmt.Errorf("dynamostore: instance %s: %w", h[:12], domain.ErrNotFound)
+		}
+		tn, live := d.Turns[turnID]
+		if !live && !slices.Contains(d.Ended, turnID) {
+			return turn.Turn{}, nil, fmt.Errorf("dynamostore: turn %q of instance %s: %w", turnID, h[:12], domain.ErrNotFound)
+		}
+		ih := itemsKey(h, d)
+		var pks []string
+		if !live {
+			pks = append(pks, turnRecPK(ih, turnID))
+		}
+		from := int(max(after+1, 0))
+		for i := from; i < d.TurnEvents[turnID]; i++ {
+			pks = append(pks, turnLogPK(ih, turnID, i))
+		}
+		items, err := t.s.batchGet(ctx, pks)
+		if err != nil {
+			return turn.Turn{}, nil, fmt.Errorf("dynamostore: turn events of %s: %w", h[:12], err)
+		}
+		if len(items) != len(pks) {
+			continue // a commit forgot the turn meanwhile: read the instance again
+		}
+		if !live {
+			if err := t.decodeDoc(ctx, items[pks[0]], kindTurnRecord, &tn); err != nil {
+				return turn.Turn{}, nil, err
+			}
+		}
+		var evs []turn.TurnEvent
+		for i := from; i < d.TurnEvents[turnID]; i++ {
+			var ev turn.TurnEvent
+			if err := t.decodeDoc(ctx, items[turnLogPK(ih, turnID, i)], kindTurnEvent, &ev); err != nil {
+				return turn.Turn{}, nil, err
+			}
+			if ev.Seq > after {
+				evs = append(evs, ev)
+			}
+		}
+		return tn, evs, nil
+	}
+	return turn.Turn{}, nil, fmt.Errorf("dynamostore: turn %q of instance %s: its items keep changing: %w", turnID, h[:12], domain.ErrConflict)
 }
 
 // batchGet reads the items pks name with strongly consistent

@@ -56,6 +56,11 @@ type statusWriter struct {
 	bytes  int
 }
 
+// Unwrap lets http.ResponseController reach the connection behind
+// Observe's writer: an event stream (sse.go) flushes every event and
+// moves the server's deadlines through it.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code

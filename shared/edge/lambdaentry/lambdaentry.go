@@ -111,8 +111,9 @@ func build(ctx context.Context, getenv func(string) string, routes Routes, name 
 // Invoke handles one Lambda event: an SQS batch runs agent events through
 // the turn engine (the turn function); an EventBridge scheduled event runs
 // the session sweep (expire pending sessions, deliver auth.granted events
-// whose first send failed, delete old sessions); anything else is an API
-// Gateway HTTP API v2 request.
+// whose first send failed, delete old sessions); a function URL request
+// is answered streamed (stream.go); anything else is an API Gateway HTTP
+// API v2 request.
 func (f *function) Invoke(ctx context.Context, raw json.RawMessage) (any, error) {
 	var probe struct {
 		Source     string `json:"source"`
@@ -120,6 +121,9 @@ func (f *function) Invoke(ctx context.Context, raw json.RawMessage) (any, error)
 		Records    []struct {
 			EventSource string `json:"eventSource"`
 		} `json:"Records"`
+		RequestContext struct {
+			DomainName string `json:"domainName"`
+		} `json:"requestContext"`
 	}
 	_ = json.Unmarshal(raw, &probe)
 	if len(probe.Records) > 0 && probe.Records[0].EventSource == "aws:sqs" {
@@ -140,6 +144,9 @@ func (f *function) Invoke(ctx context.Context, raw json.RawMessage) (any, error)
 		}
 		f.log.InfoContext(ctx, "session sweep", "sweep", rep)
 		return rep, nil
+	}
+	if isFunctionURL(probe.RequestContext.DomainName) {
+		return f.functionURL(ctx, raw)
 	}
 	var req events.APIGatewayV2HTTPRequest
 	if err := json.Unmarshal(raw, &req); err != nil {

@@ -1,7 +1,8 @@
-// Package toolsapi serves the tool plane's HTTP routes — tool discovery,
-// skill search, tool invocation through the hooks, and (behind a flag) the
-// RFC 0064 conformance seam and capability document — as net/http handlers
-// for the local server and the tools function.
+// Package toolsapi serves the tool plane's HTTP routes — tool discovery
+// and its live stream, skill search, tool invocation through the hooks,
+// and (behind a flag) the RFC 0064 conformance seam and capability
+// document — as net/http handlers for the local server and the tools
+// function.
 //
 // Every route but the capability document needs a verified JWT, turned
 // into one domain.Principal where the request is authenticated; who the
@@ -63,6 +64,11 @@ type Config struct {
 	Seam    bool
 	Metrics metrics.Recorder
 	Log     *slog.Logger
+	// StreamEvery is how often GET /v1/agents/stream re-evaluates the
+	// caller's manifest and token (default 5 s); Stream bounds the stream
+	// (keep-alive and maximum duration, httpx's defaults).
+	StreamEvery time.Duration
+	Stream      httpx.StreamLimits
 }
 
 // API is the tool plane's router.
@@ -82,12 +88,16 @@ func New(cfg Config) (*API, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.Nop{}
 	}
+	if cfg.StreamEvery <= 0 {
+		cfg.StreamEvery = DefaultStreamEvery
+	}
 	return &API{cfg: cfg, paths: jwtauth.ClaimPaths{Tenant: cfg.TenantClaim, Skills: cfg.SkillsClaim, Subjects: cfg.SubjectsClaim}.WithDefaults()}, nil
 }
 
 // Register adds the routes to mux.
 func (a *API) Register(mux *http.ServeMux) {
 	mux.Handle("GET /v1/agents/tools", a.authed(a.tools))
+	mux.Handle("GET /v1/agents/stream", a.authed(a.stream))
 	mux.Handle("GET /v1/agents/skills", a.authed(a.skills))
 	mux.Handle("POST /v1/tools/invoke", a.authed(a.invoke))
 	for path, kind := range map[string]string{"skills": domain.TenantKindSkill, "tools": domain.TenantKindTool} {
@@ -115,24 +125,37 @@ func (a *API) Handler() http.Handler {
 const maxToolBody = 256 << 10
 
 // authed verifies the bearer JWT and hands the handler the caller's
-// principal, built here and nowhere else; the reason code of a refusal is
-// in the 401 body, never the token.
+// principal; the reason code of a refusal is in the 401 body, never the
+// token.
 func (a *API) authed(h func(http.ResponseWriter, *http.Request, domain.Principal)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw, err := jwtauth.BearerToken(r)
-		if err == nil {
-			var c jwtauth.Claims
-			if c, err = a.cfg.Verifier.Verify(r.Context(), raw); err == nil {
-				if c.Subject() == "" {
-					httpx.WriteErrorDetails(w, r, http.StatusUnauthorized, httpx.CodeUnauthenticated, "the token names no subject", map[string]any{"reason": jwtauth.ReasonMalformed})
-					return
-				}
-				h(w, r, jwtauth.NewPrincipal(c, a.paths))
-				return
-			}
+		p, refused := a.authenticate(r)
+		if refused != nil {
+			httpx.WriteErrorDetails(w, r, http.StatusUnauthorized, httpx.CodeUnauthenticated, refused.message, map[string]any{"reason": refused.reason})
+			return
 		}
-		httpx.WriteErrorDetails(w, r, http.StatusUnauthorized, httpx.CodeUnauthenticated, "a valid bearer JWT is required", map[string]any{"reason": jwtauth.Reason(err)})
+		h(w, r, p)
 	})
+}
+
+// refusal is why a request's JWT was refused: a safe message and the
+// jwtauth reason code.
+type refusal struct{ message, reason string }
+
+// authenticate verifies the request's bearer JWT and builds the caller's
+// principal, here and nowhere else (a stream calls it again as it runs).
+func (a *API) authenticate(r *http.Request) (domain.Principal, *refusal) {
+	raw, err := jwtauth.BearerToken(r)
+	if err == nil {
+		var c jwtauth.Claims
+		if c, err = a.cfg.Verifier.Verify(r.Context(), raw); err == nil {
+			if c.Subject() == "" {
+				return domain.Principal{}, &refusal{"the token names no subject", jwtauth.ReasonMalformed}
+			}
+			return jwtauth.NewPrincipal(c, a.paths), nil
+		}
+	}
+	return domain.Principal{}, &refusal{"a valid bearer JWT is required", jwtauth.Reason(err)}
 }
 
 // adminFlags reads include_disabled and skip_cache, which only admins may set.
@@ -145,18 +168,33 @@ func adminFlags(r *http.Request, p domain.Principal) (toolcatalog.Options, bool)
 	return opts, true
 }
 
-func (a *API) tools(w http.ResponseWriter, r *http.Request, p domain.Principal) {
+// flagsOrRefuse is adminFlags, answering the 403 itself when the caller
+// may not set them; ok reports whether the route goes on.
+func flagsOrRefuse(w http.ResponseWriter, r *http.Request, p domain.Principal) (toolcatalog.Options, bool) {
 	opts, ok := adminFlags(r, p)
 	if !ok {
 		httpx.WriteError(w, r, http.StatusForbidden, httpx.CodeForbidden, "include_disabled and skip_cache need the agentauth:admin scope")
+	}
+	return opts, ok
+}
+
+func (a *API) tools(w http.ResponseWriter, r *http.Request, p domain.Principal) {
+	opts, ok := flagsOrRefuse(w, r, p)
+	if !ok {
 		return
 	}
-	_, res := a.resolve(r.Context(), p, opts, "tools")
+	httpx.WriteJSON(w, http.StatusOK, a.manifest(r.Context(), p, opts, "tools"))
+}
+
+// manifest is GET /v1/agents/tools's answer, {"data": [entries]}: the
+// tools stream sends the same value.
+func (a *API) manifest(ctx context.Context, p domain.Principal, opts toolcatalog.Options, route string) map[string]any {
+	_, res := a.resolve(ctx, p, opts, route)
 	manifest := res.Manifest
 	if manifest == nil {
 		manifest = []discovery.ToolManifestEntry{}
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"data": manifest})
+	return map[string]any{"data": manifest}
 }
 
 // resolve is the caller's manifest at the plane's current snapshot, with

@@ -1,6 +1,7 @@
 // Package turnsapi serves the turn plane's runtime routes — post an event
 // to a swarm instance; list, inspect, pause, resume, terminate and delete
-// agent instances; read a turn's events — as net/http handlers mounted
+// agent instances; read a turn's events, as JSON or as a live event
+// stream that follows the turn to its end — as net/http handlers mounted
 // beside the OAuth runtime routes, behind the same caller auth (the
 // runtime token locally, IAM in AWS). docs/turns.md lists the routes.
 //
@@ -36,6 +37,9 @@ type Turns interface {
 	Post(ctx context.Context, swarm, instanceKey string, in turn.Incoming) (domain.Event, error)
 	List(ctx context.Context) ([]turn.Instance, error)
 	Inspect(ctx context.Context, key turn.InstanceKey) (turn.State, error)
+	// TurnEvents reads one kept turn and its events after after (the
+	// events routes poll it: it reads that turn only).
+	TurnEvents(ctx context.Context, key turn.InstanceKey, turnID string, after int64) (turn.Turn, []turn.TurnEvent, error)
 	Pause(ctx context.Context, key turn.InstanceKey) error
 	Resume(ctx context.Context, key turn.InstanceKey) error
 	Terminate(ctx context.Context, key turn.InstanceKey, reason string) error
@@ -49,6 +53,13 @@ type Config struct {
 	// locally, httpapi.GatewayAuthorized behind IAM).
 	Caller httpapi.CallerAuth
 	Log    *slog.Logger
+	// StreamPoll is how often a turn's event stream reads the store
+	// (default 200 ms): the turn may run in another process (the turn
+	// function), so the store, not this process, says what is new.
+	StreamPoll time.Duration
+	// Stream bounds event streams: keep-alive and maximum duration
+	// (httpx's defaults, 15 s and 10 min).
+	Stream httpx.StreamLimits
 }
 
 // API is the turn routes.
@@ -61,6 +72,9 @@ func New(cfg Config) (*API, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.StreamPoll <= 0 {
+		cfg.StreamPoll = DefaultStreamPoll
 	}
 	return &API{cfg: cfg}, nil
 }
@@ -355,36 +369,37 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, map[string]bool{"deleted": true, "oauthGrantsKept": true})
 }
 
+// events answers a turn's events after a seq: as JSON, or, when the
+// request accepts text/event-stream, as an event stream that follows the
+// turn until it ends (stream.go).
 func (a *API) events(w http.ResponseWriter, r *http.Request) {
 	key, ok := a.instanceKey(w, r)
 	if !ok {
 		return
 	}
-	after := int64(-1)
-	if v := r.URL.Query().Get("after"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, "after must be a whole number ≥ 0 (the seq of the last event seen)")
-			return
-		}
-		after = n
-	}
-	st, err := a.cfg.Turns.Inspect(r.Context(), key)
-	if err != nil {
-		a.fail(w, r, key, err)
+	stream := httpx.WantsEventStream(r)
+	after, problem := afterSeq(r, stream)
+	if problem != "" {
+		httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, problem)
 		return
 	}
 	id := r.PathValue("turnId")
-	if _, ok := st.Turns[id]; !ok {
+	t, evs, err := a.cfg.Turns.TurnEvents(r.Context(), key, id, after)
+	if errors.Is(err, domain.ErrNotFound) {
 		httpx.WriteError(w, r, http.StatusNotFound, httpx.CodeNotFound,
 			fmt.Sprintf("no turn %q in instance %q (the latest %d ended turns are kept)", id, key.String(), turn.KeepTurns))
 		return
 	}
-	out := []turn.TurnEvent{}
-	for _, e := range st.TurnEvents[id] {
-		if e.Seq > after {
-			out = append(out, e)
-		}
+	if err != nil {
+		a.fail(w, r, key, err)
+		return
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"data": out})
+	if stream {
+		a.streamEvents(w, r, key, t, evs, after)
+		return
+	}
+	if evs == nil {
+		evs = []turn.TurnEvent{} // [] in JSON
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"data": evs})
 }

@@ -94,6 +94,16 @@ func (s *Store) Load(ctx context.Context, k turn.InstanceKey) (turn.State, error
 	return st, nil
 }
 
+// TurnEvents reads the instance's state (a file store holds it whole) and
+// returns the turn's events after after.
+func (s *Store) TurnEvents(ctx context.Context, k turn.InstanceKey, turnID string, after int64) (turn.Turn, []turn.TurnEvent, error) {
+	st, err := s.Load(ctx, k)
+	if err != nil {
+		return turn.Turn{}, nil, err
+	}
+	return st.EventsAfter(turnID, after)
+}
+
 // readLocked reads dir's state under the instance's lock: a commit may
 // otherwise rebase (new snapshot, emptied journal, new lines) between the
 // reader's look at the snapshot and its read of the journal, and the

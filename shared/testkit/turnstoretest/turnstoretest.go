@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -70,6 +71,7 @@ func Run(t *testing.T, newStore func(t *testing.T) turn.Store) {
 		{"Processed", testProcessed},
 		{"InvalidKeys", testInvalidKeys},
 		{"ListAndDelete", testListAndDelete},
+		{"TurnEvents", testTurnEvents},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
 	}
@@ -298,4 +300,60 @@ func testListAndDelete(t *testing.T, s turn.Store) {
 	load(t, s, b)
 	// A deleted instance starts over.
 	must(t, s.Commit(ctx, First(a)), "re-create")
+}
+
+// testTurnEvents: one turn's events after a seq, while it runs and once it
+// has ended; ErrNotFound for an unknown turn or instance.
+func testTurnEvents(t *testing.T, s turn.Store) {
+	ctx := context.Background()
+	k := Key(t)
+	must(t, s.Commit(ctx, First(k)), "first commit")
+	st := load(t, s, k)
+	tr := st.Turns["t1"]
+	c := next(st, func(c *turn.Commit) {
+		for _, typ := range []string{turn.EvStepStarted, turn.EvToolCalled, turn.EvStepCompleted} {
+			c.Events = append(c.Events, turn.TurnEvent{TurnID: "t1", Seq: tr.NextEvent, Type: typ, At: t0})
+			tr.NextEvent++
+		}
+		c.Turn = &tr
+	})
+	must(t, s.Commit(ctx, c), "events")
+	seqs := func(evs []turn.TurnEvent) string {
+		var out []string
+		for _, e := range evs {
+			out = append(out, fmt.Sprintf("%d:%s", e.Seq, e.Type))
+		}
+		return strings.Join(out, ",")
+	}
+	got, evs, err := s.TurnEvents(ctx, k, "t1", -1)
+	must(t, err, "TurnEvents of a running turn")
+	if got.Status != turn.TurnRunning || seqs(evs) != "0:turn.started,1:step.started,2:tool.called,3:step.completed" {
+		t.Fatalf("running turn: %s, events %s", got.Status, seqs(evs))
+	}
+	if _, evs, err = s.TurnEvents(ctx, k, "t1", 2); err != nil || seqs(evs) != "3:step.completed" {
+		t.Fatalf("after 2: %v %s", err, seqs(evs))
+	}
+	st = load(t, s, k)
+	tr = st.Turns["t1"]
+	tr.Status, tr.Final = turn.TurnCompleted, "bye"
+	end := next(st, func(c *turn.Commit) {
+		c.Instance.ActiveTurn = ""
+		c.Events = []turn.TurnEvent{{TurnID: "t1", Seq: tr.NextEvent, Type: turn.EvTurnCompleted, At: t0}}
+		tr.NextEvent++
+		c.Turn = &tr
+	})
+	must(t, s.Commit(ctx, end), "end of the turn")
+	got, evs, err = s.TurnEvents(ctx, k, "t1", 3)
+	if err != nil || got.Status != turn.TurnCompleted || got.Final != "bye" || seqs(evs) != "4:turn.completed" {
+		t.Fatalf("ended turn after 3: %v %s %q %s", err, got.Status, got.Final, seqs(evs))
+	}
+	if _, evs, err = s.TurnEvents(ctx, k, "t1", 4); err != nil || len(evs) != 0 {
+		t.Fatalf("after the last: %v %s", err, seqs(evs))
+	}
+	if _, _, err := s.TurnEvents(ctx, k, "t9", -1); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("unknown turn: %v, want ErrNotFound", err)
+	}
+	if _, _, err := s.TurnEvents(ctx, Key(t), "t1", -1); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("unknown instance: %v, want ErrNotFound", err)
+	}
 }

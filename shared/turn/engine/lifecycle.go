@@ -113,6 +113,15 @@ func (e *Engine) Delete(ctx context.Context, key turn.InstanceKey) error {
 }
 
 // Inspect returns an instance's state.
+// TurnEvents returns a kept turn of the instance and its events with a
+// Seq greater than after (-1: all), reading only that turn.
+func (e *Engine) TurnEvents(ctx context.Context, key turn.InstanceKey, turnID string, after int64) (turn.Turn, []turn.TurnEvent, error) {
+	if err := key.Validate(); err != nil {
+		return turn.Turn{}, nil, err
+	}
+	return e.Store.TurnEvents(ctx, key, turnID, after)
+}
+
 func (e *Engine) Inspect(ctx context.Context, key turn.InstanceKey) (turn.State, error) {
 	if err := key.Validate(); err != nil {
 		return turn.State{}, err
