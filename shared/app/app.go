@@ -129,6 +129,8 @@ type App struct {
 	// limiter is the tool rate limiter when its state needs sweeping
 	// (files; DynamoDB items expire by TTL).
 	limiter sweeper
+	// turnRoutes are the turn routes (nil without turns).
+	turnRoutes *turnsapi.API
 }
 
 // sweeper is a limiter whose expired state is removed by a sweep.
@@ -202,6 +204,7 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 			return nil, err
 		}
 		api.MountRuntime(routes.Register)
+		a.turnRoutes = routes
 	}
 	return a, nil
 }
@@ -279,6 +282,15 @@ func (a *App) Handler() http.Handler { return a.api.Handler() }
 
 // RuntimeHandler serves the runtime routes: the gettoken function.
 func (a *App) RuntimeHandler() http.Handler { return a.api.RuntimeHandler() }
+
+// TurnStreamHandler serves the turn events route alone (JSON, or the live
+// stream): the turn function's function URL. It is an error without turns.
+func (a *App) TurnStreamHandler() (http.Handler, error) {
+	if a.turnRoutes == nil {
+		return nil, errors.New("the bundle has no Swarm or the backends keep no turns: no turn events to serve")
+	}
+	return a.api.Only(a.turnRoutes.RegisterEvents), nil
+}
 
 // CallbackHandler serves the apps' callback paths: the callback function.
 func (a *App) CallbackHandler() http.Handler { return a.api.CallbackHandler() }

@@ -98,6 +98,16 @@ func (s *Server) RuntimeHandler() http.Handler { return s.routes(true, false) }
 // public callback function.
 func (s *Server) CallbackHandler() http.Handler { return s.routes(false, true) }
 
+// Only serves the routes register adds, and health: a function that
+// serves one route (the turn function's event stream).
+func (s *Server) Only(register func(*http.ServeMux)) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	register(mux)
+	mux.HandleFunc("/", httpx.NotFound)
+	return httpx.Observe(s.log, mux)
+}
+
 func (s *Server) routes(runtime, callbacks bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)

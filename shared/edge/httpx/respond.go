@@ -14,6 +14,7 @@ const (
 	CodeNotFound             = "notFound"
 	CodePayloadTooLarge      = "payloadTooLarge"
 	CodeUnsupportedMediaType = "unsupportedMediaType"
+	CodeNotAcceptable        = "notAcceptable"
 	CodeInternal             = "internal"
 )
 

@@ -104,6 +104,14 @@ type Stream struct {
 	idle *time.Timer
 }
 
+// RefuseStream answers 406 to a request for an event stream where the
+// answer cannot stream: behind API Gateway, which buffers every answer,
+// the streams are served on the functions' URLs (docs/deploy.md).
+func RefuseStream(w http.ResponseWriter, r *http.Request) {
+	WriteError(w, r, http.StatusNotAcceptable, CodeNotAcceptable,
+		"this endpoint cannot stream (its answers are buffered): ask without Accept: text/event-stream for JSON, or use the streaming URL (on AWS the TurnStreamUrl or ToolsStreamUrl stack output)")
+}
+
 // ErrNoFlush: the response writer cannot flush, so it cannot stream.
 var ErrNoFlush = errors.New("httpx: the response writer cannot flush; an event stream needs http.Flusher")
 

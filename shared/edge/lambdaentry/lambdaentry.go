@@ -101,7 +101,11 @@ func build(ctx context.Context, getenv func(string) string, routes Routes, name 
 		if err := a.Turns.ArmFault(getenv(app.FaultEnv)); err != nil {
 			return nil, err
 		}
-		f.http = http.NotFoundHandler()
+		// Its function URL (IAM-authorized, response streaming) serves the
+		// live turn event stream, for as long as its timeout allows.
+		if f.http, err = a.TurnStreamHandler(); err != nil {
+			return nil, err
+		}
 	default:
 		f.http = a.RuntimeHandler()
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -255,6 +256,43 @@ func TestTurnFunctionRunsSQSBatchesOnce(t *testing.T) {
 	}
 	if n := len(m.Requests()); n != 1 {
 		t.Fatalf("the model was called %d times, want once", n)
+	}
+
+	// Its function URL serves the turn's event stream, and nothing else.
+	var turnID string
+	for id := range st.Turns {
+		turnID = id
+	}
+	urlEvent := func(path string) json.RawMessage {
+		raw, err := os.ReadFile(urlFixture)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev map[string]any
+		_ = json.Unmarshal(raw, &ev)
+		ev["rawPath"], ev["rawQueryString"], ev["queryStringParameters"] = path, "", nil
+		ev["requestContext"].(map[string]any)["http"].(map[string]any)["path"] = path
+		out, _ := json.Marshal(ev)
+		return out
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := f.Invoke(ctx, urlEvent("/v1/instances/default/chat-1/assistant/turns/"+turnID+"/events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := out.(*events.LambdaFunctionURLStreamingResponse)
+	streamed, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || resp.Headers["Content-Type"] != "text/event-stream" ||
+		!strings.Contains(string(streamed), "event: turn.started\n") || !strings.Contains(string(streamed), "event: turn.completed\n") {
+		t.Fatalf("stream: %d %v\n%s", resp.StatusCode, resp.Headers, streamed)
+	}
+	out, err = f.Invoke(ctx, urlEvent("/v1/oauth/pending"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp := out.(*events.LambdaFunctionURLStreamingResponse); resp.StatusCode != 404 {
+		t.Fatalf("a runtime route on the turn function's URL: %d", resp.StatusCode)
 	}
 }
 

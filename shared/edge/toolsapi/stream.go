@@ -45,8 +45,7 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, p domain.Principal)
 	s, err := httpx.OpenStream(w, r, a.cfg.Stream)
 	if err != nil {
 		if errors.Is(err, httpx.ErrNoFlush) {
-			a.cfg.Log.ErrorContext(r.Context(), "tools stream cannot flush", "route", r.Pattern, "err", err)
-			httpx.WriteError(w, r, http.StatusInternalServerError, httpx.CodeInternal, "")
+			httpx.RefuseStream(w, r)
 		}
 		return
 	}

@@ -53,8 +53,7 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, key turn.Inst
 	s, err := httpx.OpenStream(w, r, a.cfg.Stream)
 	if err != nil {
 		if errors.Is(err, httpx.ErrNoFlush) {
-			a.cfg.Log.ErrorContext(r.Context(), "turn event stream cannot flush", "route", r.Pattern, "err", err)
-			httpx.WriteError(w, r, http.StatusInternalServerError, httpx.CodeInternal, "")
+			httpx.RefuseStream(w, r)
 		}
 		return
 	}

@@ -448,3 +448,30 @@ func TestEventStreamReconnectsLoseNothing(t *testing.T) {
 		t.Fatalf("got %v over reconnects, want %v", got, want)
 	}
 }
+
+// noFlush is a response writer that cannot flush (API Gateway's adapter).
+type noFlush struct {
+	h    http.Header
+	code int
+	body bytes.Buffer
+}
+
+func (w *noFlush) Header() http.Header         { return w.h }
+func (w *noFlush) WriteHeader(code int)        { w.code = code }
+func (w *noFlush) Write(b []byte) (int, error) { return w.body.Write(b) }
+
+// TestEventStreamWhereNothingStreams: behind a buffering edge, a request
+// for a stream gets a 406 that says where streams are served.
+func TestEventStreamWhereNothingStreams(t *testing.T) {
+	h := newHarness(t, turntest.Say("done"))
+	want(t, h.do(t, "POST", postEvents, `{"text":"hi",`+alice+`}`, nil), 202, "", "")
+	h.Deliver(t)
+	var in inspection
+	want(t, h.do(t, "GET", instance, "", &in), 200, "", "")
+	req := streamReq(t.Context(), instance+"/turns/"+in.RecentTurns[0].ID+"/events", "")
+	w := &noFlush{h: http.Header{}}
+	h.h.ServeHTTP(w, req)
+	if w.code != http.StatusNotAcceptable || !strings.Contains(w.body.String(), `"code":"notAcceptable"`) || !strings.Contains(w.body.String(), "TurnStreamUrl") {
+		t.Fatalf("%d %s", w.code, w.body.String())
+	}
+}

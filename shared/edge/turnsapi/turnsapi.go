@@ -87,6 +87,15 @@ const (
 	eventsPath   = "/v1/instances/{swarm}/{instanceKey}/events"
 )
 
+// eventsRoute is the turn events route (JSON, or a live stream).
+const eventsRoute = "GET " + instancePath + "/turns/{turnId}/events"
+
+// RegisterEvents adds the turn events route alone: the turn function's
+// function URL serves only the live stream.
+func (a *API) RegisterEvents(mux *http.ServeMux) {
+	mux.Handle(eventsRoute, httpapi.RequireCaller(a.cfg.Caller, http.HandlerFunc(a.events)))
+}
+
 // Register adds the routes to mux.
 func (a *API) Register(mux *http.ServeMux) {
 	for pattern, h := range map[string]http.HandlerFunc{
@@ -97,7 +106,7 @@ func (a *API) Register(mux *http.ServeMux) {
 		"POST " + instancePath + "/pause":                a.pause,
 		"POST " + instancePath + "/resume":               a.resume,
 		"POST " + instancePath + "/terminate":            a.terminate,
-		"GET " + instancePath + "/turns/{turnId}/events": a.events,
+		eventsRoute: a.events,
 	} {
 		mux.Handle(pattern, httpapi.RequireCaller(a.cfg.Caller, h))
 	}
