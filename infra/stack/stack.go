@@ -409,6 +409,10 @@ type Stack struct {
 	// TurnBlobs holds turn items over 32 KB (nil without the turn
 	// function).
 	TurnBlobs awss3.Bucket
+	// StreamURLs are the functions' URLs in response-streaming mode, by
+	// function: turn (the live turn event stream, IAM) and tools (the
+	// tools-provider stream, JWT checked by the function).
+	StreamURLs map[string]awslambda.FunctionUrl
 }
 
 var (
@@ -521,6 +525,7 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 	if props.Turns.Enabled {
 		s.addTurnSource(props.Turns, roles[Turn])
 	}
+	s.addStreamURLs()
 	newSessionSweep(st, props.Prefix, s.Functions[GetToken])
 	s.addRoutes(props)
 	s.addOutputs(props, publicURL)
@@ -844,6 +849,10 @@ func (s *Stack) addOutputs(props Props, publicURL *string) {
 	if props.Turns.Enabled {
 		out("TurnFunctionName", "turn function (the event queue's consumer)", s.Functions[Turn].FunctionName())
 		out("TurnBucketName", "S3 bucket of turn items over 32 KB", s.TurnBlobs.BucketName())
+		out("TurnStreamUrl", "live turn events: GET <TurnStreamUrl>v1/instances/…/turns/{turnId}/events, Accept: text/event-stream, SigV4 (service lambda)", s.StreamURLs[Turn].Url())
+	}
+	if u, ok := s.StreamURLs[Tools]; ok {
+		out("ToolsStreamUrl", "the caller's tool list, live: GET <ToolsStreamUrl>v1/agents/stream, Bearer JWT", u.Url())
 	}
 }
 
@@ -1102,4 +1111,24 @@ func grantTurnBlobs(role awsiam.Role, bucket awss3.Bucket) {
 		Resources:  &[]*string{bucket.BucketArn()},
 		Conditions: &map[string]any{"StringLike": map[string]any{"s3:prefix": []string{TurnBlobPrefix + "*"}}},
 	}))
+}
+
+// addStreamURLs gives the functions that stream a function URL in
+// RESPONSE_STREAM mode: API Gateway HTTP APIs buffer every answer, so a
+// live event stream cannot pass through them. The turn function's URL
+// serves the turn event stream (shared/edge/lambdaentry) and, like the
+// runtime routes it mirrors, takes only SigV4-signed IAM callers; the
+// tools function's takes any caller, like the tool routes, since the
+// function verifies the caller's JWT itself. A stream lasts until shortly
+// before the function's timeout, then asks the client to reconnect with
+// Last-Event-ID.
+func (s *Stack) addStreamURLs() {
+	s.StreamURLs = map[string]awslambda.FunctionUrl{}
+	for fn, auth := range map[string]awslambda.FunctionUrlAuthType{Turn: awslambda.FunctionUrlAuthType_AWS_IAM, Tools: awslambda.FunctionUrlAuthType_NONE} {
+		f, ok := s.Functions[fn]
+		if !ok {
+			continue
+		}
+		s.StreamURLs[fn] = f.AddFunctionUrl(&awslambda.FunctionUrlOptions{AuthType: auth, InvokeMode: awslambda.InvokeMode_RESPONSE_STREAM})
+	}
 }

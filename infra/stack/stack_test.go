@@ -1149,6 +1149,12 @@ func TestToolsFunction(t *testing.T) {
 			}
 			for lid, p := range *perms {
 				pp := (*p)["Properties"].(map[string]any)
+				// The function URL's two (its auth type NONE: the function
+				// checks the JWT): through the URL only.
+				if pp["Principal"] == "*" && (pp["Action"] == "lambda:InvokeFunctionUrl" && pp["FunctionUrlAuthType"] == "NONE" ||
+					pp["Action"] == "lambda:InvokeFunction" && pp["InvokedViaFunctionUrl"] == true) {
+					continue
+				}
 				if pp["Principal"] != "apigateway.amazonaws.com" || !strings.Contains(fmt.Sprint(pp["SourceArn"]), f.id["api"]) {
 					t.Errorf("%s: %v may invoke tools from %v", lid, pp["Principal"], pp["SourceArn"])
 				}
@@ -1222,6 +1228,23 @@ func TestToolsFunction(t *testing.T) {
 		}},
 		{"the three function roles read the session keys", func(t *testing.T, f *fixture) {
 			assertSessionKeyReaders(t, f, stack.GetToken, stack.Callback, stack.Tools)
+		}},
+		{"stream URL: response streaming, any caller (the function checks the JWT), invoked through the URL only", func(t *testing.T, f *fixture) {
+			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::Lambda::Url"), jsii.Number(1)) })
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Url"), map[string]any{
+					"TargetFunctionArn": getAtt(f.id[stack.Tools], "Arn"), "AuthType": "NONE", "InvokeMode": "RESPONSE_STREAM",
+				})
+			})
+			public := f.tpl.FindResources(jsii.String("AWS::Lambda::Permission"), map[string]any{"Properties": map[string]any{"Principal": "*"}})
+			if len(*public) != 2 {
+				t.Errorf("%d public invoke permissions, want the function URL's two", len(*public))
+			}
+			for lid := range *f.tpl.FindResources(jsii.String("AWS::Lambda::Url"), nil) {
+				check(t, func() {
+					f.tpl.HasOutput(jsii.String("ToolsStreamUrl"), map[string]any{"Value": getAtt(lid, "FunctionUrl")})
+				})
+			}
 		}},
 		{"outputs: tools URL and function name", func(t *testing.T, f *fixture) {
 			check(t, func() {

@@ -218,6 +218,23 @@ func TestTurnFunction(t *testing.T) {
 				})
 			})
 		}},
+		{"stream URL: response streaming, IAM callers only; no public permission", func(t *testing.T, f *fixture) {
+			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::Lambda::Url"), jsii.Number(1)) })
+			check(t, func() {
+				f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Url"), map[string]any{
+					"TargetFunctionArn": getAtt(f.id[stack.Turn], "Arn"), "AuthType": "AWS_IAM", "InvokeMode": "RESPONSE_STREAM",
+				})
+			})
+			check(t, func() {
+				f.tpl.ResourcePropertiesCountIs(jsii.String("AWS::Lambda::Permission"), map[string]any{"Principal": "*"}, jsii.Number(0))
+			})
+			urls := f.tpl.FindResources(jsii.String("AWS::Lambda::Url"), nil)
+			for lid := range *urls {
+				check(t, func() {
+					f.tpl.HasOutput(jsii.String("TurnStreamUrl"), map[string]any{"Value": getAtt(lid, "FunctionUrl")})
+				})
+			}
+		}},
 		{"turn routes on gettoken behind IAM; output: turn function name; no turn warning", func(t *testing.T, f *fixture) {
 			assertRoutes(t, f, runtimeRoutesWant("/oauth/callback/{app}"))
 			check(t, func() {
