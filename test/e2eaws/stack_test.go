@@ -99,6 +99,7 @@ type stack struct {
 	// TurnFunction and TurnBucket are "" when the stack has no turn
 	// function.
 	TurnFunction, TurnBucket  string
+	TurnStreamURL             string
 	SessionKeys, SecretPrefix string
 	Endpoint                  string // http://127.0.0.1:4566
 	APIHost                   string // <apiId>.execute-api.localhost:4566
@@ -136,7 +137,7 @@ func loadStack(t *testing.T) *stack {
 	s.ApiURL, s.PublicURL, s.TableName, s.KeyArn = o["ApiUrl"], o["PublicUrl"], o["TableName"], o["KeyArn"]
 	s.QueueURL, s.DlqURL, s.GetToken, s.Callback = o["QueueUrl"], o["DlqUrl"], o["GetTokenFunctionName"], o["CallbackFunctionName"]
 	s.SessionKeys, s.SecretPrefix = o["SessionKeysSecretArn"], o["SecretPrefix"]
-	s.TurnFunction, s.TurnBucket = o["TurnFunctionName"], o["TurnBucketName"]
+	s.TurnFunction, s.TurnBucket, s.TurnStreamURL = o["TurnFunctionName"], o["TurnBucketName"], o["TurnStreamUrl"]
 	for k, v := range map[string]string{"ApiUrl": s.ApiURL, "PublicUrl": s.PublicURL, "TableName": s.TableName, "KeyArn": s.KeyArn,
 		"QueueUrl": s.QueueURL, "GetTokenFunctionName": s.GetToken, "CallbackFunctionName": s.Callback, "SessionKeysSecretArn": s.SessionKeys} {
 		if v == "" {

@@ -4,6 +4,8 @@ package e2eaws
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +23,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
@@ -231,10 +234,10 @@ func queueIdle(ctx context.Context, api *sqs.Client, queueURL string, within tim
 	}
 }
 
-// setFault sets (or, with spec "", removes) the turn function's crash
-// injection and waits until the update took: MiniStack restarts the
+// setEnv sets (or, with value "", removes) one environment variable of
+// function fn and waits until the update took: MiniStack restarts the
 // function's environments on a configuration change.
-func setFault(ctx context.Context, api *lambda.Client, fn, spec string) error {
+func setEnv(ctx context.Context, api *lambda.Client, fn, name, value string) error {
 	cur, err := api.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(fn)})
 	if err != nil {
 		return err
@@ -245,10 +248,10 @@ func setFault(ctx context.Context, api *lambda.Client, fn, spec string) error {
 			vars[k] = v
 		}
 	}
-	if spec == "" {
-		delete(vars, faultEnv)
+	if value == "" {
+		delete(vars, name)
 	} else {
-		vars[faultEnv] = spec
+		vars[name] = value
 	}
 	if _, err := api.UpdateFunctionConfiguration(ctx, &lambda.UpdateFunctionConfigurationInput{FunctionName: aws.String(fn),
 		Environment: &lambdatypes.Environment{Variables: vars}}); err != nil {
@@ -285,6 +288,72 @@ func bucketObjects(ctx context.Context, t *testing.T, api *s3.Client, bucket str
 		}
 	}
 	return out
+}
+
+// sseFrame is one event of a stream.
+type sseFrame struct{ id, event, data string }
+
+// parseSSE splits an event stream into its events (comments dropped).
+func parseSSE(raw []byte) []sseFrame {
+	var out []sseFrame
+	for _, block := range strings.Split(strings.ReplaceAll(string(raw), "\r\n", "\n"), "\n\n") {
+		var f sseFrame
+		for _, line := range strings.Split(block, "\n") {
+			switch {
+			case strings.HasPrefix(line, "id: "):
+				f.id = line[4:]
+			case strings.HasPrefix(line, "event: "):
+				f.event = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				f.data = line[6:]
+			}
+		}
+		if f.event != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// streamURL GETs path from a function URL on the emulator (routed by the
+// URL's host, <id>.lambda-url.<region>.localhost), SigV4-signed for
+// lambda as an IAM caller of an AWS_IAM URL is, asking for an event
+// stream; lastEventID resumes one. MiniStack hands the answer over when
+// the function has finished it.
+func (s *stack) streamURL(ctx context.Context, fnURL, path, lastEventID string) ([]byte, error) {
+	u, err := url.Parse(fnURL)
+	if err != nil {
+		return nil, err
+	}
+	id, _, _ := strings.Cut(u.Hostname(), ".")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(s.Endpoint, "/")+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	eu, _ := url.Parse(s.Endpoint)
+	req.Host = id + ".lambda-url." + region + ".localhost:" + eu.Port()
+	req.Header.Set("Accept", "text/event-stream")
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	sum := sha256.Sum256(nil)
+	creds := aws.Credentials{AccessKeyID: accessKeyID, SecretAccessKey: secretAccessKey}
+	if err := v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "lambda", region, time.Now()); err != nil {
+		return nil, err
+	}
+	resp, err := (&http.Client{Timeout: 2 * time.Minute}).Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return nil, fmt.Errorf("GET %s on the function URL: HTTP %d %s %.300s", path, resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	return b, nil
 }
 
 // percentile of sorted durations (nearest rank).
@@ -582,11 +651,11 @@ func TestDeployedTurns(t *testing.T) {
 
 	must(timed("the turn function killed after a tool ran → the retried message finishes the turn, the tool is not run again", func(t *testing.T) {
 		marker := filepath.Join(t.TempDir(), "fault-fired")
-		if err := setFault(ctx, lambdaAPI, st.TurnFunction, "exit-after-tool:"+marker); err != nil {
+		if err := setEnv(ctx, lambdaAPI, st.TurnFunction, faultEnv, "exit-after-tool:"+marker); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			if err := setFault(context.Background(), lambdaAPI, st.TurnFunction, ""); err != nil {
+			if err := setEnv(context.Background(), lambdaAPI, st.TurnFunction, faultEnv, ""); err != nil {
 				t.Errorf("remove the fault: %v", err)
 			}
 		})
@@ -621,6 +690,131 @@ func TestDeployedTurns(t *testing.T) {
 			t.Fatalf("events: %s (want the call answered outcome-unknown, not run again)", got)
 		}
 		t.Logf("crash → retried message → turn completed in %v; events %s", time.Since(start).Round(time.Millisecond), got)
+	}))
+
+	must(timed("continuation hops: with a step reserve of the function's whole timeout, each invocation runs one step and hands over", func(t *testing.T) {
+		cfg, err := lambdaAPI.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(st.TurnFunction)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		was := cfg.Environment.Variables["AGENTAUTH_TURN_RESERVE_SECONDS"]
+		reserve := fmt.Sprint(aws.ToInt32(cfg.Timeout))
+		if err := setEnv(ctx, lambdaAPI, st.TurnFunction, "AGENTAUTH_TURN_RESERVE_SECONDS", reserve); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := setEnv(context.Background(), lambdaAPI, st.TurnFunction, "AGENTAUTH_TURN_RESERVE_SECONDS", was); err != nil {
+				t.Errorf("restore the reserve: %v", err)
+			}
+		}()
+		var hops []time.Duration
+		for i := range 5 {
+			inst := fmt.Sprintf("%s-hop-%d", rid, i)
+			instances = append(instances, inst)
+			if err := api.post(ctx, "note-hop", inst, "note: hop", user0); err != nil {
+				t.Fatal(err)
+			}
+			done, err := api.waitEvent(ctx, inst, "turn.completed", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs, err := api.events(ctx, inst, done.TurnID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// step.completed of step 1, then step.started of step 2 in
+			// the next invocation (the continuation's).
+			var ended time.Time
+			for _, e := range evs {
+				switch {
+				case e.Type == "step.completed" && ended.IsZero():
+					ended = e.At
+				case e.Type == "step.started" && !ended.IsZero():
+					hops = append(hops, e.At.Sub(ended))
+				}
+			}
+		}
+		if len(hops) != 5 {
+			t.Fatalf("%d hops measured in 5 two-step turns", len(hops))
+		}
+		// MiniStack writes what functions invoked by an event source
+		// mapping log to its own log, not to CloudWatch Logs.
+		msLog, err := os.ReadFile(st.MiniStackLog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(msLog), `"msg":"turn handed over"`); n < 5 {
+			t.Fatalf("the turn function logged %d hand-overs, want at least 5", n)
+		}
+		slices.Sort(hops)
+		t.Logf("FIGURE continuation hop (step end → next step start in the next invocation, %d hops): p50 %v, max %v",
+			len(hops), percentile(hops, 0.5).Round(time.Millisecond), hops[len(hops)-1].Round(time.Millisecond))
+	}))
+
+	var sseBytes []byte
+	must(timed("live turn events over the turn function's URL (RESPONSE_STREAM): followed until the turn ends; Last-Event-ID resumes with no event lost or repeated", func(t *testing.T) {
+		if st.TurnStreamURL == "" {
+			t.Fatal("the stack has no TurnStreamUrl output")
+		}
+		inst, user := rid+"-sse", "sse-"+rid
+		instances = append(instances, inst)
+		if err := api.post(ctx, "who-sse", inst, "who am I?", user); err != nil {
+			t.Fatal(err)
+		}
+		parked, err := api.waitEvent(ctx, inst, "turn.parked", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		consented = append(consented, struct{ user, inst string }{user, inst})
+		path := instancePath(inst) + "/assistant/turns/" + url.PathEscape(parked.TurnID) + "/events"
+		type result struct {
+			frames []sseFrame
+			raw    []byte
+			err    error
+		}
+		follow := make(chan result, 1)
+		go func() {
+			raw, err := st.streamURL(ctx, st.TurnStreamURL, path, "")
+			follow <- result{parseSSE(raw), raw, err}
+		}()
+		time.Sleep(time.Second) // the stream is open and waiting on the parked turn
+		link, _ := parked.Data["authorizationUrl"].(string)
+		consent(ctx, t, browser, pages, secrets, link, user)
+		var got result
+		select {
+		case got = <-follow:
+		case <-time.After(time.Minute):
+			t.Fatal("the stream did not end after the turn did")
+		}
+		if got.err != nil {
+			t.Fatal(got.err)
+		}
+		sseBytes = append(sseBytes, got.raw...)
+		stored, err := api.events(ctx, inst, parked.TurnID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for i, f := range got.frames {
+			ids = append(ids, f.id)
+			if i >= len(stored) || f.id != fmt.Sprint(stored[i].Seq) || f.event != stored[i].Type {
+				t.Fatalf("stream frame %d: id %s event %s; stored %s", i, f.id, f.event, types(stored))
+			}
+		}
+		if len(got.frames) != len(stored) || got.frames[len(got.frames)-1].event != "turn.completed" {
+			t.Fatalf("the stream sent %v, the turn stored %s", ids, types(stored))
+		}
+		// Reconnect after the third event: exactly the rest.
+		raw, err := st.streamURL(ctx, st.TurnStreamURL, path, got.frames[2].id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sseBytes = append(sseBytes, raw...)
+		rest := parseSSE(raw)
+		if len(rest) != len(stored)-3 || rest[0].id != fmt.Sprint(stored[3].Seq) || rest[len(rest)-1].event != "turn.completed" {
+			t.Fatalf("after Last-Event-ID %s: %d frames from %v, want %d from %d", got.frames[2].id, len(rest), rest, len(stored)-3, stored[3].Seq)
+		}
+		t.Logf("followed %d events (%s) through a parked turn's consent; resumed after %s with %d", len(got.frames), strings.Join(ids, ","), got.frames[2].id, len(rest))
 	}))
 
 	must(timed("a 48 KB tool output: kept in the S3 bucket, not the table, and the turn reads it back", func(t *testing.T) {
@@ -701,6 +895,14 @@ func TestDeployedTurns(t *testing.T) {
 		}
 		for _, r := range pages.all() {
 			leaks += secrets.scan(t, r.what, string(r.body))
+		}
+		leaks += secrets.scan(t, "the SSE streams", string(sseBytes))
+		// The turn function's output when the event source mapping
+		// invokes it: MiniStack keeps it in its own log.
+		if msLog, err := os.ReadFile(st.MiniStackLog); err != nil {
+			t.Errorf("read %s: %v", st.MiniStackLog, err)
+		} else {
+			leaks += secrets.scan(t, "MiniStack's log (the turn function's output)", string(msLog))
 		}
 		t.Logf("leak scan: %d secret values (%v) against 3 log groups, %d table items, %d S3 objects, %d model requests, %d responses: %d leaks",
 			n, kinds, len(items), len(objs), len(sm.Requests()), len(rec.all()), leaks)
