@@ -90,6 +90,8 @@ lint: $(ACTIONLINT) ## gofmt, go vet, actionlint
 	cd infra && $(GO) vet ./...
 	cd localstack && $(GO) vet ./... && $(GO) vet -tags deploylocal ./...
 	$(GO) vet ./...
+	$(GO) vet -tags faultinject ./shared/app ./shared/edge/lambdaentry
+	$(GO) vet -tags integration ./shared/... && $(GO) vet -tags e2eaws ./test/e2eaws
 	$(ACTIONLINT) .github/workflows/*.yml
 
 .PHONY: emulator-up
@@ -116,6 +118,11 @@ test-localstack: ## the adapter suites against LocalStack (needs Docker and LOCA
 bench-aws: emulator-up ## AWS calls per operation (SDK middleware counts) on the emulator
 	@$(AWS_LOCAL_ENV) AGENTAUTH_REQUIRE_EMULATOR=1 $(GO) test -tags integration -count=1 -v -run TestAWSBackendsFlowAndCallCounts ./shared/edge/lambdaentry | grep -E 'AWS calls|^(ok|FAIL|---)'
 
+.PHONY: bench-turns
+bench-turns: emulator-up ## a turn step's overhead (no model or tool time): in-process on the file store, and on DynamoDB on the emulator with calls and capacity per step
+	$(GO) test -run '^$$' -bench BenchmarkStepOverhead -benchmem -count 3 ./shared/turn/engine
+	$(AWS_LOCAL_ENV) AGENTAUTH_REQUIRE_EMULATOR=1 $(GO) test -tags integration -run '^$$' -bench BenchmarkTurnStepDynamoDB -benchtime 200x -count 3 ./shared/app
+
 .PHONY: build-lambdas
 build-lambdas: ## static Lambda binaries + bundle in build/lambda/<fn>/ (LAMBDA_ARCH=arm64|amd64, default: this host)
 	@for fn in $(LAMBDAS); do \
@@ -133,6 +140,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 .PHONY: test
 test: check-tools e2e-deps model-mock-deps lint ## everything: unit, fuzz seeds, local e2e, CDK assertions, AWS adapters on MiniStack, the deployed stack end to end
 	AGENTAUTH_REQUIRE_FAKELLM=1 $(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v /test/)
+	$(GO) test -tags faultinject -count=1 -run Fault ./shared/app
 	E2E_REQUIRE=1 $(GO) test $(GOTEST_FLAGS) -p 1 ./test/...
 	cd infra && $(GO) test -count=1 -timeout 20m ./...
 	$(MAKE) test-integration
