@@ -167,7 +167,7 @@ func TestTurnFunction(t *testing.T) {
 					"DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain",
 					"Properties": assertions.Match_ObjectLike(&map[string]any{
 						"BucketEncryption": map[string]any{"ServerSideEncryptionConfiguration": []any{map[string]any{
-							"BucketKeyEnabled": true,
+							"BucketKeyEnabled":              true,
 							"ServerSideEncryptionByDefault": map[string]any{"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": getAtt(f.id["key"], "Arn")},
 						}}},
 						"PublicAccessBlockConfiguration": map[string]any{"BlockPublicAcls": true, "BlockPublicPolicy": true, "IgnorePublicAcls": true, "RestrictPublicBuckets": true},

@@ -99,14 +99,14 @@ func (a *API) RegisterEvents(mux *http.ServeMux) {
 // Register adds the routes to mux.
 func (a *API) Register(mux *http.ServeMux) {
 	for pattern, h := range map[string]http.HandlerFunc{
-		"GET /v1/instances":                              a.list,
-		"POST " + eventsPath:                             a.post,
-		"GET " + instancePath:                            a.inspect,
-		"DELETE " + instancePath:                         a.delete,
-		"POST " + instancePath + "/pause":                a.pause,
-		"POST " + instancePath + "/resume":               a.resume,
-		"POST " + instancePath + "/terminate":            a.terminate,
-		eventsRoute: a.events,
+		"GET /v1/instances":                   a.list,
+		"POST " + eventsPath:                  a.post,
+		"GET " + instancePath:                 a.inspect,
+		"DELETE " + instancePath:              a.delete,
+		"POST " + instancePath + "/pause":     a.pause,
+		"POST " + instancePath + "/resume":    a.resume,
+		"POST " + instancePath + "/terminate": a.terminate,
+		eventsRoute:                           a.events,
 	} {
 		mux.Handle(pattern, httpapi.RequireCaller(a.cfg.Caller, h))
 	}
