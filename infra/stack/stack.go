@@ -1,8 +1,10 @@
 // Package stack defines the agentauth CloudFormation stack: the record
 // table, the customer-managed KMS key that seals secrets, the FIFO event
 // queue with its dead-letter queue, the session-keys secret, the gettoken
-// and callback Lambda functions, the optional tools function and the HTTP
-// API in front of them.
+// and callback Lambda functions, the optional tools function, the
+// optional turn function (the queue's consumer) with its bucket for large
+// turn items, the HTTP API in front of them and the function URLs that
+// stream.
 //
 // The stack never builds Go code: it packages prebuilt function directories
 // (bootstrap plus the configuration bundle) as assets, so a synth needs only

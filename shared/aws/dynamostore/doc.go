@@ -39,6 +39,7 @@
 //	turnbase#<h>#<e>#<gen>           TurnBase           doc S
 //	turnmsg#<h>#<e>#<gen>#<i>        TurnMessage        doc S
 //	turnlog#<h>#<e>#<t>#<i>          TurnEvent          doc S
+//	turnrec#<h>#<e>#<t>              TurnRecord         doc S (an ended turn)
 //
 // doc is the record's JSON as domain's JSON tags give it, sealed values
 // inline, minus the fields kept as attributes (the grant's version and
@@ -165,8 +166,9 @@
 // key with strongly consistent BatchGetItem requests.
 //
 // The instance item's doc holds the small state: the instance record, the
-// kept turns, the calls of live turns, the backlog, the processed event
-// ids (at most turn.KeepProcessed), and the names of the rest: e (the
+// turns that have not ended, the calls of live turns, the backlog, the
+// processed event ids (at most turn.KeepProcessed), the ids of the kept
+// ended turns (oldest first), and the names of the rest: e (the
 // epoch, random hex drawn when the instance is created, so an instance
 // deleted and created again shares no item with the old one, whose
 // removal may still be running), gen (the
@@ -178,8 +180,12 @@
 // current epoch. The unbounded parts are one item each: the base (turnbase, one
 // per generation: the fold at a turn's end), each message event since
 // (turnmsg, by append index within the generation) and each turn event
-// (turnlog, by append index within the turn; t is the first 16 bytes of
-// the turn id's sha256, hex).
+// (turnlog, by append index within the turn, which is its Seq; t is the
+// first 16 bytes of the turn id's sha256, hex), and each kept ended turn
+// (turnrec, written by the commit that ends it: the instance item, which
+// every commit rewrites, does not carry up to turn.KeepTurns ended turns).
+// Load reads the base, the messages, the ended turns and the events of the
+// live turns; TurnEvents reads one turn's record and events.
 //
 // A commit is computed by turn.Apply over the instance item's state and
 // written in one TransactWriteItems: the instance item on condition of the
@@ -188,14 +194,22 @@
 // transaction holds): it starts generation gen+1, so the old base and
 // messages are named by nothing, and removes them, with the events of the
 // turns turn.Apply forgot, after the transaction. That clean-up is best
-// effort: an item it fails to remove stays unread (no TTL yet). A Load
-// that read the instance item before such a commit may find an item gone:
-// it reads the instance item again. A commit of more than 50 items, or
-// with an item whose doc is over 300 KB (DynamoDB's limit is 400 KB), is
-// refused with ErrTurnCommitTooLarge before any write; issue 11 moves
-// large payloads to S3 by sha256, not done yet. The instance item's own
-// size is bounded the same way, so a backlog that grows past it refuses
-// commits.
+// effort: an item it fails to remove stays unread. A Load that read the
+// instance item before such a commit may find an item gone: it reads the
+// instance item again. A commit of more than 50 items is refused with
+// ErrTurnCommitTooLarge before any write.
+//
+// An item whose doc is over BlobThreshold (32 KB) keeps it in S3 when the
+// store has Blobs (Turns(blobs); AGENTAUTH_TURN_BUCKET): the object
+// turns/<h>/<e>/<sha256 of the doc> is written before the transaction and
+// the item holds its key in blob instead of doc; a read checks the
+// object's hash against its name (missing or changed: ErrCorrupt) and
+// keeps it in a bounded per-Store cache. The instance item is offloaded
+// the same way. Delete removes the instance's folder; an object a failed
+// commit wrote, or one no item names any more, stays until then. Without
+// Blobs an item whose doc is over 300 KB (DynamoDB's limit is 400 KB)
+// refuses its commit with ErrTurnCommitTooLarge, the instance item
+// included (a backlog that grows past it refuses commits).
 //
 // Times in attributes are RFC 3339 text with nanoseconds, as in doc,
 // except the numbers named Unix ms or µs above.
