@@ -3,6 +3,7 @@
 package e2eaws
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -32,6 +33,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/testkit/ssetest"
 	"github.com/agentauth/agentauth/shared/turn/model/scripted"
 	"github.com/agentauth/agentauth/test/e2e/e2ekit"
 )
@@ -290,29 +292,16 @@ func bucketObjects(ctx context.Context, t *testing.T, api *s3.Client, bucket str
 	return out
 }
 
-// sseFrame is one event of a stream.
-type sseFrame struct{ id, event, data string }
-
-// parseSSE splits an event stream into its events (comments dropped).
-func parseSSE(raw []byte) []sseFrame {
-	var out []sseFrame
-	for _, block := range strings.Split(strings.ReplaceAll(string(raw), "\r\n", "\n"), "\n\n") {
-		var f sseFrame
-		for _, line := range strings.Split(block, "\n") {
-			switch {
-			case strings.HasPrefix(line, "id: "):
-				f.id = line[4:]
-			case strings.HasPrefix(line, "event: "):
-				f.event = line[7:]
-			case strings.HasPrefix(line, "data: "):
-				f.data = line[6:]
-			}
-		}
-		if f.event != "" {
-			out = append(out, f)
+// parseSSE is the events of a stream (comments dropped).
+func parseSSE(raw []byte) ([]ssetest.Frame, error) {
+	frames, err := ssetest.Parse(bytes.NewReader(raw))
+	var events []ssetest.Frame
+	for _, f := range frames {
+		if f.Event != "" {
+			events = append(events, f)
 		}
 	}
-	return out
+	return events, err
 }
 
 // streamURL GETs path from a function URL on the emulator (routed by the
@@ -768,14 +757,18 @@ func TestDeployedTurns(t *testing.T) {
 		consented = append(consented, struct{ user, inst string }{user, inst})
 		path := instancePath(inst) + "/assistant/turns/" + url.PathEscape(parked.TurnID) + "/events"
 		type result struct {
-			frames []sseFrame
+			frames []ssetest.Frame
 			raw    []byte
 			err    error
 		}
 		follow := make(chan result, 1)
 		go func() {
 			raw, err := st.streamURL(ctx, st.TurnStreamURL, path, "")
-			follow <- result{parseSSE(raw), raw, err}
+			var frames []ssetest.Frame
+			if err == nil {
+				frames, err = parseSSE(raw)
+			}
+			follow <- result{frames, raw, err}
 		}()
 		time.Sleep(time.Second) // the stream is open and waiting on the parked turn
 		link, _ := parked.Data["authorizationUrl"].(string)
@@ -796,25 +789,28 @@ func TestDeployedTurns(t *testing.T) {
 		}
 		var ids []string
 		for i, f := range got.frames {
-			ids = append(ids, f.id)
-			if i >= len(stored) || f.id != fmt.Sprint(stored[i].Seq) || f.event != stored[i].Type {
-				t.Fatalf("stream frame %d: id %s event %s; stored %s", i, f.id, f.event, types(stored))
+			ids = append(ids, f.ID)
+			if i >= len(stored) || f.ID != fmt.Sprint(stored[i].Seq) || f.Event != stored[i].Type {
+				t.Fatalf("stream frame %d: id %s event %s; stored %s", i, f.ID, f.Event, types(stored))
 			}
 		}
-		if len(got.frames) != len(stored) || got.frames[len(got.frames)-1].event != "turn.completed" {
+		if len(got.frames) != len(stored) || got.frames[len(got.frames)-1].Event != "turn.completed" {
 			t.Fatalf("the stream sent %v, the turn stored %s", ids, types(stored))
 		}
 		// Reconnect after the third event: exactly the rest.
-		raw, err := st.streamURL(ctx, st.TurnStreamURL, path, got.frames[2].id)
+		raw, err := st.streamURL(ctx, st.TurnStreamURL, path, got.frames[2].ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		sseBytes = append(sseBytes, raw...)
-		rest := parseSSE(raw)
-		if len(rest) != len(stored)-3 || rest[0].id != fmt.Sprint(stored[3].Seq) || rest[len(rest)-1].event != "turn.completed" {
-			t.Fatalf("after Last-Event-ID %s: %d frames from %v, want %d from %d", got.frames[2].id, len(rest), rest, len(stored)-3, stored[3].Seq)
+		rest, err := parseSSE(raw)
+		if err != nil {
+			t.Fatal(err)
 		}
-		t.Logf("followed %d events (%s) through a parked turn's consent; resumed after %s with %d", len(got.frames), strings.Join(ids, ","), got.frames[2].id, len(rest))
+		if len(rest) != len(stored)-3 || rest[0].ID != fmt.Sprint(stored[3].Seq) || rest[len(rest)-1].Event != "turn.completed" {
+			t.Fatalf("after Last-Event-ID %s: %d frames from %v, want %d from %d", got.frames[2].ID, len(rest), rest, len(stored)-3, stored[3].Seq)
+		}
+		t.Logf("followed %d events (%s) through a parked turn's consent; resumed after %s with %d", len(got.frames), strings.Join(ids, ","), got.frames[2].ID, len(rest))
 	}))
 
 	must(timed("a 48 KB tool output: kept in the S3 bucket, not the table, and the turn reads it back", func(t *testing.T) {

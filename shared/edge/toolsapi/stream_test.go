@@ -3,6 +3,8 @@ package toolsapi
 import (
 	"bufio"
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/agentauth/agentauth/shared/edge/httpx"
 	"github.com/agentauth/agentauth/shared/edge/jwtauth"
+	"github.com/agentauth/agentauth/shared/testkit/ssetest"
 )
 
 // revocable is the fake verifier with tokens that can be made to fail
@@ -38,7 +41,7 @@ func (v *revocable) expire(raw string) {
 }
 
 // sseFrame is one block of an event stream.
-type sseFrame struct{ id, event, data, comment string }
+type sseFrame = ssetest.Frame
 
 // sseClient reads a stream frame by frame.
 type sseClient struct {
@@ -65,36 +68,22 @@ func openStream(t *testing.T, srv *httptest.Server, token, query string) *sseCli
 
 // next is the next frame other than a keep-alive; ok is false at the
 // stream's end.
-func (c *sseClient) next() (f sseFrame, ok bool) {
+func (c *sseClient) next() (sseFrame, bool) {
 	c.t.Helper()
-	for range 10000 {
-		line, err := c.br.ReadString('\n')
-		if err != nil {
-			if f != (sseFrame{}) || line != "" {
-				c.t.Fatalf("the stream ends inside a frame: %+v %q", f, line)
-			}
+	for range 1000 {
+		f, err := ssetest.Read(c.br)
+		if errors.Is(err, io.EOF) {
 			return f, false
 		}
-		switch line = strings.TrimSuffix(line, "\n"); {
-		case line == "":
-			if f != (sseFrame{}) && f.comment != httpx.CommentKeepAlive {
-				return f, true
-			}
-			f = sseFrame{}
-		case strings.HasPrefix(line, ": "):
-			f.comment = strings.TrimPrefix(line, ": ")
-		case strings.HasPrefix(line, "id: "):
-			f.id = strings.TrimPrefix(line, "id: ")
-		case strings.HasPrefix(line, "event: "):
-			f.event = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			f.data += strings.TrimPrefix(line, "data: ")
-		default:
-			c.t.Fatalf("not an event stream line: %q", line)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if f.Comment != httpx.CommentKeepAlive {
+			return f, true
 		}
 	}
-	c.t.Fatal("no frame in 10000 lines")
-	return f, false
+	c.t.Fatal("only keep-alives in 1000 frames")
+	return sseFrame{}, false
 }
 
 // streamServer serves the harness's routes with fast streams.
@@ -133,7 +122,7 @@ func TestToolsStreamPushesChanges(t *testing.T) {
 	}
 	before := toolsBody(t, hs.h, "alice")
 	first, ok := c.next()
-	if !ok || first.event != EventTools || first.data != before || first.id != manifestID([]byte(before)) || len(first.id) != 16 {
+	if !ok || first.Event != EventTools || first.Data != before || first.ID != manifestID([]byte(before)) || len(first.ID) != 16 {
 		t.Fatalf("first frame %+v, want the manifest %s", first, before)
 	}
 
@@ -146,7 +135,7 @@ func TestToolsStreamPushesChanges(t *testing.T) {
 	}
 	after := toolsBody(t, hs.h, "alice")
 	pushed, ok := c.next()
-	if !ok || pushed.event != EventTools || pushed.data != after || pushed.id != manifestID([]byte(after)) || pushed.id == first.id || !strings.Contains(pushed.data, `"list_orders"`) {
+	if !ok || pushed.Event != EventTools || pushed.Data != after || pushed.ID != manifestID([]byte(after)) || pushed.ID == first.ID || !strings.Contains(pushed.Data, `"list_orders"`) {
 		t.Fatalf("after the upload %+v, want %s", pushed, after)
 	}
 
@@ -154,7 +143,7 @@ func TestToolsStreamPushesChanges(t *testing.T) {
 		t.Fatalf("delete: %d", rec.Code)
 	}
 	back, ok := c.next()
-	if !ok || back.data != before || back.id != first.id {
+	if !ok || back.Data != before || back.ID != first.ID {
 		t.Fatalf("after the delete %+v, want the first manifest again", back)
 	}
 }
@@ -174,14 +163,14 @@ func TestToolsStreamEnds(t *testing.T) {
 			hs := newHarness(t, v, false)
 			srv := streamServer(t, hs, 5*time.Millisecond, tc.limits)
 			c := openStream(t, srv, "alice", "")
-			if f, ok := c.next(); !ok || f.event != EventTools {
+			if f, ok := c.next(); !ok || f.Event != EventTools {
 				t.Fatalf("first frame %+v", f)
 			}
 			if tc.expire {
 				v.expire("alice")
 			}
 			last, ok := c.next()
-			if !ok || last.comment != tc.comment {
+			if !ok || last.Comment != tc.comment {
 				t.Fatalf("last frame %+v, want the comment %q", last, tc.comment)
 			}
 			if f, ok := c.next(); ok {
@@ -216,7 +205,7 @@ func TestToolsStreamRefusals(t *testing.T) {
 	// An admin may stream with the flags, as it may GET the manifest.
 	srv := streamServer(t, hs, time.Second, httpx.StreamLimits{})
 	c := openStream(t, srv, "admin-a", "?include_disabled=true")
-	if f, ok := c.next(); !ok || !strings.Contains(f.data, `"old"`) {
+	if f, ok := c.next(); !ok || !strings.Contains(f.Data, `"old"`) {
 		t.Fatalf("admin with include_disabled: %+v", f)
 	}
 }

@@ -19,48 +19,23 @@ import (
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/edge/httpapi"
 	"github.com/agentauth/agentauth/shared/edge/httpx"
+	"github.com/agentauth/agentauth/shared/testkit/ssetest"
 	"github.com/agentauth/agentauth/shared/edge/turnsapi"
 	"github.com/agentauth/agentauth/shared/testkit/turntest"
 	"github.com/agentauth/agentauth/shared/turn"
 )
 
 // frame is one block of an event stream: an event or a comment.
-type frame struct{ id, event, data, comment string }
+type frame = ssetest.Frame
 
-// parseStream splits an event stream into its frames (a test's streams
-// are small: the loop is bounded by the input).
+// parseStream splits an event stream into its frames.
 func parseStream(t *testing.T, r io.Reader) []frame {
 	t.Helper()
-	var out []frame
-	var f frame
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if f != (frame{}) {
-				out = append(out, f)
-			}
-			f = frame{}
-		case strings.HasPrefix(line, ": "):
-			f.comment = strings.TrimPrefix(line, ": ")
-		case strings.HasPrefix(line, "id: "):
-			f.id = strings.TrimPrefix(line, "id: ")
-		case strings.HasPrefix(line, "event: "):
-			f.event = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			f.data += strings.TrimPrefix(line, "data: ")
-		default:
-			t.Fatalf("not an event stream line: %q", line)
-		}
+	frames, err := ssetest.Parse(r)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("reading the stream: %v", err)
-	}
-	if f != (frame{}) {
-		t.Fatalf("the stream ends inside a frame: %+v", f)
-	}
-	return out
+	return frames
 }
 
 // eventsOf is the frames' events, each checked against its id and type.
@@ -68,15 +43,15 @@ func eventsOf(t *testing.T, frames []frame) []turn.TurnEvent {
 	t.Helper()
 	var out []turn.TurnEvent
 	for _, f := range frames {
-		if f.comment != "" {
+		if f.Comment != "" {
 			continue
 		}
 		var e turn.TurnEvent
-		if err := json.Unmarshal([]byte(f.data), &e); err != nil {
-			t.Fatalf("event %s: %v", f.id, err)
+		if err := json.Unmarshal([]byte(f.Data), &e); err != nil {
+			t.Fatalf("event %s: %v", f.ID, err)
 		}
-		if f.id != fmt.Sprint(e.Seq) || f.event != e.Type {
-			t.Fatalf("frame id %s, event %s for %+v", f.id, f.event, e)
+		if f.ID != fmt.Sprint(e.Seq) || f.Event != e.Type {
+			t.Fatalf("frame id %s, event %s for %+v", f.ID, f.Event, e)
 		}
 		out = append(out, e)
 	}
@@ -86,8 +61,8 @@ func eventsOf(t *testing.T, frames []frame) []turn.TurnEvent {
 func commentsOf(frames []frame) []string {
 	var out []string
 	for _, f := range frames {
-		if f.comment != "" && f.comment != httpx.CommentKeepAlive {
-			out = append(out, f.comment)
+		if f.Comment != "" && f.Comment != httpx.CommentKeepAlive {
+			out = append(out, f.Comment)
 		}
 	}
 	return out
@@ -150,8 +125,8 @@ func TestEventStreamReplaysAnEndedTurn(t *testing.T) {
 			for i, e := range got {
 				wantJSON, _ := httpx.EncodeJSON(all.Data[tc.from+i])
 				gotJSON, _ := httpx.EncodeJSON(e)
-				if !bytes.Equal(gotJSON, wantJSON) || frames[i].data != string(wantJSON) {
-					t.Fatalf("event %d: %s, want %s", i, frames[i].data, wantJSON)
+				if !bytes.Equal(gotJSON, wantJSON) || frames[i].Data != string(wantJSON) {
+					t.Fatalf("event %d: %s, want %s", i, frames[i].Data, wantJSON)
 				}
 			}
 		})
