@@ -19,8 +19,8 @@ import (
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/edge/httpapi"
 	"github.com/agentauth/agentauth/shared/edge/httpx"
-	"github.com/agentauth/agentauth/shared/testkit/ssetest"
 	"github.com/agentauth/agentauth/shared/edge/turnsapi"
+	"github.com/agentauth/agentauth/shared/testkit/ssetest"
 	"github.com/agentauth/agentauth/shared/testkit/turntest"
 	"github.com/agentauth/agentauth/shared/turn"
 )
