@@ -100,6 +100,7 @@ type stack struct {
 	// function.
 	TurnFunction, TurnBucket  string
 	TurnStreamURL             string
+	ToolsStreamURL            string
 	SessionKeys, SecretPrefix string
 	Endpoint                  string // http://127.0.0.1:4566
 	APIHost                   string // <apiId>.execute-api.localhost:4566
@@ -138,6 +139,7 @@ func loadStack(t *testing.T) *stack {
 	s.QueueURL, s.DlqURL, s.GetToken, s.Callback = o["QueueUrl"], o["DlqUrl"], o["GetTokenFunctionName"], o["CallbackFunctionName"]
 	s.SessionKeys, s.SecretPrefix = o["SessionKeysSecretArn"], o["SecretPrefix"]
 	s.TurnFunction, s.TurnBucket, s.TurnStreamURL = o["TurnFunctionName"], o["TurnBucketName"], o["TurnStreamUrl"]
+	s.ToolsStreamURL = o["ToolsStreamUrl"]
 	for k, v := range map[string]string{"ApiUrl": s.ApiURL, "PublicUrl": s.PublicURL, "TableName": s.TableName, "KeyArn": s.KeyArn,
 		"QueueUrl": s.QueueURL, "GetTokenFunctionName": s.GetToken, "CallbackFunctionName": s.Callback, "SessionKeysSecretArn": s.SessionKeys} {
 		if v == "" {

@@ -28,6 +28,7 @@ import (
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/oauth"
 	"github.com/agentauth/agentauth/shared/testkit/jwttest"
+	"github.com/agentauth/agentauth/shared/testkit/ssetest"
 	"github.com/agentauth/agentauth/shared/tools/ratelimit"
 	"github.com/agentauth/agentauth/test/e2e/e2ekit"
 )
@@ -342,6 +343,25 @@ func TestDeployedToolsFunction(t *testing.T) {
 		}
 	}))
 
+	// The tools-provider stream through the tools function's URL
+	// (RESPONSE_STREAM, auth type NONE, the JWT checked by the function).
+	// MiniStack hands a streamed answer over when the function ends it —
+	// 2 s before the function's 30 s timeout — so it runs alongside the
+	// steps below and is checked at the end.
+	type streamed struct {
+		raw []byte
+		err error
+	}
+	toolsStream := make(chan streamed, 1)
+	if st.ToolsStreamURL == "" {
+		t.Fatal("the stack has a tools function but no ToolsStreamUrl output")
+	}
+	go func() {
+		raw, err := st.streamURL(ctx, st.ToolsStreamURL, "/v1/agents/stream", "", agent)
+		toolsStream <- streamed{raw, err}
+	}()
+	var toolsStreamBytes []byte
+
 	must(timed("no or bad JWT: 401 with a reason code", func(t *testing.T) {
 		for _, tc := range []struct{ name, jwt, reason string }{
 			{"no token", "", "missing_token"},
@@ -603,6 +623,30 @@ func TestDeployedToolsFunction(t *testing.T) {
 		}
 	}))
 
+	must(timed("the tools stream over the function URL: the caller's tool list, then the reconnect comment before the timeout", func(t *testing.T) {
+		var got streamed
+		select {
+		case got = <-toolsStream:
+		case <-time.After(time.Minute):
+			t.Fatal("the tools stream did not end within a minute")
+		}
+		if got.err != nil {
+			t.Fatal(got.err)
+		}
+		toolsStreamBytes = got.raw
+		frames, err := ssetest.Parse(bytes.NewReader(got.raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, want := call(t, http.MethodGet, "/v1/agents/tools", agent, nil)
+		wantJSON, _ := json.Marshal(want)
+		if len(frames) < 2 || frames[0].Event != "tools" || !strings.Contains(frames[0].Data, `"tool_id":"demo:whoami"`) ||
+			!strings.Contains(frames[len(frames)-1].Comment, "reconnect") {
+			t.Fatalf("stream frames %+v (the route answers %s)", frames, wantJSON)
+		}
+		t.Logf("%d frames; first: tools (%d bytes), last comment %q", len(frames), len(frames[0].Data), frames[len(frames)-1].Comment)
+	}))
+
 	must(timed("no JWT, token or tool argument in the tools function's logs or answers", func(t *testing.T) {
 		collected, _ := secrets.count()
 		if collected < len(jwts)+2 {
@@ -610,6 +654,7 @@ func TestDeployedToolsFunction(t *testing.T) {
 		}
 		leaks := 0
 		leak := func(where, data string) { leaks += secrets.scan(t, where, data) }
+		leak("the tools stream", string(toolsStreamBytes))
 		group := "/aws/lambda/" + fn.Name
 		// CloudWatch Logs may lag the last invocation a little.
 		var text string

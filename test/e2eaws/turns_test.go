@@ -305,11 +305,12 @@ func parseSSE(raw []byte) ([]ssetest.Frame, error) {
 }
 
 // streamURL GETs path from a function URL on the emulator (routed by the
-// URL's host, <id>.lambda-url.<region>.localhost), SigV4-signed for
-// lambda as an IAM caller of an AWS_IAM URL is, asking for an event
-// stream; lastEventID resumes one. MiniStack hands the answer over when
+// URL's host, <id>.lambda-url.<region>.localhost), asking for an event
+// stream: with a bearer token (an auth type NONE URL whose function
+// checks it), else SigV4-signed for lambda as an IAM caller of an AWS_IAM
+// URL is; lastEventID resumes one. MiniStack hands the answer over when
 // the function has finished it.
-func (s *stack) streamURL(ctx context.Context, fnURL, path, lastEventID string) ([]byte, error) {
+func (s *stack) streamURL(ctx context.Context, fnURL, path, lastEventID, bearer string) ([]byte, error) {
 	u, err := url.Parse(fnURL)
 	if err != nil {
 		return nil, err
@@ -325,10 +326,14 @@ func (s *stack) streamURL(ctx context.Context, fnURL, path, lastEventID string) 
 	if lastEventID != "" {
 		req.Header.Set("Last-Event-ID", lastEventID)
 	}
-	sum := sha256.Sum256(nil)
-	creds := aws.Credentials{AccessKeyID: accessKeyID, SecretAccessKey: secretAccessKey}
-	if err := v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "lambda", region, time.Now()); err != nil {
-		return nil, err
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	} else {
+		sum := sha256.Sum256(nil)
+		creds := aws.Credentials{AccessKeyID: accessKeyID, SecretAccessKey: secretAccessKey}
+		if err := v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "lambda", region, time.Now()); err != nil {
+			return nil, err
+		}
 	}
 	resp, err := (&http.Client{Timeout: 2 * time.Minute}).Do(req)
 	if err != nil {
@@ -763,7 +768,7 @@ func TestDeployedTurns(t *testing.T) {
 		}
 		follow := make(chan result, 1)
 		go func() {
-			raw, err := st.streamURL(ctx, st.TurnStreamURL, path, "")
+			raw, err := st.streamURL(ctx, st.TurnStreamURL, path, "", "")
 			var frames []ssetest.Frame
 			if err == nil {
 				frames, err = parseSSE(raw)
@@ -798,7 +803,7 @@ func TestDeployedTurns(t *testing.T) {
 			t.Fatalf("the stream sent %v, the turn stored %s", ids, types(stored))
 		}
 		// Reconnect after the third event: exactly the rest.
-		raw, err := st.streamURL(ctx, st.TurnStreamURL, path, got.frames[2].ID)
+		raw, err := st.streamURL(ctx, st.TurnStreamURL, path, got.frames[2].ID, "")
 		if err != nil {
 			t.Fatal(err)
 		}
