@@ -91,6 +91,10 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	return b, nil
 }
 
+// maxDeletePages bounds DeletePrefix's listing (10^8 objects): a listing
+// that never ends is a broken endpoint, not a folder.
+const maxDeletePages = 100000
+
 // DeletePrefix removes every object whose key starts with prefix (which
 // must end with '/'), a page of up to 1000 at a time.
 func (s *Store) DeletePrefix(ctx context.Context, prefix string) error {
@@ -99,7 +103,7 @@ func (s *Store) DeletePrefix(ctx context.Context, prefix string) error {
 	}
 	var token *string
 	for page := 0; ; page++ {
-		if page > 100000 {
+		if page >= maxDeletePages {
 			return fmt.Errorf("s3blobs: delete prefix %s: too many pages", prefix)
 		}
 		out, err := s.api.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket), Prefix: aws.String(prefix), ContinuationToken: token})

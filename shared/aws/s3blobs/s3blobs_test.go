@@ -26,7 +26,12 @@ type fakeS3 struct {
 	pageSize int
 	puts     []*s3.PutObjectInput
 	deletes  int
+	lists    int
 	fail     error
+	// getErr answers GetObject; endless makes every listing page
+	// truncated, with a new token.
+	getErr  error
+	endless bool
 }
 
 func (f *fakeS3) PutObject(_ context.Context, in *s3.PutObjectInput, _ ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
@@ -43,6 +48,9 @@ func (f *fakeS3) GetObject(_ context.Context, in *s3.GetObjectInput, _ ...func(*
 	if f.fail != nil {
 		return nil, f.fail
 	}
+	if f.getErr != nil {
+		return nil, f.getErr
+	}
 	b, ok := f.objs[aws.ToString(in.Key)]
 	if !ok {
 		return nil, &types.NoSuchKey{Message: aws.String("The specified key does not exist.")}
@@ -51,6 +59,10 @@ func (f *fakeS3) GetObject(_ context.Context, in *s3.GetObjectInput, _ ...func(*
 }
 
 func (f *fakeS3) ListObjectsV2(_ context.Context, in *s3.ListObjectsV2Input, _ ...func(*s3.Options)) (*s3.ListObjectsV2Output, error) {
+	f.lists++
+	if f.endless {
+		return &s3.ListObjectsV2Output{IsTruncated: aws.Bool(true), NextContinuationToken: aws.String(fmt.Sprint(f.lists))}, nil
+	}
 	var keys []string
 	for k := range f.objs {
 		if strings.HasPrefix(k, aws.ToString(in.Prefix)) && k > aws.ToString(in.ContinuationToken) {
@@ -131,5 +143,44 @@ func TestErrorsHoldNoBody(t *testing.T) {
 	}
 	if _, err := New(nil, "b"); err == nil {
 		t.Fatal("nil client accepted")
+	}
+}
+
+func TestGetBounds(t *testing.T) {
+	ctx := context.Background()
+	f := &fakeS3{objs: map[string][]byte{"turns/max": make([]byte, MaxObjectBytes), "turns/over": make([]byte, MaxObjectBytes+1)}}
+	s, _ := New(f, "bucket")
+	if b, err := s.Get(ctx, "turns/max"); err != nil || len(b) != MaxObjectBytes {
+		t.Fatalf("an object of MaxObjectBytes: %v, %d bytes", err, len(b))
+	}
+	if _, err := s.Get(ctx, "turns/over"); !errors.Is(err, domain.ErrCorrupt) {
+		t.Fatalf("an object over MaxObjectBytes: %v, want ErrCorrupt", err)
+	}
+	// An emulator's not-found without the typed error is still not found.
+	f.getErr = &smithy.GenericAPIError{Code: "NoSuchKey", Message: "gone"}
+	if _, err := s.Get(ctx, "turns/max"); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("a generic NoSuchKey: %v, want ErrNotFound", err)
+	}
+	f.getErr = &smithy.GenericAPIError{Code: "SlowDown", Message: "x"}
+	if _, err := s.Get(ctx, "turns/max"); err == nil || errors.Is(err, domain.ErrNotFound) || !strings.Contains(err.Error(), "SlowDown") {
+		t.Fatalf("another error: %v", err)
+	}
+}
+
+func TestDeletePrefixBounds(t *testing.T) {
+	ctx := context.Background()
+	f := &fakeS3{objs: map[string][]byte{}, pageSize: 2}
+	s, _ := New(f, "bucket")
+	// An empty folder: one listing, nothing to delete.
+	if err := s.DeletePrefix(ctx, "a/"); err != nil || f.lists != 1 || f.deletes != 0 {
+		t.Fatalf("empty folder: %v, %d lists, %d deletes", err, f.lists, f.deletes)
+	}
+	if err := s.DeletePrefix(ctx, "/"); err == nil {
+		t.Fatal(`"/" (the whole bucket) was accepted`)
+	}
+	// A listing that never ends stops after maxDeletePages pages.
+	f.endless, f.lists = true, 0
+	if err := s.DeletePrefix(ctx, "a/"); err == nil || !strings.Contains(err.Error(), "too many pages") || f.lists != maxDeletePages {
+		t.Fatalf("endless listing: %v after %d pages, want %d", err, f.lists, maxDeletePages)
 	}
 }
