@@ -247,20 +247,36 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request, p domain.Principal)
 		httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, `request body: "callId" must be at most 128 characters`)
 		return
 	}
-	ctx := r.Context()
+	out := a.Call(r.Context(), p, req.ToolName, req.CallID, req.Args, "")
+	a.answer(w, r, out, map[string]any{"toolCalled": out.ToolCalled, "toolReturned": out.ToolReturned, "result": out.Result})
+}
+
+// Manifest is the caller's discovery manifest at the plane's current
+// snapshot: what GET /v1/agents/tools lists, and the MCP server's
+// tools/list.
+func (a *API) Manifest(ctx context.Context, p domain.Principal, route string) []discovery.ToolManifestEntry {
+	_, res := a.resolve(ctx, p, toolcatalog.Options{}, route)
+	return res.Manifest
+}
+
+// Call runs one call of the caller through the tool hooks — the caller's
+// catalog, the tool's scopes, the rate limit, schema validation, the
+// content-free audit — as POST /v1/tools/invoke does; via names another
+// edge that made it ("mcp"; "" for the REST route), for the audit event.
+func (a *API) Call(ctx context.Context, p domain.Principal, toolName, callID string, args json.RawMessage, via string) toolhooks.Outcome {
 	// The caller's catalog: the tools its policies let it see.
 	snap, res := a.resolve(ctx, p, toolcatalog.Options{}, "invoke")
 	catalog := make([]string, 0, len(res.Manifest))
 	var ids []string
 	for _, e := range res.Manifest {
 		catalog = append(catalog, e.Name)
-		if e.Name == req.ToolName {
+		if e.Name == toolName {
 			ids = append(ids, e.ToolID)
 		}
 	}
 	// The one choice of a call's tool (the turn plane makes it the same
 	// way): not in the catalog, ambiguous, or this tool and its runner.
-	tool, run := snap.Invocable(req.ToolName, ids, func(id string, e toolplane.Entry) toolhooks.Invoker {
+	tool, run := snap.Invocable(toolName, ids, func(id string, e toolplane.Entry) toolhooks.Invoker {
 		switch e.Tool.Transport {
 		case bundle.TransportHTTP:
 			if a.cfg.Runner != nil {
@@ -271,11 +287,10 @@ func (a *API) invoke(w http.ResponseWriter, r *http.Request, p domain.Principal)
 		}
 		return nil
 	})
-	out := a.cfg.Hooks.Invoke(ctx, toolhooks.Call{
-		AgentID: p.AgentID, ToolName: req.ToolName, CallID: req.CallID, Principal: p.Subject,
-		Args: req.Args, GrantedScopes: p.Scopes, Catalog: catalog,
+	return a.cfg.Hooks.Invoke(ctx, toolhooks.Call{
+		AgentID: p.AgentID, ToolName: toolName, CallID: callID, Principal: p.Subject,
+		Args: args, GrantedScopes: p.Scopes, Catalog: catalog, Via: via,
 	}, tool, run)
-	a.answer(w, r, out, map[string]any{"toolCalled": out.ToolCalled, "toolReturned": out.ToolReturned, "result": out.Result})
 }
 
 // hookStatus is the one mapping of a hook verdict to an HTTP status. A

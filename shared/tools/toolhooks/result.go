@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -174,4 +175,27 @@ func kindOf(ve *jsonschema.ValidationError) string {
 		return "does not match the schema"
 	}
 	return "fails " + strings.Join(kp, "/")
+}
+
+// RefusalResult is the error result of a call the hooks refused before
+// the tool ran — forbidden (who lacks a scope: "the caller", "the user
+// this turn acts for") or rate limited — for the callers that answer with
+// a tool result rather than a status: a turn's model, an MCP client. ok
+// is false for the other verdicts, whose Outcome.Result is the answer.
+func RefusalResult(out Outcome, who string, limit int) (r Result, ok bool) {
+	switch out.Verdict {
+	case VerdictForbidden:
+		return ErrorResult("ToolForbidden", CodeForbidden,
+			fmt.Sprintf("%s lacks a scope this tool requires (%s); the tool was not run", who, strings.Join(out.RequiredScopes, " ")), limit), true
+	case VerdictRateLimited:
+		secs := int((out.RetryAfter + time.Second - 1) / time.Second)
+		if secs < 1 {
+			secs = 1
+		}
+		r := ErrorResult("ToolRateLimited", CodeRateLimited,
+			fmt.Sprintf("too many calls of this tool; retry in %d seconds; the tool was not run", secs), limit)
+		r.Error.RetryAfterSeconds = secs
+		return r, true
+	}
+	return Result{}, false
 }

@@ -25,7 +25,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/agentauth/agentauth/shared/bundle"
@@ -211,17 +210,8 @@ func outcome(out toolhooks.Outcome, limit int) engine.Outcome {
 		if out.Result != nil {
 			return errorOutcome(*out.Result)
 		}
-	case toolhooks.VerdictForbidden:
-		return errorOutcome(toolhooks.ErrorResult("ToolForbidden", toolhooks.CodeForbidden,
-			fmt.Sprintf("the user this turn acts for lacks a scope this tool requires (%s); the tool was not run", strings.Join(out.RequiredScopes, " ")), limit))
-	case toolhooks.VerdictRateLimited:
-		secs := int((out.RetryAfter + time.Second - 1) / time.Second)
-		if secs < 1 {
-			secs = 1
-		}
-		r := toolhooks.ErrorResult("ToolRateLimited", toolhooks.CodeRateLimited,
-			fmt.Sprintf("too many calls of this tool; retry in %d seconds; the tool was not run", secs), limit)
-		r.Error.RetryAfterSeconds = secs
+	case toolhooks.VerdictForbidden, toolhooks.VerdictRateLimited:
+		r, _ := toolhooks.RefusalResult(out, "the user this turn acts for", limit)
 		return errorOutcome(r)
 	}
 	return errorOutcome(toolhooks.ErrorResult("Internal", toolhooks.CodeTool, "the tool hooks ended the call without a result", limit))

@@ -1,0 +1,207 @@
+// Package mcpapi serves agentauth's tool plane over the Model Context
+// Protocol, on the official Go SDK: tools/list is the caller's discovery
+// manifest, and tools/call runs through the same tool hooks as POST
+// /v1/tools/invoke — the caller's catalog, the tool's scopes (fail
+// closed), the per-(principal, tool) rate limit, schema validation, the
+// content-free audit (via "mcp").
+//
+// A tool error is a result with isError and the tool's (truncated)
+// message; a refusal (forbidden, rate limited) is such a result too,
+// never a hang or a bare protocol error. A tool that needs the user's
+// consent answers a client that declared URL-mode elicitation with
+// URLElicitationRequiredError (-32042) carrying the authorization URL and
+// the auth session as the elicitation id; other clients get an isError
+// result with the link. A call retried after the consent runs.
+//
+// This package never returns or logs a token, and never logs a tool's
+// arguments or output.
+package mcpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/tools/discovery"
+	"github.com/agentauth/agentauth/shared/tools/toolhooks"
+)
+
+// Tools is the tool plane as the MCP server uses it
+// (shared/edge/toolsapi.API: the same calls the REST routes make).
+type Tools interface {
+	Manifest(ctx context.Context, p domain.Principal, route string) []discovery.ToolManifestEntry
+	Call(ctx context.Context, p domain.Principal, toolName, callID string, args json.RawMessage, via string) toolhooks.Outcome
+}
+
+// Via is the audit events' via of a call made over MCP.
+const Via = "mcp"
+
+// Config configures the MCP server.
+type Config struct {
+	Tools Tools
+	// Version is the server's version in the initialize answer (the
+	// bundle revision).
+	Version string
+	Log     *slog.Logger
+}
+
+// Server builds the MCP server of each caller.
+type Server struct {
+	cfg Config
+}
+
+// New returns the MCP server builder.
+func New(cfg Config) (*Server, error) {
+	if cfg.Tools == nil {
+		return nil, errors.New("mcpapi: the tool plane is required")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg}, nil
+}
+
+// For is the MCP server of one caller: its tools, each call through the
+// tool hooks as p. A tool whose input schema is not a JSON object (MCP
+// requires one) is left out, and logged.
+func (s *Server) For(ctx context.Context, p domain.Principal) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "agentauth", Title: "agentauth tool plane", Version: s.cfg.Version},
+		&mcp.ServerOptions{Logger: s.cfg.Log})
+	for _, e := range s.cfg.Tools.Manifest(ctx, p, "mcp") {
+		t, err := toolOf(e)
+		if err != nil {
+			s.cfg.Log.WarnContext(ctx, "tool left out of the MCP tool list", "tool", e.Name, "err", err)
+			continue
+		}
+		srv.AddTool(t, s.handler(p, e.Name))
+	}
+	return srv
+}
+
+// toolOf is a manifest entry as an MCP tool.
+func toolOf(e discovery.ToolManifestEntry) (*mcp.Tool, error) {
+	schema := e.InputSchema
+	if len(schema) == 0 {
+		schema = json.RawMessage(`{"type":"object"}`)
+	}
+	var probe struct {
+		Type any `json:"type"`
+	}
+	if err := json.Unmarshal(schema, &probe); err != nil || probe.Type != "object" {
+		return nil, errors.New(`its input schema is not {"type": "object", …}`)
+	}
+	return &mcp.Tool{Name: e.Name, Description: e.Description, InputSchema: schema}, nil
+}
+
+// handler runs a call of tool name through the tool hooks as p.
+func (s *Server) handler(p domain.Principal, name string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		out := s.cfg.Tools.Call(ctx, p, name, newCallID(), req.Params.Arguments, Via)
+		return s.result(ctx, req, out)
+	}
+}
+
+// result is the MCP answer to an outcome of the hooks.
+func (s *Server) result(ctx context.Context, req *mcp.CallToolRequest, out toolhooks.Outcome) (*mcp.CallToolResult, error) {
+	if r, refused := toolhooks.RefusalResult(out, "the caller", toolhooks.DefaultErrorMessageLimit); refused {
+		return errorResult(r), nil
+	}
+	switch {
+	case out.Result == nil:
+		s.cfg.Log.ErrorContext(ctx, "tool hooks gave no result", "verdict", string(out.Verdict))
+		return errorResult(toolhooks.ErrorResult("Internal", toolhooks.CodeTool, "the call ended without a result", toolhooks.DefaultErrorMessageLimit)), nil
+	case out.Verdict == toolhooks.VerdictOK && out.Result.Status == toolhooks.ResultAuthorizationRequired:
+		return consent(req, *out.Result)
+	case out.Verdict == toolhooks.VerdictOK:
+		return okResult(*out.Result), nil
+	}
+	return errorResult(*out.Result), nil
+}
+
+// pending is what an authorization_required result's authorization holds
+// (shared/tools/httptool): the consent's session and link, no secret.
+type pending struct {
+	Session string `json:"authSessionId"`
+	URL     string `json:"authorizationUrl"`
+	Message string `json:"message"`
+	App     string `json:"oauthAppRef"`
+}
+
+// consent answers a call whose tool needs the user's consent: URL
+// elicitation for a client that declared it, else an isError result with
+// the link and the authorization_required object.
+func consent(req *mcp.CallToolRequest, r toolhooks.Result) (*mcp.CallToolResult, error) {
+	var a pending
+	if json.Unmarshal(r.Authorization, &a) != nil || a.URL == "" {
+		return errorResult(toolhooks.ErrorResult("AuthError", toolhooks.CodeTool, "the tool needs the user's consent but named no authorization link", toolhooks.DefaultErrorMessageLimit)), nil
+	}
+	msg := a.Message
+	if msg == "" {
+		msg = "This tool needs your authorization"
+	}
+	if elicitsURL(req) {
+		return nil, mcp.URLElicitationRequiredError([]*mcp.ElicitParams{{
+			Mode: "url", URL: a.URL, ElicitationID: a.Session,
+			Message: msg + " — open the link, approve access, then call the tool again.",
+		}})
+	}
+	return &mcp.CallToolResult{
+		IsError:           true,
+		Content:           []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("authorization_required: %s. Open %s, approve access, then call the tool again.", msg, a.URL)}},
+		StructuredContent: map[string]any{"status": toolhooks.ResultAuthorizationRequired, "authorization": r.Authorization},
+	}, nil
+}
+
+// elicitsURL reports whether the calling client declared URL-mode
+// elicitation when it initialized.
+func elicitsURL(req *mcp.CallToolRequest) bool {
+	if req == nil || req.Session == nil {
+		return false
+	}
+	ip := req.Session.InitializeParams()
+	return ip != nil && ip.Capabilities != nil && ip.Capabilities.Elicitation != nil && ip.Capabilities.Elicitation.URL != nil
+}
+
+// okResult is a tool's output: as text (JSON) for every client, and as
+// structured content when it is a JSON object.
+func okResult(r toolhooks.Result) *mcp.CallToolResult {
+	out := r.Output
+	if len(out) == 0 {
+		out = json.RawMessage("null")
+	}
+	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(out)}}}
+	var obj map[string]any
+	if json.Unmarshal(out, &obj) == nil && obj != nil {
+		res.StructuredContent = obj
+	}
+	return res
+}
+
+// errorResult is an error result: isError, the error's (already
+// truncated) message as text, and the error object as structured content.
+func errorResult(r toolhooks.Result) *mcp.CallToolResult {
+	msg := "the tool failed"
+	if r.Error != nil {
+		msg = r.Error.Message
+	}
+	res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+	if r.Error != nil {
+		res.StructuredContent = map[string]any{"status": "error", "error": r.Error}
+	}
+	return res
+}
+
+// newCallID names a call in the audit events (MCP requests carry no id the
+// caller chose for the call).
+func newCallID() string {
+	b := make([]byte, 9)
+	_, _ = rand.Read(b)
+	return "mcp-" + hex.EncodeToString(b)
+}
