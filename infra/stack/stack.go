@@ -156,6 +156,14 @@ var ToolRoutes = []Route{
 	{Method: "GET", Path: "/v1/admin/tenants/{tenant}/tools"},
 	{Method: "DELETE", Path: "/v1/admin/tenants/{tenant}/skills/{name}"},
 	{Method: "DELETE", Path: "/v1/admin/tenants/{tenant}/tools/{name}"},
+	// The MCP server (shared/edge/mcpapi): stateless Streamable HTTP, so
+	// GET and DELETE answer 405; its protected resource metadata (RFC
+	// 9728), at the well-known URI and with the resource's path.
+	{Method: "POST", Path: "/mcp"},
+	{Method: "GET", Path: "/mcp"},
+	{Method: "DELETE", Path: "/mcp"},
+	{Method: "GET", Path: "/.well-known/oauth-protected-resource"},
+	{Method: "GET", Path: "/.well-known/oauth-protected-resource/mcp"},
 }
 
 // SeamRoutes are the tool-hooks seam's routes, also served by the tools

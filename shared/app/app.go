@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"strings"
 
 	"github.com/agentauth/agentauth/shared/aws/awsbackends"
 	"github.com/agentauth/agentauth/shared/aws/awscount"
@@ -24,6 +25,7 @@ import (
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/edge/httpapi"
 	"github.com/agentauth/agentauth/shared/edge/jwtauth"
+	"github.com/agentauth/agentauth/shared/edge/mcpapi"
 	"github.com/agentauth/agentauth/shared/edge/toolsapi"
 	"github.com/agentauth/agentauth/shared/edge/turnsapi"
 	"github.com/agentauth/agentauth/shared/local/embedded"
@@ -188,6 +190,11 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 			return nil, fmt.Errorf("tool routes:\n%w", err)
 		}
 		api.Mount(a.Tools.Register)
+		mcp, err := buildMCP(cfg, b, a.Tools, opts.Lambda, log)
+		if err != nil {
+			return nil, fmt.Errorf("MCP server:\n%w", err)
+		}
+		api.Mount(mcp)
 	}
 	if turns {
 		tools, err := turntools.New(turntools.Config{Plane: tp.plane, Hooks: tp.hooks, Runner: tp.runner, Native: opts.Native,
@@ -254,6 +261,36 @@ func buildToolPlane(ctx context.Context, t *config.Tools, b *bundle.Bundle, toke
 		limiter: lim,
 		metrics: rec,
 	}, nil
+}
+
+// buildMCP serves the same tool plane over MCP at /mcp: its JWTs must
+// name the MCP resource as their audience (the REST routes' audience is
+// refused there). In Lambda it is stateless — no session another
+// function instance would lack — and answers JSON; the local server keeps
+// sessions in the process.
+func buildMCP(cfg config.Config, b *bundle.Bundle, tools *toolsapi.API, lambda bool, log *slog.Logger) (func(*http.ServeMux), error) {
+	resource := cfg.Tools.MCPResource
+	if resource == "" {
+		resource = strings.TrimRight(cfg.PublicURL, "/") + mcpapi.Path
+	}
+	jc := cfg.Tools.JWT
+	jc.Audience = resource
+	v, err := jwtauth.New(jc)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := mcpapi.New(mcpapi.Config{Tools: tools, Version: b.Revision, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	hc := mcpapi.HTTPConfig{Verifier: v, Resource: resource, AuthorizationServers: []string{jc.Issuer}, Stateless: lambda,
+		Paths: jwtauth.ClaimPaths{Tenant: cfg.Tools.TenantClaim, Skills: cfg.Tools.SkillsClaim, Subjects: cfg.Tools.SubjectsClaim}.WithDefaults()}
+	// Register checks the configuration: run it once now, so that a bad
+	// one fails the start rather than every mount.
+	if err := srv.Register(http.NewServeMux(), hc); err != nil {
+		return nil, fmt.Errorf("%s %q: %w", config.MCPResource, resource, err)
+	}
+	return func(mux *http.ServeMux) { _ = srv.Register(mux, hc) }, nil
 }
 
 // buildToolRoutes serves the tool plane over REST behind the JWT verifier.

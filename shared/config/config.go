@@ -12,6 +12,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -43,6 +44,7 @@ const (
 	JWKSURL               = "AGENTAUTH_JWKS_URL"
 	JWTIssuer             = "AGENTAUTH_JWT_ISSUER"
 	JWTAudience           = "AGENTAUTH_JWT_AUDIENCE"
+	MCPResource           = "AGENTAUTH_MCP_RESOURCE"
 	TenantClaim           = "AGENTAUTH_TENANT_CLAIM"
 	SkillsClaim           = "AGENTAUTH_SKILLS_CLAIM"
 	SubjectsClaim         = "AGENTAUTH_SUBJECTS_CLAIM"
@@ -96,6 +98,7 @@ func Variables() []Var {
 		{Name: JWKSURL, Doc: "JWKS of the agents' JWT issuer: set it to serve the tool routes (https, or http on loopback)"},
 		{Name: JWTIssuer, Doc: "required iss of agent JWTs (required with " + JWKSURL + ")"},
 		{Name: JWTAudience, Doc: "required aud of agent JWTs (required with " + JWKSURL + ")"},
+		{Name: MCPResource, Lambda: "<public URL>/mcp", Local: "<public URL>/mcp", Doc: "the MCP server's resource URL (RFC 8707): the aud its JWTs must carry, named by its protected resource metadata"},
 		{Name: TenantClaim, Lambda: jwtauth.DefaultTenantClaim, Local: jwtauth.DefaultTenantClaim, Doc: "dot path of the caller's tenant in the agent JWT"},
 		{Name: SkillsClaim, Lambda: jwtauth.DefaultSkillsClaim, Local: jwtauth.DefaultSkillsClaim, Doc: "dot path of the caller's skill allow list (a list, or a comma-separated string)"},
 		{Name: SubjectsClaim, Lambda: "agentauth_subjects", Local: "agentauth_subjects", Doc: "dot path of the caller's OAuth subjects, {\"global\": …, \"user\": …}, for the tokens of http tools"},
@@ -160,6 +163,8 @@ type Tools struct {
 	// agent turns use whether or not the routes are on.
 	Routes                                  bool
 	JWT                                     jwtauth.Config
+	// MCPResource is the MCP server's resource URL ("": <public URL>/mcp).
+	MCPResource string
 	TenantClaim, SkillsClaim, SubjectsClaim string
 	Seam                                    bool
 	Limits                                  ratelimit.Limits
@@ -222,6 +227,11 @@ func (r *reader) tools() *Tools {
 		for _, k := range []string{JWTIssuer, JWTAudience} {
 			if r.get(k) == "" {
 				r.fail(k, "is required with "+JWKSURL)
+			}
+		}
+		if t.MCPResource = r.get(MCPResource); t.MCPResource != "" {
+			if u, err := url.Parse(t.MCPResource); err != nil || u.Scheme == "" || u.Host == "" || u.Fragment != "" {
+				r.fail(MCPResource, "want an absolute URL without a fragment, e.g. https://tools.example.com/mcp")
 			}
 		}
 	}

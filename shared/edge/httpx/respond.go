@@ -60,7 +60,9 @@ func WriteError(w http.ResponseWriter, r *http.Request, status int, code, messag
 // WriteErrorDetails is WriteError with details (e.g. the 401 reason, an
 // upload's problems by field).
 func WriteErrorDetails(w http.ResponseWriter, r *http.Request, status int, code, message string, details map[string]any) {
-	if status == http.StatusUnauthorized {
+	if status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
+		// A route with its own challenge (the MCP server's, naming its
+		// protected resource metadata) has set it already.
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agentauth"`)
 	}
 	WriteJSON(w, status, ErrorBody{Error: NewProblem(r, status, code, message, details)})

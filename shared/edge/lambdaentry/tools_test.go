@@ -75,3 +75,51 @@ func TestToolsFunctionAnswersAPIGatewayEvents(t *testing.T) {
 		t.Fatal("the JWT is in the log")
 	}
 }
+
+// TestToolsFunctionServesMCP: the tools function answers MCP over API
+// Gateway, stateless, JSON: a token for the REST routes' audience is
+// refused with the challenge naming the protected resource metadata; one
+// for the MCP resource lists the tools.
+func TestToolsFunctionServesMCP(t *testing.T) {
+	iss := jwttest.Start(t)
+	functionEnv(t)
+	for k, v := range iss.Env() {
+		t.Setenv(k, v)
+	}
+	f, err := build(context.Background(), os.Getenv, ToolsRoutes, "tools", slog.New(slog.DiscardHandler), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mcpEvent := func(token string) json.RawMessage {
+		var ev events.APIGatewayV2HTTPRequest
+		_ = json.Unmarshal(toolsEvent("POST", "/mcp", token, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`), &ev)
+		ev.Headers["accept"] = "application/json, text/event-stream"
+		ev.Headers["mcp-protocol-version"] = "2025-06-18"
+		raw, _ := json.Marshal(ev)
+		return raw
+	}
+	restToken := iss.Mint(t, map[string]any{"sub": "alice", "scope": "profile.read"})
+	out, err := f.Invoke(context.Background(), mcpEvent(restToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := out.(events.APIGatewayV2HTTPResponse)
+	if resp.StatusCode != 401 || resp.Headers["Www-Authenticate"] != `Bearer resource_metadata="https://auth.example/.well-known/oauth-protected-resource/mcp", error="invalid_token"` ||
+		!strings.Contains(resp.Body, `"reason":"wrong_audience"`) {
+		t.Fatalf("a token for the REST routes: %d %v %s", resp.StatusCode, resp.Headers, resp.Body)
+	}
+	mcpToken := iss.Mint(t, map[string]any{"sub": "alice", "scope": "profile.read", "aud": "https://auth.example/mcp"})
+	out, err = f.Invoke(context.Background(), mcpEvent(mcpToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp = out.(events.APIGatewayV2HTTPResponse)
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Headers["Content-Type"], "application/json") || !strings.Contains(resp.Body, `"tools":[]`) {
+		t.Fatalf("tools/list: %d %v %s", resp.StatusCode, resp.Headers, resp.Body)
+	}
+	out, _ = f.Invoke(context.Background(), toolsEvent("GET", "/.well-known/oauth-protected-resource/mcp", "", ""))
+	if resp := out.(events.APIGatewayV2HTTPResponse); resp.StatusCode != 200 || !strings.Contains(resp.Body, `"resource":"https://auth.example/mcp"`) ||
+		!strings.Contains(resp.Body, `"authorization_servers":["`+jwttest.Issuer+`"]`) {
+		t.Fatalf("protected resource metadata: %d %s", resp.StatusCode, resp.Body)
+	}
+}
