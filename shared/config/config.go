@@ -161,10 +161,10 @@ type Tools struct {
 	// Routes: the REST tool routes are served (AGENTAUTH_JWKS_URL is set);
 	// JWT checks their callers. The rest configures the tool plane, which
 	// agent turns use whether or not the routes are on.
-	Routes                                  bool
-	JWT                                     jwtauth.Config
+	Routes bool
+	JWT    jwtauth.Config
 	// MCPResource is the MCP server's resource URL ("": <public URL>/mcp).
-	MCPResource string
+	MCPResource                             string
 	TenantClaim, SkillsClaim, SubjectsClaim string
 	Seam                                    bool
 	Limits                                  ratelimit.Limits
