@@ -76,7 +76,7 @@ func decodeTool(r *res, d *document) {
 	spec := r.spec(d,
 		"id", "name", "description", "inputSchema", "sourceId", "sourcePath", "method",
 		"tags", "labelIds", "version", "enabled", "requiredScopes", "errorMessageLimit",
-		"transport", "url", "auth", "idempotent")
+		"transport", "url", "auth", "idempotent", "annotations")
 	if spec == nil {
 		return
 	}
@@ -104,7 +104,31 @@ func decodeTool(r *res, d *document) {
 	toolTransport(r, spec, t, method)
 	t.Auth = toolAuth(r, spec, t)
 	t.Idempotent = spec.optBool("idempotent", idempotentMethod(t.Method))
+	t.Annotations = toolAnnotations(spec)
 	addTool(r, spec, t, idLine)
+}
+
+// toolAnnotations reads spec.annotations: the hints a tool declares about
+// itself for MCP clients, each optional (nil when none is declared).
+func toolAnnotations(spec *mapping) *discovery.ToolAnnotations {
+	if n, _ := spec.get("annotations"); n == nil {
+		return nil
+	}
+	m := spec.child("annotations", "title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+	a := &discovery.ToolAnnotations{}
+	if s := m.str("title"); s.OK {
+		a.Title = s.Value
+	}
+	for key, dst := range map[string]**bool{"readOnlyHint": &a.ReadOnlyHint, "destructiveHint": &a.DestructiveHint,
+		"idempotentHint": &a.IdempotentHint, "openWorldHint": &a.OpenWorldHint} {
+		if n, _ := m.get(key); n != nil && n.ShortTag() == "!!bool" {
+			v, _ := m.boolean(key)
+			*dst = &v
+		} else if n != nil {
+			m.boolean(key) // reports the value that is not a boolean
+		}
+	}
+	return a
 }
 
 // idempotentMethod is a tool's idempotent default: GET and HEAD only read

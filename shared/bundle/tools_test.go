@@ -606,3 +606,37 @@ func TestSchemaLoaderReadsNothing(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+func TestToolAnnotations(t *testing.T) {
+	tool := func(extra string) string {
+		return "apiVersion: agents.example.io/v1alpha1\nkind: Tool\nmetadata: {name: probe}\nspec:\n" +
+			"  id: demo:probe\n  name: probe\n  description: d\n  inputSchema: {type: object}\n  sourceId: demo\n" +
+			"  transport: http\n  url: https://api.example.com/probe\n  method: GET\n" + extra
+	}
+	files := validFiles()
+	files["probe.yaml"] = tool("  annotations: {title: Probe, readOnlyHint: true, openWorldHint: false}\n")
+	a := mustParse(t, files).Tools["demo:probe"].Annotations
+	if a == nil || a.Title != "Probe" || a.ReadOnlyHint == nil || !*a.ReadOnlyHint || a.OpenWorldHint == nil || *a.OpenWorldHint ||
+		a.DestructiveHint != nil || a.IdempotentHint != nil {
+		t.Fatalf("annotations %+v", a)
+	}
+	files["probe.yaml"] = tool("")
+	if a := mustParse(t, files).Tools["demo:probe"].Annotations; a != nil {
+		t.Fatalf("no annotations declared, got %+v", a)
+	}
+	for doc, want := range map[string]string{
+		"  annotations: {readOnlyHint: yes please}\n": "readOnlyHint: must be true or false",
+		"  annotations: {readOnly: true}\n":           "readOnly",
+	} {
+		files["probe.yaml"] = tool(doc)
+		_, err := Parse(toFiles(files), validOptions())
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error naming %q", doc, err, want)
+		}
+	}
+	// Uploads read them the same way.
+	up, err := ParseTenantTool([]byte(`{"id":"menu:list","name":"list_menu","description":"d","inputSchema":{"type":"object"},"sourceId":"menu","transport":"http","url":"https://api.example.com/menu","method":"GET","annotations":{"readOnlyHint":true}}`))
+	if err != nil || up.Annotations == nil || !*up.Annotations.ReadOnlyHint {
+		t.Fatalf("upload: %v %+v", err, up)
+	}
+}

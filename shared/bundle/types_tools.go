@@ -87,6 +87,10 @@ type Tool struct {
 	URL               string // the upstream URL of an http tool
 	Auth              *ToolAuth
 	Idempotent        bool
+	// Annotations are spec.annotations: hints for MCP clients
+	// (title, readOnlyHint, destructiveHint, idempotentHint,
+	// openWorldHint); nil when the tool declares none.
+	Annotations *discovery.ToolAnnotations
 }
 
 // ToolAuth is the OAuth token a tool's upstream call carries.
@@ -103,7 +107,7 @@ func (t *Tool) DiscoveryTool() discovery.Tool {
 	return discovery.Tool{
 		ID: t.ID, Name: t.ToolName, Description: t.Description, InputSchema: t.InputSchemaJSON,
 		SourceID: t.SourceID, SourcePath: t.SourcePath, Method: t.Method,
-		Tags: t.Tags, LabelIDs: t.LabelIDs, Version: t.Version, Enabled: t.Enabled,
+		Tags: t.Tags, LabelIDs: t.LabelIDs, Version: t.Version, Enabled: t.Enabled, Annotations: t.Annotations,
 	}
 }
 

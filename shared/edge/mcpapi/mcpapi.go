@@ -97,7 +97,17 @@ func toolOf(e discovery.ToolManifestEntry) (*mcp.Tool, error) {
 	if err := json.Unmarshal(schema, &probe); err != nil || probe.Type != "object" {
 		return nil, errors.New(`its input schema is not {"type": "object", …}`)
 	}
-	return &mcp.Tool{Name: e.Name, Description: e.Description, InputSchema: schema}, nil
+	t := &mcp.Tool{Name: e.Name, Description: e.Description, InputSchema: schema}
+	if a := e.Annotations; a != nil {
+		t.Annotations = &mcp.ToolAnnotations{Title: a.Title, DestructiveHint: a.DestructiveHint, OpenWorldHint: a.OpenWorldHint}
+		// The SDK's two plain booleans: false is MCP's default for both.
+		t.Annotations.ReadOnlyHint = a.ReadOnlyHint != nil && *a.ReadOnlyHint
+		t.Annotations.IdempotentHint = a.IdempotentHint != nil && *a.IdempotentHint
+		if a.Title != "" {
+			t.Title = a.Title
+		}
+	}
+	return t, nil
 }
 
 // handler runs a call of tool name through the tool hooks as p.

@@ -17,6 +17,8 @@ import (
 	"github.com/agentauth/agentauth/shared/tools/toolhooks"
 )
 
+var yes, no = true, false
+
 // fakeTools is a hand-written tool plane: a fixed manifest, and each tool
 // answering one kind of outcome. It records the calls it was asked.
 type fakeTools struct {
@@ -29,7 +31,8 @@ type fakeTools struct {
 func (f *fakeTools) Manifest(context.Context, domain.Principal, string) []discovery.ToolManifestEntry {
 	obj := json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)
 	return []discovery.ToolManifestEntry{
-		{ToolID: "demo:echo", Name: "echo", Description: "says it back", InputSchema: obj},
+		{ToolID: "demo:echo", Name: "echo", Description: "says it back", InputSchema: obj,
+			Annotations: &discovery.ToolAnnotations{Title: "Echo", ReadOnlyHint: &yes, OpenWorldHint: &no}},
 		{ToolID: "demo:fail", Name: "fail", Description: "always fails", InputSchema: obj},
 		{ToolID: "demo:locked", Name: "locked", Description: "needs a scope", InputSchema: obj},
 		{ToolID: "demo:busy", Name: "busy", Description: "rate limited", InputSchema: obj},
@@ -113,10 +116,17 @@ func TestToolsList(t *testing.T) {
 	var names []string
 	for _, tl := range res.Tools {
 		names = append(names, tl.Name)
-		if tl.Name == "echo" {
+		switch tl.Name {
+		case "echo":
 			schema, _ := json.Marshal(tl.InputSchema)
-			if tl.Description != "says it back" || !strings.Contains(string(schema), `"q":{"type":"string"}`) {
-				t.Fatalf("echo: %q %s", tl.Description, schema)
+			a := tl.Annotations
+			if tl.Description != "says it back" || !strings.Contains(string(schema), `"q":{"type":"string"}`) ||
+				a == nil || a.Title != "Echo" || !a.ReadOnlyHint || a.OpenWorldHint == nil || *a.OpenWorldHint || a.DestructiveHint != nil || tl.Title != "Echo" {
+				t.Fatalf("echo: %q %s %+v", tl.Description, schema, a)
+			}
+		case "fail":
+			if tl.Annotations != nil {
+				t.Fatalf("fail declares no annotations, got %+v", tl.Annotations)
 			}
 		}
 	}

@@ -87,9 +87,15 @@ func NewIndex(cfg Config) (*Index, error) {
 		if tags == nil {
 			tags = []string{}
 		}
+		var ann *ToolAnnotations
+		if t.Annotations != nil {
+			a := *t.Annotations
+			ann = &a
+		}
 		ix.entries[i] = ToolManifestEntry{
 			ToolID: t.key(), Name: t.Name, Description: t.Description, InputSchema: schema,
 			SourceID: t.SourceID, SourcePath: t.SourcePath, Tags: tags, Version: t.Version, Tenant: t.Tenant,
+			Annotations: ann,
 		}
 		views[i] = toolView{
 			enabled: t.Enabled,

@@ -31,6 +31,20 @@ type Tool struct {
 	// other or with the bundle, and only that tenant's callers may see it
 	// (the caller filters: see ToolManifestEntry.Tenant).
 	Tenant string
+	// Annotations are the hints the tool declares about itself (nil:
+	// none), passed on to MCP clients.
+	Annotations *ToolAnnotations
+}
+
+// ToolAnnotations are a tool's hints to its callers, as MCP names them:
+// hints, never enforced, and only those the tool declares (nil: not
+// declared).
+type ToolAnnotations struct {
+	Title           string `json:"title,omitempty"`
+	ReadOnlyHint    *bool  `json:"readOnlyHint,omitempty"`
+	DestructiveHint *bool  `json:"destructiveHint,omitempty"`
+	IdempotentHint  *bool  `json:"idempotentHint,omitempty"`
+	OpenWorldHint   *bool  `json:"openWorldHint,omitempty"`
 }
 
 // TenantToolID is the manifest id of a tenant's tool: "<tenant>/<id>".
@@ -112,6 +126,8 @@ type ToolManifestEntry struct {
 	SourcePath  string          `json:"source_path"`
 	Tags        []string        `json:"tags"`
 	Version     string          `json:"version,omitempty"`
+	// Annotations are the tool's declared hints (readOnlyHint, …).
+	Annotations *ToolAnnotations `json:"annotations,omitempty"`
 	// Tenant is the uploading tenant of a tenant tool (empty for the
 	// bundle's): a caller whose tenant differs must never see the entry.
 	Tenant string `json:"-"`
