@@ -114,7 +114,7 @@ func TestToolsFunctionServesMCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp = out.(events.APIGatewayV2HTTPResponse)
-	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Headers["Content-Type"], "application/json") || !strings.Contains(resp.Body, `"tools":[]`) {
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Headers["Content-Type"], "application/json") || !strings.Contains(resp.Body, `"name":"search_skills"`) {
 		t.Fatalf("tools/list: %d %v %s", resp.StatusCode, resp.Headers, resp.Body)
 	}
 	out, _ = f.Invoke(context.Background(), toolsEvent("GET", "/.well-known/oauth-protected-resource/mcp", "", ""))

@@ -131,7 +131,7 @@ func TestHTTPListAndCall(t *testing.T) {
 			defer cs.Close()
 			ctx := context.Background()
 			list, err := cs.ListTools(ctx, nil)
-			if err != nil || len(list.Tools) != 5 {
+			if err != nil || len(list.Tools) != 6 { // five tools and search_skills
 				t.Fatalf("tools/list: %v %d", err, len(list.Tools))
 			}
 			r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"q": "hi"}})

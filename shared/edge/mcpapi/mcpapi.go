@@ -18,6 +18,7 @@
 package mcpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -25,11 +26,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/tools/discovery"
+	"github.com/agentauth/agentauth/shared/tools/skills"
 	"github.com/agentauth/agentauth/shared/tools/toolhooks"
 )
 
@@ -38,6 +41,7 @@ import (
 type Tools interface {
 	Manifest(ctx context.Context, p domain.Principal, route string) []discovery.ToolManifestEntry
 	Call(ctx context.Context, p domain.Principal, toolName, callID string, args json.RawMessage, via string) toolhooks.Outcome
+	SearchSkills(ctx context.Context, p domain.Principal, q string, topK int) []skills.Result
 }
 
 // Via is the audit events' via of a call made over MCP.
@@ -74,15 +78,74 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) For(ctx context.Context, p domain.Principal) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "agentauth", Title: "agentauth tool plane", Version: s.cfg.Version},
 		&mcp.ServerOptions{Logger: s.cfg.Log})
+	skillsTool := true
 	for _, e := range s.cfg.Tools.Manifest(ctx, p, "mcp") {
 		t, err := toolOf(e)
 		if err != nil {
 			s.cfg.Log.WarnContext(ctx, "tool left out of the MCP tool list", "tool", e.Name, "err", err)
 			continue
 		}
+		if e.Name == SkillsTool {
+			skillsTool = false // the caller's own tool of that name wins
+			s.cfg.Log.WarnContext(ctx, "a tool named like the skills search hides it", "tool", e.Name)
+		}
 		srv.AddTool(t, s.handler(p, e.Name))
 	}
+	if skillsTool {
+		srv.AddTool(skillsSearch, s.searchSkills(p))
+	}
 	return srv
+}
+
+// SkillsTool is the name of the skills search the server adds to every
+// caller's tools. Skills are served as a search tool rather than as MCP
+// resources: spec 003's rule is ranked retrieval by query (the bundle's
+// skills and the caller's tenant's on its allow list), which a
+// resources/list — no query, every skill at once — cannot express, and
+// every MCP client calls tools, while support for resources varies.
+const SkillsTool = "search_skills"
+
+var skillsSearch = &mcp.Tool{
+	Name:  SkillsTool,
+	Title: "Search skills",
+	Description: "Find the skills (how-to instructions) relevant to a task, ranked by relevance: the platform's and your tenant's " +
+		"that you may read. Each result has its name, description and content.",
+	InputSchema: json.RawMessage(`{"type":"object","properties":{` +
+		`"q":{"type":"string","description":"what the task is about"},` +
+		`"top_k":{"type":"integer","minimum":1,"maximum":` + strconv.Itoa(skills.MaxTopK) + `,"description":"how many results at most (default 10)"}},` +
+		`"additionalProperties":false}`),
+	Annotations: &mcp.ToolAnnotations{Title: "Search skills", ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: new(bool)},
+}
+
+// searchSkills answers search_skills: the caller's skills for q.
+func (s *Server) searchSkills(p domain.Principal) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var in struct {
+			Q    string `json:"q"`
+			TopK *int   `json:"top_k"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(req.Params.Arguments))
+		dec.DisallowUnknownFields()
+		if len(req.Params.Arguments) > 0 {
+			if err := dec.Decode(&in); err != nil {
+				return errorResult(toolhooks.ErrorResult("InvalidArgs", toolhooks.CodeInvalidArgs,
+					`the arguments must be {"q": string, "top_k"?: integer}`, toolhooks.DefaultErrorMessageLimit)), nil
+			}
+		}
+		topK := 0
+		if in.TopK != nil {
+			if *in.TopK < 1 || *in.TopK > skills.MaxTopK {
+				return errorResult(toolhooks.ErrorResult("InvalidArgs", toolhooks.CodeInvalidArgs,
+					fmt.Sprintf("top_k must be from 1 to %d", skills.MaxTopK), toolhooks.DefaultErrorMessageLimit)), nil
+			}
+			topK = *in.TopK
+		}
+		b, err := json.Marshal(map[string]any{"data": s.cfg.Tools.SearchSkills(ctx, p, in.Q, topK)})
+		if err != nil {
+			return nil, err
+		}
+		return okResult(toolhooks.Result{Status: "ok", Output: b}), nil
+	}
 }
 
 // toolOf is a manifest entry as an MCP tool.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/tools/discovery"
+	"github.com/agentauth/agentauth/shared/tools/skills"
 	"github.com/agentauth/agentauth/shared/tools/toolhooks"
 )
 
@@ -39,6 +41,13 @@ func (f *fakeTools) Manifest(context.Context, domain.Principal, string) []discov
 		{ToolID: "demo:whoami", Name: "whoami", Description: "who the user is", InputSchema: obj},
 		{ToolID: "demo:odd", Name: "odd", Description: "a schema MCP cannot carry", InputSchema: json.RawMessage(`{"type":"string"}`)},
 	}
+}
+
+func (f *fakeTools) SearchSkills(_ context.Context, p domain.Principal, q string, topK int) []skills.Result {
+	f.mu.Lock()
+	f.calls = append(f.calls, fmt.Sprintf("skills %q %d %s", q, topK, p.Subject))
+	f.mu.Unlock()
+	return []skills.Result{{Skill: skills.Skill{Name: "refunds", Description: "how to refund", Content: "step 1"}, RelevanceScore: 0.9}}
 }
 
 func (f *fakeTools) Call(_ context.Context, p domain.Principal, name, callID string, args json.RawMessage, via string) toolhooks.Outcome {
@@ -130,7 +139,7 @@ func TestToolsList(t *testing.T) {
 			}
 		}
 	}
-	if strings.Join(names, ",") != "busy,echo,fail,locked,whoami" {
+	if strings.Join(names, ",") != "busy,echo,fail,locked,search_skills,whoami" {
 		t.Fatalf("tools %v (odd has no object schema and is left out)", names)
 	}
 	if v := cs.InitializeResult().ServerInfo; v.Name != "agentauth" || v.Version != "rev-1" {
@@ -230,5 +239,34 @@ func TestUnknownVerdictIsAnErrorResult(t *testing.T) {
 	r, err := s.result(context.Background(), nil, toolhooks.Outcome{Verdict: "unheard-of"})
 	if err != nil || !r.IsError {
 		t.Fatalf("an unknown verdict: %v %+v", err, r)
+	}
+}
+
+func TestSkillsSearchTool(t *testing.T) {
+	tools := &fakeTools{}
+	cs := connect(t, tools, false)
+	ctx := context.Background()
+	list, _ := cs.ListTools(ctx, nil)
+	for _, tl := range list.Tools {
+		if tl.Name == SkillsTool && (tl.Annotations == nil || !tl.Annotations.ReadOnlyHint) {
+			t.Fatalf("search_skills annotations %+v", tl.Annotations)
+		}
+	}
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: SkillsTool, Arguments: map[string]any{"q": "refund a order", "top_k": 3}})
+	if err != nil || r.IsError || !strings.Contains(text(r), `"name":"refunds"`) || !strings.Contains(text(r), `"relevance_score":0.9`) {
+		t.Fatalf("search: %v %q", err, text(r))
+	}
+	for args, want := range map[string]string{`{"top_k":0}`: "top_k must be from 1 to 100", `{"query":"x"}`: "the arguments must be"} {
+		var m map[string]any
+		_ = json.Unmarshal([]byte(args), &m)
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: SkillsTool, Arguments: m})
+		if err != nil || !r.IsError || !strings.Contains(text(r), want) {
+			t.Fatalf("%s: %v %q", args, err, text(r))
+		}
+	}
+	tools.mu.Lock()
+	defer tools.mu.Unlock()
+	if got := tools.calls[len(tools.calls)-1]; got != `skills "refund a order" 3 agent-7` {
+		t.Fatalf("the search the plane was asked: %s", got)
 	}
 }

@@ -219,11 +219,18 @@ func (a *API) skills(w http.ResponseWriter, r *http.Request, p domain.Principal)
 		}
 		topK = n
 	}
-	res := a.cfg.Plane.Snapshot(r.Context()).Skills.Search(skills.Query{Text: q.Get("q"), TopK: topK, TenantID: p.Tenant, AllowedSkillNames: p.AllowedSkills})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"data": a.SearchSkills(r.Context(), p, q.Get("q"), topK)})
+}
+
+// SearchSkills is the skills the caller may read, ranked for the query
+// (spec 003: the bundle's, its tenant's on its allow list): GET
+// /v1/agents/skills and the MCP server's search_skills tool. Never nil.
+func (a *API) SearchSkills(ctx context.Context, p domain.Principal, q string, topK int) []skills.Result {
+	res := a.cfg.Plane.Snapshot(ctx).Skills.Search(skills.Query{Text: q, TopK: topK, TenantID: p.Tenant, AllowedSkillNames: p.AllowedSkills})
 	if res == nil {
 		res = []skills.Result{}
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"data": res})
+	return res
 }
 
 type invokeRequest struct {
