@@ -190,7 +190,7 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 			return nil, fmt.Errorf("tool routes:\n%w", err)
 		}
 		api.Mount(a.Tools.Register)
-		mcp, err := buildMCP(cfg, b, a.Tools, opts.Lambda, log)
+		mcp, err := buildMCP(cfg, b, a.Tools, mgr, opts.Lambda, log)
 		if err != nil {
 			return nil, fmt.Errorf("MCP server:\n%w", err)
 		}
@@ -268,7 +268,7 @@ func buildToolPlane(ctx context.Context, t *config.Tools, b *bundle.Bundle, toke
 // refused there). In Lambda it is stateless — no session another
 // function instance would lack — and answers JSON; the local server keeps
 // sessions in the process.
-func buildMCP(cfg config.Config, b *bundle.Bundle, tools *toolsapi.API, lambda bool, log *slog.Logger) (func(*http.ServeMux), error) {
+func buildMCP(cfg config.Config, b *bundle.Bundle, tools *toolsapi.API, mgr *oauth.Manager, lambda bool, log *slog.Logger) (func(*http.ServeMux), error) {
 	resource := cfg.Tools.MCPResource
 	if resource == "" {
 		resource = strings.TrimRight(cfg.PublicURL, "/") + mcpapi.Path
@@ -279,7 +279,7 @@ func buildMCP(cfg config.Config, b *bundle.Bundle, tools *toolsapi.API, lambda b
 	if err != nil {
 		return nil, err
 	}
-	srv, err := mcpapi.New(mcpapi.Config{Tools: tools, Version: b.Revision, Log: log})
+	srv, err := mcpapi.New(mcpapi.Config{Tools: tools, Version: b.Revision, Consents: consents{mgr}, Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -291,6 +291,18 @@ func buildMCP(cfg config.Config, b *bundle.Bundle, tools *toolsapi.API, lambda b
 		return nil, fmt.Errorf("%s %q: %w", config.MCPResource, resource, err)
 	}
 	return func(mux *http.ServeMux) { _ = srv.Register(mux, hc) }, nil
+}
+
+// consents tells the MCP server when an auth session is over (approved,
+// refused, expired), for notifications/elicitation/complete.
+type consents struct{ m *oauth.Manager }
+
+func (c consents) Done(ctx context.Context, id string) (bool, error) {
+	st, err := c.m.SessionStatus(ctx, id, 0)
+	if err != nil {
+		return false, err
+	}
+	return !domain.Completable(st.Status), nil
 }
 
 // buildToolRoutes serves the tool plane over REST behind the JWT verifier.

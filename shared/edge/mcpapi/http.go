@@ -76,7 +76,12 @@ func (s *Server) Register(mux *http.ServeMux, hc HTTPConfig) error {
 		if !ok {
 			return nil // not reached: the bearer check comes first
 		}
-		return s.For(r.Context(), p)
+		c := s.newCaller(r.Context(), p)
+		if !hc.Stateless {
+			// A new session's server: it can be told of changes.
+			go c.watch(s.cfg.Consents, s.cfg.WatchEvery, s.cfg.ManifestEvery)
+		}
+		return c.srv
 	}, &mcp.StreamableHTTPOptions{Stateless: hc.Stateless, JSONResponse: hc.Stateless, Logger: s.cfg.Log})
 	// The SDK's bearer middleware binds a stateful session to the caller
 	// who opened it (TokenInfo.UserID): another caller's token with that

@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -190,5 +192,80 @@ func TestHTTPSessionIsBoundToItsCaller(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode < 400 || strings.Contains(string(body), `"name":"echo"`) {
 		t.Fatalf("bob used alice's session: %d %s", resp.StatusCode, body)
+	}
+}
+
+// fakeConsents reports consents done once done is set.
+type fakeConsents struct {
+	mu   sync.Mutex
+	done bool
+}
+
+func (f *fakeConsents) Done(context.Context, string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.done, nil
+}
+
+// TestHTTPSessionsHearOfChanges: a session-keeping server tells its
+// sessions when the caller's tool list changed and when a consent it
+// elicited is over.
+func TestHTTPSessionsHearOfChanges(t *testing.T) {
+	tools, consents := &fakeTools{}, &fakeConsents{}
+	s, err := New(Config{Tools: tools, Consents: consents, WatchEvery: 20 * time.Millisecond, ManifestEvery: 40 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	if err := s.Register(mux, HTTPConfig{Verifier: fakeVerifier{"tok-alice": {"sub": "alice"}}, Resource: resource}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	listChanged, completed := make(chan struct{}, 4), make(chan string, 4)
+	opts := &mcp.ClientOptions{
+		Capabilities:               &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { listChanged <- struct{}{} },
+		ElicitationCompleteHandler: func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) { completed <- r.Params.ElicitationID },
+	}
+	tr := &mcp.StreamableClientTransport{Endpoint: srv.URL + Path, HTTPClient: &http.Client{Transport: bearerTransport{"tok-alice"}}, MaxRetries: -1}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-client"}, opts).Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+
+	tools.mu.Lock()
+	tools.extra = true // a tenant uploads a tool
+	tools.mu.Unlock()
+	select {
+	case <-listChanged:
+	case <-ctx.Done():
+		t.Fatal("no notifications/tools/list_changed after the caller's tools changed")
+	}
+	list, err := cs.ListTools(ctx, nil)
+	found := false
+	for _, tl := range list.Tools {
+		found = found || tl.Name == "uploaded"
+	}
+	if err != nil || !found {
+		t.Fatalf("after the change: %v, uploaded listed %v", err, found)
+	}
+
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}}); err == nil {
+		t.Fatal("whoami before the consent: no URL elicitation error")
+	}
+	consents.mu.Lock()
+	consents.done = true // the user consented
+	consents.mu.Unlock()
+	select {
+	case id := <-completed:
+		if id != "as-123" {
+			t.Fatalf("elicitation complete for %q, want as-123", id)
+		}
+	case <-ctx.Done():
+		t.Fatal("no notifications/elicitation/complete after the consent")
 	}
 }

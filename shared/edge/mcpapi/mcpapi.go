@@ -27,6 +27,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -53,7 +55,13 @@ type Config struct {
 	// Version is the server's version in the initialize answer (the
 	// bundle revision).
 	Version string
-	Log     *slog.Logger
+	// Consents reports when a consent is over, for
+	// notifications/elicitation/complete (nil: none sent).
+	Consents Consents
+	// WatchEvery and ManifestEvery pace what a session-keeping server
+	// watches (watch.go; defaults 1 s and 5 s).
+	WatchEvery, ManifestEvery time.Duration
+	Log                       *slog.Logger
 }
 
 // Server builds the MCP server of each caller.
@@ -76,25 +84,74 @@ func New(cfg Config) (*Server, error) {
 // tool hooks as p. A tool whose input schema is not a JSON object (MCP
 // requires one) is left out, and logged.
 func (s *Server) For(ctx context.Context, p domain.Principal) *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "agentauth", Title: "agentauth tool plane", Version: s.cfg.Version},
-		&mcp.ServerOptions{Logger: s.cfg.Log})
-	skillsTool := true
-	for _, e := range s.cfg.Tools.Manifest(ctx, p, "mcp") {
+	return s.newCaller(ctx, p).srv
+}
+
+// caller is one caller's MCP server, with what a session-keeping server
+// watches for it (watch.go): the tools it listed, the consents it sent
+// URL elicitations for.
+type caller struct {
+	s   *Server
+	p   domain.Principal
+	srv *mcp.Server
+
+	mu      sync.Mutex
+	listed  map[string]string // tool name → the tool as listed (JSON), to see changes
+	pending map[string]bool   // elicitation ids (auth sessions) not yet complete
+}
+
+func (s *Server) newCaller(ctx context.Context, p domain.Principal) *caller {
+	c := &caller{s: s, p: p, listed: map[string]string{}, pending: map[string]bool{},
+		srv: mcp.NewServer(&mcp.Implementation{Name: "agentauth", Title: "agentauth tool plane", Version: s.cfg.Version},
+			&mcp.ServerOptions{Logger: s.cfg.Log})}
+	c.sync(ctx, s.cfg.Tools.Manifest(ctx, p, "mcp"))
+	return c
+}
+
+// sync makes the server's tools the manifest's: new and changed tools are
+// (re)added, gone ones removed — and the SDK tells the sessions that can
+// hear it (notifications/tools/list_changed). It reports whether anything
+// changed.
+func (c *caller) sync(ctx context.Context, manifest []discovery.ToolManifestEntry) bool {
+	want := map[string]*mcp.Tool{}
+	handlers := map[string]mcp.ToolHandler{}
+	for _, e := range manifest {
 		t, err := toolOf(e)
 		if err != nil {
-			s.cfg.Log.WarnContext(ctx, "tool left out of the MCP tool list", "tool", e.Name, "err", err)
+			c.s.cfg.Log.WarnContext(ctx, "tool left out of the MCP tool list", "tool", e.Name, "err", err)
 			continue
 		}
-		if e.Name == SkillsTool {
-			skillsTool = false // the caller's own tool of that name wins
-			s.cfg.Log.WarnContext(ctx, "a tool named like the skills search hides it", "tool", e.Name)
+		want[e.Name], handlers[e.Name] = t, c.handler(e.Name)
+	}
+	if _, taken := want[SkillsTool]; taken {
+		c.s.cfg.Log.WarnContext(ctx, "a tool named like the skills search hides it", "tool", SkillsTool)
+	} else {
+		want[SkillsTool], handlers[SkillsTool] = skillsSearch, c.searchSkills()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	changed := false
+	var gone []string
+	for name := range c.listed {
+		if _, ok := want[name]; !ok {
+			gone = append(gone, name)
+			delete(c.listed, name)
 		}
-		srv.AddTool(t, s.handler(p, e.Name))
 	}
-	if skillsTool {
-		srv.AddTool(skillsSearch, s.searchSkills(p))
+	if len(gone) > 0 {
+		c.srv.RemoveTools(gone...)
+		changed = true
 	}
-	return srv
+	for name, t := range want {
+		b, _ := json.Marshal(t)
+		if c.listed[name] == string(b) {
+			continue
+		}
+		c.listed[name] = string(b)
+		c.srv.AddTool(t, handlers[name])
+		changed = true
+	}
+	return changed
 }
 
 // SkillsTool is the name of the skills search the server adds to every
@@ -118,7 +175,8 @@ var skillsSearch = &mcp.Tool{
 }
 
 // searchSkills answers search_skills: the caller's skills for q.
-func (s *Server) searchSkills(p domain.Principal) mcp.ToolHandler {
+func (c *caller) searchSkills() mcp.ToolHandler {
+	s, p := c.s, c.p
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var in struct {
 			Q    string `json:"q"`
@@ -173,16 +231,17 @@ func toolOf(e discovery.ToolManifestEntry) (*mcp.Tool, error) {
 	return t, nil
 }
 
-// handler runs a call of tool name through the tool hooks as p.
-func (s *Server) handler(p domain.Principal, name string) mcp.ToolHandler {
+// handler runs a call of tool name through the tool hooks as the caller.
+func (c *caller) handler(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		out := s.cfg.Tools.Call(ctx, p, name, newCallID(), req.Params.Arguments, Via)
-		return s.result(ctx, req, out)
+		out := c.s.cfg.Tools.Call(ctx, c.p, name, newCallID(), req.Params.Arguments, Via)
+		return c.result(ctx, req, out)
 	}
 }
 
 // result is the MCP answer to an outcome of the hooks.
-func (s *Server) result(ctx context.Context, req *mcp.CallToolRequest, out toolhooks.Outcome) (*mcp.CallToolResult, error) {
+func (c *caller) result(ctx context.Context, req *mcp.CallToolRequest, out toolhooks.Outcome) (*mcp.CallToolResult, error) {
+	s := c.s
 	if r, refused := toolhooks.RefusalResult(out, "the caller", toolhooks.DefaultErrorMessageLimit); refused {
 		return errorResult(r), nil
 	}
@@ -191,7 +250,7 @@ func (s *Server) result(ctx context.Context, req *mcp.CallToolRequest, out toolh
 		s.cfg.Log.ErrorContext(ctx, "tool hooks gave no result", "verdict", string(out.Verdict))
 		return errorResult(toolhooks.ErrorResult("Internal", toolhooks.CodeTool, "the call ended without a result", toolhooks.DefaultErrorMessageLimit)), nil
 	case out.Verdict == toolhooks.VerdictOK && out.Result.Status == toolhooks.ResultAuthorizationRequired:
-		return consent(req, *out.Result)
+		return c.consent(req, *out.Result)
 	case out.Verdict == toolhooks.VerdictOK:
 		return okResult(*out.Result), nil
 	}
@@ -210,7 +269,7 @@ type pending struct {
 // consent answers a call whose tool needs the user's consent: URL
 // elicitation for a client that declared it, else an isError result with
 // the link and the authorization_required object.
-func consent(req *mcp.CallToolRequest, r toolhooks.Result) (*mcp.CallToolResult, error) {
+func (c *caller) consent(req *mcp.CallToolRequest, r toolhooks.Result) (*mcp.CallToolResult, error) {
 	var a pending
 	if json.Unmarshal(r.Authorization, &a) != nil || a.URL == "" {
 		return errorResult(toolhooks.ErrorResult("AuthError", toolhooks.CodeTool, "the tool needs the user's consent but named no authorization link", toolhooks.DefaultErrorMessageLimit)), nil
@@ -220,6 +279,11 @@ func consent(req *mcp.CallToolRequest, r toolhooks.Result) (*mcp.CallToolResult,
 		msg = "This tool needs your authorization"
 	}
 	if elicitsURL(req) {
+		if a.Session != "" {
+			c.mu.Lock()
+			c.pending[a.Session] = true // watch.go tells the session when it completes
+			c.mu.Unlock()
+		}
 		return nil, mcp.URLElicitationRequiredError([]*mcp.ElicitParams{{
 			Mode: "url", URL: a.URL, ElicitationID: a.Session,
 			Message: msg + " — open the link, approve access, then call the tool again.",

@@ -26,13 +26,21 @@ var yes, no = true, false
 type fakeTools struct {
 	mu    sync.Mutex
 	calls []string // tool, via, args
-	// granted makes whoami run (the consent happened).
-	granted bool
+	// granted makes whoami run (the consent happened); extra lists one
+	// more tool (an upload).
+	granted, extra bool
 }
 
 func (f *fakeTools) Manifest(context.Context, domain.Principal, string) []discovery.ToolManifestEntry {
 	obj := json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)
-	return []discovery.ToolManifestEntry{
+	f.mu.Lock()
+	extra := f.extra
+	f.mu.Unlock()
+	var more []discovery.ToolManifestEntry
+	if extra {
+		more = append(more, discovery.ToolManifestEntry{ToolID: "acme:uploaded", Name: "uploaded", Description: "a tenant's upload", InputSchema: obj})
+	}
+	return append(more, []discovery.ToolManifestEntry{
 		{ToolID: "demo:echo", Name: "echo", Description: "says it back", InputSchema: obj,
 			Annotations: &discovery.ToolAnnotations{Title: "Echo", ReadOnlyHint: &yes, OpenWorldHint: &no}},
 		{ToolID: "demo:fail", Name: "fail", Description: "always fails", InputSchema: obj},
@@ -40,7 +48,7 @@ func (f *fakeTools) Manifest(context.Context, domain.Principal, string) []discov
 		{ToolID: "demo:busy", Name: "busy", Description: "rate limited", InputSchema: obj},
 		{ToolID: "demo:whoami", Name: "whoami", Description: "who the user is", InputSchema: obj},
 		{ToolID: "demo:odd", Name: "odd", Description: "a schema MCP cannot carry", InputSchema: json.RawMessage(`{"type":"string"}`)},
-	}
+	}...)
 }
 
 func (f *fakeTools) SearchSkills(_ context.Context, p domain.Principal, q string, topK int) []skills.Result {
@@ -236,7 +244,7 @@ func TestUnknownVerdictIsAnErrorResult(t *testing.T) {
 		t.Fatal("a call of an unlisted tool succeeded")
 	}
 	s, _ := New(Config{Tools: &fakeTools{}})
-	r, err := s.result(context.Background(), nil, toolhooks.Outcome{Verdict: "unheard-of"})
+	r, err := s.newCaller(context.Background(), domain.Principal{Subject: "x"}).result(context.Background(), nil, toolhooks.Outcome{Verdict: "unheard-of"})
 	if err != nil || !r.IsError {
 		t.Fatalf("an unknown verdict: %v %+v", err, r)
 	}
