@@ -44,7 +44,29 @@ browser-deps: ## install Debian's chromium for the browser tests when missing
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 
 .PHONY: e2e-deps
-e2e-deps: provider-deps browser-deps ## everything the end-to-end tests need
+e2e-deps: provider-deps browser-deps mcp-client-deps ## everything the end-to-end tests need
+
+# The independent MCP clients test/e2e/mcp_test.go drives against /mcp:
+# the official Python SDK (PyPI, pinned; its own dependencies float like
+# fakellm's) and the official TypeScript SDK (npm, pinned by
+# test/e2e/mcpclients/package-lock.json).
+MCP_PY_VERSION := 2.3.0
+MCP_PY_VENV    := .tools/mcp-python-$(MCP_PY_VERSION)
+MCPCLIENTS_DIR := test/e2e/mcpclients
+
+$(MCP_PY_VENV)/.installed:
+	@echo "installing the MCP Python SDK $(MCP_PY_VERSION) into $(MCP_PY_VENV) (pip)"
+	python3 -m venv $(MCP_PY_VENV)
+	$(MCP_PY_VENV)/bin/pip install -q --disable-pip-version-check mcp==$(MCP_PY_VERSION)
+	@touch $@
+
+$(MCPCLIENTS_DIR)/node_modules/.installed: $(MCPCLIENTS_DIR)/package-lock.json
+	@echo "installing the MCP TypeScript SDK (npm ci, pinned by package-lock.json)"
+	cd $(MCPCLIENTS_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+.PHONY: mcp-client-deps
+mcp-client-deps: check-tools $(MCP_PY_VENV)/.installed $(MCPCLIENTS_DIR)/node_modules/.installed ## install the pinned MCP Python and TypeScript SDKs the /mcp end-to-end test drives
 
 # fakellm (PyPI, pinned; its own dependencies float like MiniStack's): an
 # OpenAI-compatible mock server written by others, which the openai model

@@ -224,9 +224,11 @@ func TestHTTPSessionsHearOfChanges(t *testing.T) {
 	defer srv.Close()
 	listChanged, completed := make(chan struct{}, 4), make(chan string, 4)
 	opts := &mcp.ClientOptions{
-		Capabilities:               &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
-		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { listChanged <- struct{}{} },
-		ElicitationCompleteHandler: func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) { completed <- r.Params.ElicitationID },
+		Capabilities:           &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { listChanged <- struct{}{} },
+		ElicitationCompleteHandler: func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) {
+			completed <- r.Params.ElicitationID
+		},
 	}
 	tr := &mcp.StreamableClientTransport{Endpoint: srv.URL + Path, HTTPClient: &http.Client{Transport: bearerTransport{"tok-alice"}}, MaxRetries: -1}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
