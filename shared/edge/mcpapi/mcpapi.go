@@ -297,13 +297,14 @@ func (c *caller) consent(req *mcp.CallToolRequest, r toolhooks.Result) (*mcp.Cal
 }
 
 // elicitsURL reports whether the calling client declared URL-mode
-// elicitation when it initialized.
+// elicitation: with the request (protocol 2026-07-28, so also on a
+// stateless server) or when its session initialized.
 func elicitsURL(req *mcp.CallToolRequest) bool {
-	if req == nil || req.Session == nil {
+	if req == nil {
 		return false
 	}
-	ip := req.Session.InitializeParams()
-	return ip != nil && ip.Capabilities != nil && ip.Capabilities.Elicitation != nil && ip.Capabilities.Elicitation.URL != nil
+	caps := req.ClientCapabilities()
+	return caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil
 }
 
 // okResult is a tool's output: as text (JSON) for every client, and as
