@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,12 +8,8 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,203 +17,6 @@ import (
 	"github.com/agentauth/agentauth/shared/testkit/jwttest"
 	"github.com/agentauth/agentauth/test/e2e/e2ekit"
 )
-
-// The independent MCP clients (test/e2e/mcpclients), installed by `make
-// mcp-client-deps`.
-const (
-	mcpPythonVersion = "2.3.0" // = MCP_PY_VERSION in the Makefile
-	mcpClientsDir    = "test/e2e/mcpclients"
-	// mcpOpTimeout bounds each operation a client is asked for.
-	mcpOpTimeout = 60 * time.Second
-)
-
-// mcpClientKind is one of the independent MCP clients: how to run it.
-type mcpClientKind struct {
-	name  string
-	argv  []string // the interpreter and the script; the URL follows
-	flags []string // after the URL
-}
-
-// mcpClientKinds finds the Python and TypeScript clients; a missing one
-// skips the test (fails it with E2E_REQUIRE=1).
-func mcpClientKinds(t *testing.T) []mcpClientKind {
-	t.Helper()
-	root, err := e2ekit.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(root, mcpClientsDir)
-	python := filepath.Join(root, ".tools", "mcp-python-"+mcpPythonVersion, "bin", "python")
-	var missing []string
-	for _, need := range []string{
-		filepath.Join(root, ".tools", "mcp-python-"+mcpPythonVersion, ".installed"),
-		filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json"),
-	} {
-		if _, err := os.Stat(need); err != nil {
-			missing = append(missing, need)
-		}
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing = append(missing, "node on PATH")
-	}
-	if len(missing) > 0 {
-		msg := fmt.Sprintf("the MCP clients are not installed (%s): run `make mcp-client-deps`", strings.Join(missing, ", "))
-		if os.Getenv(e2ekit.RequireEnv) == "1" {
-			t.Fatalf("%s (%s=1, so this is a failure, not a skip)", msg, e2ekit.RequireEnv)
-		}
-		t.Skip(msg)
-	}
-	return []mcpClientKind{
-		{name: "python", argv: []string{python, filepath.Join(dir, "client.py")}},
-		{name: "typescript", argv: []string{node, filepath.Join(dir, "client.mjs")}},
-	}
-}
-
-// mcpLine is one line a client printed: the result of one operation.
-type mcpLine struct {
-	Op                string         `json:"op"`
-	OK                bool           `json:"ok"`
-	Ms                float64        `json:"ms"`
-	HTTPStatus        int            `json:"httpStatus"`
-	WWWAuthenticate   string         `json:"wwwAuthenticate"`
-	ProtocolVersion   string         `json:"protocolVersion"`
-	Tools             []mcpTool      `json:"tools"`
-	IsError           bool           `json:"isError"`
-	Text              string         `json:"text"`
-	StructuredContent map[string]any `json:"structuredContent"`
-	Error             *struct {
-		Code    any    `json:"code"`
-		Message string `json:"message"`
-		Data    any    `json:"data"`
-		Type    string `json:"type"`
-	} `json:"error"`
-	Elicitations []struct {
-		Mode, URL, ID, Message string
-	} `json:"elicitations"`
-	raw string
-}
-
-type mcpTool struct {
-	Name        string         `json:"name"`
-	Description string         `json:"description"`
-	InputSchema map[string]any `json:"inputSchema"`
-}
-
-// toolError is the error object of an isError result's structured content.
-func (l mcpLine) toolError() map[string]any {
-	e, _ := l.StructuredContent["error"].(map[string]any)
-	return e
-}
-
-// errorCode is a JSON-RPC error's code, 0 when there is none.
-func (l mcpLine) errorCode() int {
-	if l.Error == nil {
-		return 0
-	}
-	c, _ := l.Error.Code.(float64)
-	return int(c)
-}
-
-// mcpClient is a running client process: operations go in as JSON lines
-// on its stdin, results come back one line each.
-type mcpClient struct {
-	kind  mcpClientKind
-	cmd   *exec.Cmd
-	in    io.WriteCloser
-	lines chan string
-	out   *lockedBuffer // all it printed, for the leak scan
-	errs  *lockedBuffer
-}
-
-// startMCPClient runs kind against url with the bearer token in its
-// environment and returns it with its connect line.
-func startMCPClient(t *testing.T, kind mcpClientKind, url, token string, elicitation bool) (*mcpClient, mcpLine) {
-	t.Helper()
-	args := append(append(append([]string{}, kind.argv[1:]...), url), kind.flags...)
-	if elicitation {
-		args = append(args, "--elicitation")
-	}
-	c := &mcpClient{kind: kind, lines: make(chan string, 16), out: &lockedBuffer{}, errs: &lockedBuffer{}}
-	c.cmd = exec.Command(kind.argv[0], args...)
-	c.cmd.Env = append(os.Environ(), "MCP_BEARER_TOKEN="+token)
-	c.cmd.Stderr = c.errs
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, err := c.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.in, err = c.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("start the %s MCP client: %v", kind.name, err)
-	}
-	go func() {
-		defer close(c.lines)
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			c.out.Write(append(sc.Bytes(), '\n'))
-			c.lines <- sc.Text()
-		}
-	}()
-	t.Cleanup(c.close)
-	return c, c.next(t)
-}
-
-// next reads the client's next result line.
-func (c *mcpClient) next(t *testing.T) mcpLine {
-	t.Helper()
-	select {
-	case raw, ok := <-c.lines:
-		if !ok {
-			t.Fatalf("the %s MCP client ended early:\n%s", c.kind.name, c.errs)
-		}
-		var l mcpLine
-		if err := json.Unmarshal([]byte(raw), &l); err != nil {
-			t.Fatalf("the %s MCP client printed %q: %v", c.kind.name, raw, err)
-		}
-		l.raw = raw
-		return l
-	case <-time.After(mcpOpTimeout):
-		t.Fatalf("the %s MCP client did not answer within %s:\n%s", c.kind.name, mcpOpTimeout, c.errs)
-	}
-	return mcpLine{}
-}
-
-// do sends one operation and returns its result.
-func (c *mcpClient) do(t *testing.T, op map[string]any) mcpLine {
-	t.Helper()
-	b, _ := json.Marshal(op)
-	if _, err := c.in.Write(append(b, '\n')); err != nil {
-		t.Fatalf("write to the %s MCP client: %v\n%s", c.kind.name, err, c.errs)
-	}
-	return c.next(t)
-}
-
-func (c *mcpClient) list(t *testing.T) mcpLine { return c.do(t, map[string]any{"op": "list"}) }
-
-func (c *mcpClient) call(t *testing.T, name string, args map[string]any) mcpLine {
-	return c.do(t, map[string]any{"op": "call", "name": name, "args": args})
-}
-
-// close ends the client: stdin closed, then its process group killed if
-// it has not exited within 10 s.
-func (c *mcpClient) close() {
-	if c.cmd.Process == nil || c.cmd.ProcessState != nil {
-		return
-	}
-	c.in.Close()
-	done := make(chan struct{})
-	go func() { _ = c.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	}
-}
 
 // pingTool is an http tool without auth or rate limit on the local orders
 // service: the schema error and the latency figures use it.
@@ -255,7 +53,7 @@ spec:
 func TestMCPWithIndependentClients(t *testing.T) {
 	e2ekit.RequireProvider(t)
 	e2ekit.RequireBrowser(t)
-	kinds := mcpClientKinds(t)
+	kinds := e2ekit.MCPClientKinds(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	began := time.Now()
@@ -288,12 +86,12 @@ func TestMCPWithIndependentClients(t *testing.T) {
 	var (
 		jwts    []string
 		secrets []string // the access tokens the broker stored
-		clients []*mcpClient
+		clients []*e2ekit.MCPClient
 		figures []string
 	)
-	start := func(t *testing.T, kind mcpClientKind, token string, elicitation bool) (*mcpClient, mcpLine) {
+	start := func(t *testing.T, kind e2ekit.MCPClientKind, token string, elicitation bool) (*e2ekit.MCPClient, e2ekit.MCPLine) {
 		t.Helper()
-		c, l := startMCPClient(t, kind, resource, token, elicitation)
+		c, l := e2ekit.StartMCPClient(t, kind, resource, token, elicitation)
 		clients = append(clients, c)
 		return c, l
 	}
@@ -316,19 +114,19 @@ func TestMCPWithIndependentClients(t *testing.T) {
 		restJWT := mint(jwttest.Audience, login, "profile.read", true) // the REST routes' audience
 		otherJWT := mint(resource, login+"-helper", "orders.read", false)
 
-		t.Run(kind.name, func(t *testing.T) {
+		t.Run(kind.Name, func(t *testing.T) {
 			phase := time.Now()
 			a, hello := start(t, kind, userJWT, true)
 			if !hello.OK {
-				t.Fatalf("connect: %s\n%s", hello.raw, a.errs)
+				t.Fatalf("connect: %s\n%s", hello.Raw, a.Errs)
 			}
-			t.Logf("%s connected in %.0f ms (protocol %s)", kind.name, hello.Ms, hello.ProtocolVersion)
+			t.Logf("%s connected in %.0f ms (protocol %s)", kind.Name, hello.Ms, hello.ProtocolVersion)
 
 			t.Run("tools/list is the caller's manifest and the skills search", func(t *testing.T) {
-				l := a.list(t)
+				l := a.List(t)
 				code, _, rest := srv.jwtCall(t, "GET", "/v1/agents/tools", restJWT, nil)
 				if !l.OK || code != 200 {
-					t.Fatalf("MCP %s / REST %d %v", l.raw, code, rest)
+					t.Fatalf("MCP %s / REST %d %v", l.Raw, code, rest)
 				}
 				var got []string
 				for _, tool := range l.Tools {
@@ -348,37 +146,37 @@ func TestMCPWithIndependentClients(t *testing.T) {
 			})
 
 			t.Run("a call runs", func(t *testing.T) {
-				r := a.call(t, "ping", map[string]any{"n": 1})
+				r := a.Call(t, "ping", map[string]any{"n": 1})
 				if !r.OK || r.IsError || r.StructuredContent["path"] != "/ping" || !strings.Contains(r.Text, `"/ping"`) {
-					t.Fatalf("ping: %s", r.raw)
+					t.Fatalf("ping: %s", r.Raw)
 				}
-				r = a.call(t, mcpapi.SkillsTool, map[string]any{"q": "deploy canary"})
+				r = a.Call(t, mcpapi.SkillsTool, map[string]any{"q": "deploy canary"})
 				if !r.OK || r.IsError || !strings.Contains(r.Text, "watch the canary") {
-					t.Fatalf("%s: %s", mcpapi.SkillsTool, r.raw)
+					t.Fatalf("%s: %s", mcpapi.SkillsTool, r.Raw)
 				}
 			})
 
 			t.Run("bad arguments are an isError result", func(t *testing.T) {
-				r := a.call(t, "ping", map[string]any{"n": "not a number"})
-				if !r.OK || !r.IsError || r.toolError()["code"] != "E_TOOL_INVALID_ARGS" || r.Text == "" {
-					t.Fatalf("bad args: %s", r.raw)
+				r := a.Call(t, "ping", map[string]any{"n": "not a number"})
+				if !r.OK || !r.IsError || r.ToolError()["code"] != "E_TOOL_INVALID_ARGS" || r.Text == "" {
+					t.Fatalf("bad args: %s", r.Raw)
 				}
 			})
 
 			t.Run("a spent rate limit is an isError result with retryAfterSeconds", func(t *testing.T) {
 				var got []string
 				for range 4 {
-					r := a.call(t, "list_orders", map[string]any{})
+					r := a.Call(t, "list_orders", map[string]any{})
 					switch {
 					case r.OK && !r.IsError:
 						got = append(got, "ok")
-					case r.OK && r.IsError && r.toolError()["code"] == "E_TOOL_RATE_LIMITED":
-						if s, _ := r.toolError()["retryAfterSeconds"].(float64); s <= 0 {
-							t.Fatalf("rate limited without retryAfterSeconds: %s", r.raw)
+					case r.OK && r.IsError && r.ToolError()["code"] == "E_TOOL_RATE_LIMITED":
+						if s, _ := r.ToolError()["retryAfterSeconds"].(float64); s <= 0 {
+							t.Fatalf("rate limited without retryAfterSeconds: %s", r.Raw)
 						}
 						got = append(got, "limited")
 					default:
-						t.Fatalf("list_orders: %s", r.raw)
+						t.Fatalf("list_orders: %s", r.Raw)
 					}
 				}
 				if strings.Join(got, ",") != "ok,ok,ok,limited" {
@@ -389,18 +187,18 @@ func TestMCPWithIndependentClients(t *testing.T) {
 			t.Run("a missing scope is an isError result", func(t *testing.T) {
 				c, hello := start(t, kind, otherJWT, true)
 				if !hello.OK {
-					t.Fatalf("connect: %s", hello.raw)
+					t.Fatalf("connect: %s", hello.Raw)
 				}
-				r := c.call(t, "whoami", map[string]any{})
-				if !r.OK || !r.IsError || r.toolError()["code"] != "E_TOOL_FORBIDDEN" {
-					t.Fatalf("whoami without profile.read: %s", r.raw)
+				r := c.Call(t, "whoami", map[string]any{})
+				if !r.OK || !r.IsError || r.ToolError()["code"] != "E_TOOL_FORBIDDEN" {
+					t.Fatalf("whoami without profile.read: %s", r.Raw)
 				}
 			})
 
 			t.Run("consent: URL elicitation, the link, Chromium, the retried call", func(t *testing.T) {
-				e := a.call(t, "whoami", map[string]any{})
-				if e.OK || e.errorCode() != -32042 || len(e.Elicitations) != 1 {
-					t.Fatalf("with URL elicitation declared: %s", e.raw)
+				e := a.Call(t, "whoami", map[string]any{})
+				if e.OK || e.ErrorCode() != -32042 || len(e.Elicitations) != 1 {
+					t.Fatalf("with URL elicitation declared: %s", e.Raw)
 				}
 				el := e.Elicitations[0]
 				if el.Mode != "url" || el.ID == "" || !strings.HasPrefix(el.URL, p.AuthorizationURL+"?") {
@@ -408,14 +206,14 @@ func TestMCPWithIndependentClients(t *testing.T) {
 				}
 				b, hello := start(t, kind, userJWT, false)
 				if !hello.OK {
-					t.Fatalf("connect without elicitation: %s", hello.raw)
+					t.Fatalf("connect without elicitation: %s", hello.Raw)
 				}
-				r := b.call(t, "whoami", map[string]any{})
+				r := b.Call(t, "whoami", map[string]any{})
 				auth, _ := r.StructuredContent["authorization"].(map[string]any)
 				link, _ := auth["authorizationUrl"].(string)
 				if !r.OK || !r.IsError || r.StructuredContent["status"] != "authorization_required" ||
 					!strings.HasPrefix(link, p.AuthorizationURL+"?") || !strings.Contains(r.Text, link) {
-					t.Fatalf("without URL elicitation: %s", r.raw)
+					t.Fatalf("without URL elicitation: %s", r.Raw)
 				}
 				// Consent through one link or the other (each client takes
 				// another), as the user the JWT names.
@@ -429,13 +227,13 @@ func TestMCPWithIndependentClients(t *testing.T) {
 					t.Fatalf("consent in Chromium: %v %+v", err, res)
 				}
 				t.Logf("consent in Chromium: %s", time.Since(consentStart).Round(time.Millisecond))
-				for _, c := range []*mcpClient{a, b} {
-					r := c.call(t, "whoami", map[string]any{})
+				for _, c := range []*e2ekit.MCPClient{a, b} {
+					r := c.Call(t, "whoami", map[string]any{})
 					if !r.OK || r.IsError || r.StructuredContent["sub"] != login {
-						t.Fatalf("whoami after the consent: %s", r.raw)
+						t.Fatalf("whoami after the consent: %s", r.Raw)
 					}
 				}
-				ready := srv.token(t, tokenReq{App: "e2e-user", User: user, Instance: "mcp-e2e-" + kind.name})
+				ready := srv.token(t, tokenReq{App: "e2e-user", User: user, Instance: "mcp-e2e-" + kind.Name})
 				tok, _ := ready["accessToken"].(string)
 				if ready["status"] != "ready" || len(tok) < 16 {
 					t.Fatalf("the grant the consent stored: %v", ready["status"])
@@ -446,11 +244,11 @@ func TestMCPWithIndependentClients(t *testing.T) {
 			t.Run("a JWT for the REST audience is refused", func(t *testing.T) {
 				_, hello := start(t, kind, restJWT, true)
 				if hello.OK || hello.HTTPStatus != 401 || !strings.Contains(hello.WWWAuthenticate, `resource_metadata="`+base+`/.well-known/oauth-protected-resource/mcp"`) {
-					t.Fatalf("connect with a REST token: %s", hello.raw)
+					t.Fatalf("connect with a REST token: %s", hello.Raw)
 				}
-				t.Logf("refused: %s", hello.raw)
+				t.Logf("refused: %s", hello.Raw)
 			})
-			t.Logf("%s: functional checks in %s", kind.name, time.Since(phase).Round(time.Millisecond))
+			t.Logf("%s: functional checks in %s", kind.Name, time.Since(phase).Round(time.Millisecond))
 
 			t.Run("latency: MCP against REST", func(t *testing.T) {
 				const warm, n = 5, 50
@@ -461,16 +259,16 @@ func TestMCPWithIndependentClients(t *testing.T) {
 					}
 				}
 				for i := range warm + n {
-					l := a.list(t)
+					l := a.List(t)
 					if !l.OK {
-						t.Fatalf("list: %s", l.raw)
+						t.Fatalf("list: %s", l.Raw)
 					}
 					sample(&mcpList, i, l.Ms)
 				}
 				for i := range warm + n {
-					r := a.call(t, "ping", map[string]any{})
+					r := a.Call(t, "ping", map[string]any{})
 					if !r.OK || r.IsError {
-						t.Fatalf("call: %s", r.raw)
+						t.Fatalf("call: %s", r.Raw)
 					}
 					sample(&mcpCall, i, r.Ms)
 				}
@@ -507,10 +305,10 @@ func TestMCPWithIndependentClients(t *testing.T) {
 					what string
 					ms   []float64
 				}{
-					{"MCP " + kind.name + " tools/list", mcpList},
+					{"MCP " + kind.Name + " tools/list", mcpList},
 					{"MCP net/http tools/list", rawList},
 					{"REST GET /v1/agents/tools", restList},
-					{"MCP " + kind.name + " tools/call ping", mcpCall},
+					{"MCP " + kind.Name + " tools/call ping", mcpCall},
 					{"MCP net/http tools/call ping", rawCall},
 					{"REST POST /v1/tools/invoke ping", restCall},
 				} {
@@ -527,28 +325,28 @@ func TestMCPWithIndependentClients(t *testing.T) {
 	// no initialize at all.
 	t.Run("python pinned to 2026-07-28", func(t *testing.T) {
 		py := kinds[0]
-		py.name, py.flags = "python-2026-07-28", []string{"--mode=2026-07-28"}
+		py.Name, py.Flags = "python-2026-07-28", []string{"--mode=2026-07-28"}
 		tok := iss.Mint(t, map[string]any{"aud": resource, "sub": "modern", "scope": "orders.read"})
 		jwts = append(jwts, tok)
 		c, hello := start(t, py, tok, false)
 		if !hello.OK {
-			t.Fatalf("connect: %s", hello.raw)
+			t.Fatalf("connect: %s", hello.Raw)
 		}
-		l := c.list(t)
-		if l.errorCode() == -32022 {
+		l := c.List(t)
+		if l.ErrorCode() == -32022 {
 			t.Skipf("gap: agentauth serve's /mcp does not offer 2026-07-28 (the go-sdk v1.8.0 Streamable HTTP transport "+
 				"supports it only when stateless, and serve keeps sessions), though docs/tools.md says the server negotiates "+
-				"2024-11-05 through 2026-07-28: %s", l.raw)
+				"2024-11-05 through 2026-07-28: %s", l.Raw)
 		}
 		var names []string
 		for _, tool := range l.Tools {
 			names = append(names, tool.Name)
 		}
 		if !l.OK || !slices.Contains(names, "ping") || !slices.Contains(names, mcpapi.SkillsTool) {
-			t.Fatalf("tools/list: %s", l.raw)
+			t.Fatalf("tools/list: %s", l.Raw)
 		}
-		if r := c.call(t, "ping", map[string]any{}); !r.OK || r.IsError || r.StructuredContent["path"] != "/ping" {
-			t.Fatalf("ping: %s", r.raw)
+		if r := c.Call(t, "ping", map[string]any{}); !r.OK || r.IsError || r.StructuredContent["path"] != "/ping" {
+			t.Fatalf("ping: %s", r.Raw)
 		}
 	})
 
@@ -565,8 +363,8 @@ func TestMCPWithIndependentClients(t *testing.T) {
 	}
 	where := map[string]string{"server stdout": srv.Stdout.String(), "server stderr": srv.Stderr.String()}
 	for i, c := range clients {
-		where[fmt.Sprintf("%s client #%d stdout", c.kind.name, i)] = c.out.String()
-		where[fmt.Sprintf("%s client #%d stderr", c.kind.name, i)] = c.errs.String()
+		where[fmt.Sprintf("%s client #%d stdout", c.Kind.Name, i)] = c.Out.String()
+		where[fmt.Sprintf("%s client #%d stderr", c.Kind.Name, i)] = c.Errs.String()
 	}
 	for _, r := range srv.responses {
 		if r.what != "ready" {
@@ -574,8 +372,8 @@ func TestMCPWithIndependentClients(t *testing.T) {
 		}
 	}
 	for i, c := range clients {
-		if e := strings.TrimSpace(c.errs.String()); e != "" {
-			t.Logf("%s client #%d stderr: %.400s", c.kind.name, i, e)
+		if e := strings.TrimSpace(c.Errs.String()); e != "" {
+			t.Logf("%s client #%d stderr: %.400s", c.Kind.Name, i, e)
 		}
 	}
 	t.Logf("leak scan: %d JWTs and %d stored access tokens over %d outputs (%d clients, the server's logs, its responses)", len(jwts), len(secrets), len(where), len(clients))
