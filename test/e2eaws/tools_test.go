@@ -417,6 +417,67 @@ func TestDeployedToolsFunction(t *testing.T) {
 		}
 	}))
 
+	// MCP through the deployed tools function: the same clients as the
+	// local e2e (test/e2e/mcpclients), on the emulator's API Gateway,
+	// with JWTs for the MCP resource; one principal per client, so that
+	// their calls stay within the stack's 3-an-hour rate limit.
+	mcpResource := st.PublicURL + "/mcp"
+	mcpURL := st.Endpoint + "/_aws/execute-api/" + strings.Split(st.APIHost, ".")[0] + "/$default/mcp"
+	mcpKinds := e2ekit.MCPClientKinds(t)
+	mcpTokens := map[string]string{}
+	var mcpClients []*e2ekit.MCPClient
+	for _, k := range mcpKinds {
+		c := map[string]any{"aud": mcpResource}
+		for key, v := range agentClaims {
+			c[key] = v
+		}
+		mcpTokens[k.Name] = iss.Mint(t, claims("mcp-"+k.Name+"-"+rid, c))
+		secrets.keep("JWT for MCP ("+k.Name+")", mcpTokens[k.Name])
+	}
+	// Started here, for the whole test: they live across the steps below.
+	mcpConnects := map[string]e2ekit.MCPLine{}
+	for _, k := range mcpKinds {
+		c, conn := e2ekit.StartMCPClient(t, k, mcpURL, mcpTokens[k.Name], true)
+		mcpClients, mcpConnects[k.Name] = append(mcpClients, c), conn
+	}
+	must(timed("MCP through the deployed tools function (stateless, JSON): Python and TypeScript SDK clients list, get the consent link; the REST audience refused", func(t *testing.T) {
+		for i, k := range mcpKinds {
+			c, conn := mcpClients[i], mcpConnects[k.Name]
+			if !conn.OK {
+				t.Fatalf("%s: connect: %s", k.Name, conn.Raw)
+			}
+			var names []string
+			for _, tl := range c.List(t).Tools {
+				names = append(names, tl.Name)
+			}
+			if !slices.Contains(names, "whoami") || !slices.Contains(names, "search_skills") {
+				t.Fatalf("%s: tools/list %v", k.Name, names)
+			}
+			// Before the consent: the link, as the URL elicitation (a
+			// client on 2026-07-28 sends its capabilities with each
+			// request) or as the isError result (older revisions: a
+			// stateless server has no session to remember them).
+			r := c.Call(t, "whoami", map[string]any{})
+			switch {
+			case r.ErrorCode() == -32042 && len(r.Elicitations) == 1:
+				checkAuthorizationURL(t, r.Elicitations[0].URL, callbackUser)
+			case r.IsError && strings.Contains(r.Text, "authorization_required"):
+				if !strings.Contains(r.Text, "http://127.0.0.1:9090/auth?") {
+					t.Fatalf("%s: the consent result names no authorization link: %s", k.Name, r.Raw)
+				}
+			default:
+				t.Fatalf("%s: whoami before the consent: %s", k.Name, r.Raw)
+			}
+			t.Logf("%s (protocol %s): %d tools; before the consent: %s", k.Name, conn.ProtocolVersion, len(names),
+				map[bool]string{true: "URL elicitation (-32042)", false: "isError result with the link"}[r.ErrorCode() == -32042])
+		}
+		wrong, conn := e2ekit.StartMCPClient(t, mcpKinds[0], mcpURL, agent, false)
+		mcpClients = append(mcpClients, wrong)
+		if conn.OK || conn.HTTPStatus != http.StatusUnauthorized || !strings.Contains(conn.WWWAuthenticate, "/.well-known/oauth-protected-resource/mcp") {
+			t.Fatalf("a JWT for the REST routes' audience: %s", conn.Raw)
+		}
+	}))
+
 	must(timed("whoami: authorization_required, consent in Chromium, then ok", func(t *testing.T) {
 		a, out := invoke(t, agent, newCallID("consent"))
 		authz := at(out, "result", "authorization")
@@ -538,6 +599,15 @@ func TestDeployedToolsFunction(t *testing.T) {
 		}
 	}))
 
+	must(timed("MCP after the consent: whoami runs for both clients, through the deployed tools function", func(t *testing.T) {
+		for i, k := range mcpKinds {
+			r := mcpClients[i].Call(t, "whoami", map[string]any{})
+			if r.IsError || r.ErrorCode() != 0 || !strings.Contains(r.Text, `"sub":"`+login+`"`) {
+				t.Fatalf("%s: whoami after the consent: %s", k.Name, r.Raw)
+			}
+		}
+	}))
+
 	must(timed("tenant skill upload: stored in DynamoDB, found by its tenant only", func(t *testing.T) {
 		body := map[string]any{"name": skillName, "description": "Refund an order for a customer",
 			"content": "Open the refunds console and refund the order."}
@@ -655,6 +725,10 @@ func TestDeployedToolsFunction(t *testing.T) {
 		leaks := 0
 		leak := func(where, data string) { leaks += secrets.scan(t, where, data) }
 		leak("the tools stream", string(toolsStreamBytes))
+		for _, c := range mcpClients {
+			c.Close()
+			leak("the "+c.Kind.Name+" MCP client's output", c.Out.String()+c.Errs.String())
+		}
 		group := "/aws/lambda/" + fn.Name
 		// CloudWatch Logs may lag the last invocation a little.
 		var text string
