@@ -63,7 +63,15 @@ type Worker struct {
 	missed    map[turn.InstanceKey]bool // a scan found it busy
 	attempts  map[string]int
 	notBefore map[string]time.Time
+	// acked are the events this worker handled and deleted lately: a scan
+	// that listed the queue before a delete still names them, and a drain
+	// that claims their instance after it must not run them again.
+	acked map[string]time.Time
 }
+
+// ackedMemory is how long the worker remembers an acknowledged event:
+// far longer than a scan's listing can be stale.
+const ackedMemory = time.Minute
 
 func (w *Worker) defaults() {
 	if w.Poll <= 0 {
@@ -81,6 +89,7 @@ func (w *Worker) defaults() {
 	w.mu.Lock()
 	if w.busy == nil {
 		w.busy, w.missed, w.attempts, w.notBefore = map[turn.InstanceKey]bool{}, map[turn.InstanceKey]bool{}, map[string]int{}, map[string]time.Time{}
+		w.acked = map[string]time.Time{}
 	}
 	w.mu.Unlock()
 }
@@ -198,7 +207,17 @@ func (w *Worker) drain(ctx context.Context, key turn.InstanceKey, evs []domain.E
 		}
 		w.mu.Lock()
 		wait := time.Until(w.notBefore[ev.ID])
+		_, done := w.acked[ev.ID]
 		w.mu.Unlock()
+		if done {
+			// Handled and deleted since the scan listed it; queued again
+			// meanwhile, it is the same event (the queue deduplicates by
+			// id, like SQS within its window): gone either way.
+			if derr := w.Queue.Delete(ctx, ev.ID); derr != nil && !errors.Is(derr, domain.ErrNotFound) {
+				w.Log.WarnContext(ctx, "turn worker: duplicate event not removed", "eventId", ev.ID, "err", derr)
+			}
+			continue
+		}
 		if wait > 0 {
 			return // backing off: later events of the instance wait too
 		}
@@ -209,6 +228,7 @@ func (w *Worker) drain(ctx context.Context, key turn.InstanceKey, evs []domain.E
 				return
 			}
 			w.forget(ev.ID)
+			w.remember(ev.ID)
 			continue
 		}
 		if ctx.Err() != nil {
@@ -242,6 +262,20 @@ func (w *Worker) failed(ctx context.Context, ev domain.Event, err error) bool {
 	}
 	w.forget(ev.ID)
 	return true
+}
+
+// remember notes an event as handled and deleted, and lets go of those
+// noted more than ackedMemory ago.
+func (w *Worker) remember(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	for old, at := range w.acked {
+		if now.Sub(at) > ackedMemory {
+			delete(w.acked, old)
+		}
+	}
+	w.acked[id] = now
 }
 
 func (w *Worker) forget(id string) {

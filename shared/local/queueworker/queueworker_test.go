@@ -267,3 +267,60 @@ func TestEventQueuedDuringItsInstancesDrain(t *testing.T) {
 		}
 	}
 }
+
+// staleQueue lists what its inner queue held at its first List, as a scan
+// that raced a delete would.
+type staleQueue struct {
+	Queue
+	mu    sync.Mutex
+	first []domain.Event
+}
+
+func (s *staleQueue) List(ctx context.Context) ([]domain.Event, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.first == nil {
+		evs, err := s.Queue.List(ctx)
+		s.first = evs
+		return evs, err
+	}
+	return s.first, nil
+}
+
+// TestStaleListingRunsNothingTwice: events a scan still lists after the
+// worker handled and deleted them are not handled again.
+func TestStaleListingRunsNothingTwice(t *testing.T) {
+	dir := t.TempDir()
+	q, err := filequeue.New(filepath.Join(dir, "queue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range 3 {
+		if err := q.Enqueue(context.Background(), event("i1", n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	runs := map[string]int{}
+	w := &Worker{Queue: &staleQueue{Queue: q}, KeyOf: keyOf, Dir: dir, Poll: 5 * time.Millisecond, Handle: func(_ context.Context, ev domain.Event) error {
+		mu.Lock()
+		runs[ev.ID]++
+		mu.Unlock()
+		return nil
+	}}
+	for range 3 {
+		if err := w.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(runs) != 3 {
+		t.Fatalf("runs %v", runs)
+	}
+	for id, n := range runs {
+		if n != 1 {
+			t.Fatalf("%s ran %d times from a stale listing", id, n)
+		}
+	}
+}
