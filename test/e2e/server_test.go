@@ -46,18 +46,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// lockedBuffer collects a process's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+// lockedBuffer collects a process's output (e2ekit's, one definition).
+type lockedBuffer = e2ekit.SyncBuffer
 
 // server is a running `agentauth serve`.
 type server struct {
