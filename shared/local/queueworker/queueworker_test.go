@@ -143,12 +143,14 @@ func TestTwoWorkersOneHome(t *testing.T) {
 	slow := &Worker{Queue: q, KeyOf: keyOf, Dir: dir, Handle: func(context.Context, domain.Event) error { calls.Done(); <-release; return nil }}
 	other := 0
 	fast := &Worker{Queue: q, KeyOf: keyOf, Dir: dir, Handle: func(context.Context, domain.Event) error { other++; return nil }}
-	go slow.RunOnce(ctx)
+	slowDone := make(chan struct{})
+	go func() { _ = slow.RunOnce(ctx); close(slowDone) }()
 	calls.Wait()
 	if err := fast.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	close(release)
+	<-slowDone // its delete must end before the temporary directory goes
 	if other != 0 {
 		t.Fatal("a second worker ran the instance while the first held it")
 	}
