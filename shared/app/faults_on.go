@@ -13,17 +13,6 @@ import (
 	"github.com/agentauth/agentauth/shared/turn/model"
 )
 
-// FaultEnv arms crash injection in the test build (-tags faultinject;
-// make deploy-local builds the turn function so): "<point>:<marker file>".
-// At the point the process exits with status 3 — as a Lambda killed
-// mid-step would, with nothing after it committed — unless the marker file
-// exists; it creates the file first, so the fault fires once per marker.
-// Points:
-//
-//	exit-after-tool   a tool call ran, its result is not committed
-//	exit-after-model  the model answered, its answer is not committed
-const FaultEnv = "AGENTAUTH_FAULT"
-
 // ArmFault arms the fault spec names (the value of FaultEnv; "" arms
 // none).
 func (t *Turns) ArmFault(spec string) error {

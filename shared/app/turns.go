@@ -146,6 +146,18 @@ func ScopedEventID(key turn.InstanceKey, id string) string {
 	return id + "@" + hex.EncodeToString(sum[:6])
 }
 
+// FaultEnv arms crash injection in the test build (-tags faultinject,
+// faults_on.go; make deploy-local builds the turn function so; a
+// production build ignores it, faults_off.go): "<point>:<marker file>".
+// At the point the process exits with status 3 — as a Lambda killed
+// mid-step would, with nothing after it committed — unless the marker file
+// exists; it creates the file first, so the fault fires once per marker.
+// Points:
+//
+//	exit-after-tool   a tool call ran, its result is not committed
+//	exit-after-model  the model answered, its answer is not committed
+const FaultEnv = "AGENTAUTH_FAULT"
+
 // bundleAgents resolves an instance's agent at the bundle's revision
 // (engine.Config): its model, prompt and limits.
 type bundleAgents struct {
