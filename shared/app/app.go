@@ -285,12 +285,11 @@ func buildMCP(cfg config.Config, b *bundle.Bundle, tools *toolsapi.API, mgr *oau
 	}
 	hc := mcpapi.HTTPConfig{Verifier: v, Resource: resource, AuthorizationServers: []string{jc.Issuer}, Stateless: lambda,
 		Paths: jwtauth.ClaimPaths{Tenant: cfg.Tools.TenantClaim, Skills: cfg.Tools.SkillsClaim, Subjects: cfg.Tools.SubjectsClaim}.WithDefaults()}
-	// Register checks the configuration: run it once now, so that a bad
-	// one fails the start rather than every mount.
-	if err := srv.Register(http.NewServeMux(), hc); err != nil {
+	register, err := srv.Routes(hc)
+	if err != nil {
 		return nil, fmt.Errorf("%s %q: %w", config.MCPResource, resource, err)
 	}
-	return func(mux *http.ServeMux) { _ = srv.Register(mux, hc) }, nil
+	return register, nil
 }
 
 // consents tells the MCP server when an auth session is over (approved,

@@ -12,7 +12,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -229,11 +228,9 @@ func (r *reader) tools() *Tools {
 				r.fail(k, "is required with "+JWKSURL)
 			}
 		}
-		if t.MCPResource = r.get(MCPResource); t.MCPResource != "" {
-			if u, err := url.Parse(t.MCPResource); err != nil || u.Scheme == "" || u.Host == "" || u.Fragment != "" {
-				r.fail(MCPResource, "want an absolute URL without a fragment, e.g. https://tools.example.com/mcp")
-			}
-		}
+		// Checked where it is used (shared/edge/mcpapi): a bad one fails
+		// the start, named by this variable.
+		t.MCPResource = r.get(MCPResource)
 	}
 	t.TenantClaim, t.SkillsClaim, t.SubjectsClaim = r.claimPath(TenantClaim), r.claimPath(SkillsClaim), r.claimPath(SubjectsClaim)
 	t.Seam = r.flag(ToolhooksSeam)

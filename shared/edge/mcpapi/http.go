@@ -54,12 +54,23 @@ const (
 
 // Register adds /mcp and the protected resource metadata to mux.
 func (s *Server) Register(mux *http.ServeMux, hc HTTPConfig) error {
+	register, err := s.Routes(hc)
+	if err != nil {
+		return err
+	}
+	register(mux)
+	return nil
+}
+
+// Routes checks hc and builds the handlers once; the function it returns
+// adds them to a mux (the app mounts it on every handler it builds).
+func (s *Server) Routes(hc HTTPConfig) (func(*http.ServeMux), error) {
 	if hc.Verifier == nil || hc.Resource == "" {
-		return errors.New("mcpapi: a JWT verifier and the resource URL are required")
+		return nil, errors.New("mcpapi: a JWT verifier and the resource URL are required")
 	}
 	ru, err := url.Parse(hc.Resource)
 	if err != nil || ru.Scheme == "" || ru.Host == "" || ru.Fragment != "" {
-		return errors.New("mcpapi: the resource must be an absolute URL without a fragment (RFC 8707)")
+		return nil, errors.New("mcpapi: the resource must be an absolute URL without a fragment (RFC 8707)")
 	}
 	metadataURL := ru.Scheme + "://" + ru.Host + metadataPath + strings.TrimSuffix(ru.Path, "/")
 	prm := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
@@ -68,8 +79,6 @@ func (s *Server) Register(mux *http.ServeMux, hc HTTPConfig) error {
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           "agentauth tool plane",
 	})
-	mux.Handle("GET "+metadataPath, prm)
-	mux.Handle("GET "+metadataPath+strings.TrimSuffix(ru.Path, "/"), prm)
 
 	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		p, ok := principalFrom(r.Context())
@@ -94,8 +103,12 @@ func (s *Server) Register(mux *http.ServeMux, hc HTTPConfig) error {
 		}
 		return &auth.TokenInfo{UserID: p.Subject, Scopes: p.Scopes}, nil
 	}, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metadataURL, AllowMissingExpiration: true})
-	mux.Handle(Path, s.bearer(hc, metadataURL, bind(h)))
-	return nil
+	mcpHandler := s.bearer(hc, metadataURL, bind(h))
+	return func(mux *http.ServeMux) {
+		mux.Handle("GET "+metadataPath, prm)
+		mux.Handle("GET "+metadataPath+strings.TrimSuffix(ru.Path, "/"), prm)
+		mux.Handle(Path, mcpHandler)
+	}, nil
 }
 
 type principalKey struct{}

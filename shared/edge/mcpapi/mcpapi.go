@@ -80,13 +80,6 @@ func New(cfg Config) (*Server, error) {
 	return &Server{cfg: cfg}, nil
 }
 
-// For is the MCP server of one caller: its tools, each call through the
-// tool hooks as p. A tool whose input schema is not a JSON object (MCP
-// requires one) is left out, and logged.
-func (s *Server) For(ctx context.Context, p domain.Principal) *mcp.Server {
-	return s.newCaller(ctx, p).srv
-}
-
 // caller is one caller's MCP server, with what a session-keeping server
 // watches for it (watch.go): the tools it listed, the consents it sent
 // URL elicitations for.
@@ -100,6 +93,9 @@ type caller struct {
 	pending map[string]bool   // elicitation ids (auth sessions) not yet complete
 }
 
+// newCaller builds the MCP server of one caller: its tools, each call
+// through the tool hooks as p. A tool whose input schema is not a JSON
+// object (MCP requires one) is left out, and logged.
 func (s *Server) newCaller(ctx context.Context, p domain.Principal) *caller {
 	c := &caller{s: s, p: p, listed: map[string]string{}, pending: map[string]bool{},
 		srv: mcp.NewServer(&mcp.Implementation{Name: "agentauth", Title: "agentauth tool plane", Version: s.cfg.Version},

@@ -95,7 +95,7 @@ func connect(t *testing.T, tools *fakeTools, urlElicitation bool) *mcp.ClientSes
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	srv := s.For(ctx, domain.Principal{Subject: "agent-7"})
+	srv := s.newCaller(ctx, domain.Principal{Subject: "agent-7"}).srv
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := srv.Connect(ctx, st, nil)
 	if err != nil {
