@@ -34,6 +34,7 @@ import (
 
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/tools/discovery"
+	"github.com/agentauth/agentauth/shared/tools/httptool"
 	"github.com/agentauth/agentauth/shared/tools/skills"
 	"github.com/agentauth/agentauth/shared/tools/toolhooks"
 )
@@ -253,21 +254,12 @@ func (c *caller) result(ctx context.Context, req *mcp.CallToolRequest, out toolh
 	return errorResult(*out.Result), nil
 }
 
-// pending is what an authorization_required result's authorization holds
-// (shared/tools/httptool): the consent's session and link, no secret.
-type pending struct {
-	Session string `json:"authSessionId"`
-	URL     string `json:"authorizationUrl"`
-	Message string `json:"message"`
-	App     string `json:"oauthAppRef"`
-}
-
 // consent answers a call whose tool needs the user's consent: URL
 // elicitation for a client that declared it, else an isError result with
 // the link and the authorization_required object.
 func (c *caller) consent(req *mcp.CallToolRequest, r toolhooks.Result) (*mcp.CallToolResult, error) {
-	var a pending
-	if json.Unmarshal(r.Authorization, &a) != nil || a.URL == "" {
+	var a httptool.Authorization
+	if json.Unmarshal(r.Authorization, &a) != nil || a.AuthorizationURL == "" {
 		return errorResult(toolhooks.ErrorResult("AuthError", toolhooks.CodeTool, "the tool needs the user's consent but named no authorization link", toolhooks.DefaultErrorMessageLimit)), nil
 	}
 	msg := a.Message
@@ -275,19 +267,19 @@ func (c *caller) consent(req *mcp.CallToolRequest, r toolhooks.Result) (*mcp.Cal
 		msg = "This tool needs your authorization"
 	}
 	if elicitsURL(req) {
-		if a.Session != "" {
+		if a.AuthSessionID != "" {
 			c.mu.Lock()
-			c.pending[a.Session] = true // watch.go tells the session when it completes
+			c.pending[a.AuthSessionID] = true // watch.go tells the session when it completes
 			c.mu.Unlock()
 		}
 		return nil, mcp.URLElicitationRequiredError([]*mcp.ElicitParams{{
-			Mode: "url", URL: a.URL, ElicitationID: a.Session,
+			Mode: "url", URL: a.AuthorizationURL, ElicitationID: a.AuthSessionID,
 			Message: msg + " — open the link, approve access, then call the tool again.",
 		}})
 	}
 	return &mcp.CallToolResult{
 		IsError:           true,
-		Content:           []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("authorization_required: %s. Open %s, approve access, then call the tool again.", msg, a.URL)}},
+		Content:           []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("authorization_required: %s. Open %s, approve access, then call the tool again.", msg, a.AuthorizationURL)}},
 		StructuredContent: map[string]any{"status": toolhooks.ResultAuthorizationRequired, "authorization": r.Authorization},
 	}, nil
 }

@@ -328,18 +328,30 @@ func scrub(s, token string) string {
 	return strings.ReplaceAll(s, token, "[REDACTED]")
 }
 
+// Authorization is the authorization object of an authorization_required
+// result: what the user must open, no secret. The runner writes it; the
+// turn plane (the call parks on AuthSessionID) and the MCP server (the URL
+// elicitation) read it. Fields in key order, as the object was first
+// written.
+type Authorization struct {
+	AuthSessionID    string                  `json:"authSessionId"`
+	AuthorizationURL string                  `json:"authorizationUrl"`
+	DeviceCode       *oauth.DeviceCodePrompt `json:"deviceCode,omitempty"`
+	ExpiresAt        string                  `json:"expiresAt"`
+	Message          string                  `json:"message"`
+	OAuthAppRef      string                  `json:"oauthAppRef"`
+}
+
 // pendingJSON is the authorization object of an authorization_required
-// result: what the user must open, no secret.
+// result.
 func pendingJSON(t *bundle.Tool, res oauth.Result) json.RawMessage {
-	v := map[string]any{
-		"oauthAppRef":      t.Auth.OAuthAppRef.String(),
-		"authSessionId":    res.AuthSessionID,
-		"authorizationUrl": res.AuthorizationURL,
-		"expiresAt":        res.SessionExpiresAt.UTC().Format(time.RFC3339),
-		"message":          res.Message,
-	}
-	if res.DeviceCode != nil {
-		v["deviceCode"] = res.DeviceCode
+	v := Authorization{
+		OAuthAppRef:      t.Auth.OAuthAppRef.String(),
+		AuthSessionID:    res.AuthSessionID,
+		AuthorizationURL: res.AuthorizationURL,
+		ExpiresAt:        res.SessionExpiresAt.UTC().Format(time.RFC3339),
+		Message:          res.Message,
+		DeviceCode:       res.DeviceCode,
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

@@ -194,15 +194,12 @@ func outcome(out toolhooks.Outcome, limit int) engine.Outcome {
 		switch {
 		case out.Result == nil:
 		case out.Result.Status == toolhooks.ResultAuthorizationRequired:
-			var a struct {
-				Session string `json:"authSessionId"`
-				URL     string `json:"authorizationUrl"`
-			}
-			if json.Unmarshal(out.Result.Authorization, &a) != nil || a.Session == "" {
+			var a httptool.Authorization
+			if json.Unmarshal(out.Result.Authorization, &a) != nil || a.AuthSessionID == "" {
 				// Nothing would ever resume a call parked on no session.
 				return errorOutcome(toolhooks.ErrorResult("AuthError", httptool.CodeAuth, "the tool needs the user's consent but named no auth session", limit))
 			}
-			return engine.Outcome{Kind: engine.OutcomeAuthorizationRequired, Result: resultJSON(*out.Result), AuthSession: a.Session, AuthorizationURL: a.URL}
+			return engine.Outcome{Kind: engine.OutcomeAuthorizationRequired, Result: resultJSON(*out.Result), AuthSession: a.AuthSessionID, AuthorizationURL: a.AuthorizationURL}
 		default:
 			return engine.Outcome{Kind: engine.OutcomeOK, Result: resultJSON(*out.Result)}
 		}
