@@ -8,7 +8,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/agentauth/agentauth/shared/testkit/turnstoretest"
 	"github.com/agentauth/agentauth/shared/turn"
 )
 
@@ -36,11 +35,7 @@ func TestTurnLoadRetriesUnprocessedKeys(t *testing.T) {
 	ctx := context.Background()
 	m := newMemTable()
 	s := turnStoreOn(t, m)
-	k := turnstoretest.Key(t)
-	if err := s.Commit(ctx, turnstoretest.First(k)); err != nil {
-		t.Fatal(err)
-	}
-	st, _ := s.Load(ctx, k)
+	k, st := firstInstance(t, s)
 	if err := s.Commit(ctx, nextCommit(st, appendMessages(st, 3, "m"))); err != nil {
 		t.Fatal(err)
 	}
@@ -61,11 +56,7 @@ func TestTurnLoadRetriesUnprocessedKeys(t *testing.T) {
 func TestTurnEndedTurnRewritten(t *testing.T) {
 	ctx := context.Background()
 	s := turnStoreOn(t, newMemTable())
-	k := turnstoretest.Key(t)
-	if err := s.Commit(ctx, turnstoretest.First(k)); err != nil {
-		t.Fatal(err)
-	}
-	st, _ := s.Load(ctx, k)
+	k, st := firstInstance(t, s)
 	tr := st.Turns["t1"]
 	tr.Status, tr.Final = turn.TurnCompleted, "first"
 	if err := s.Commit(ctx, nextCommit(st, func(c *turn.Commit) { c.Turn = &tr })); err != nil {
@@ -88,11 +79,7 @@ func TestTurnEndedTurnRewritten(t *testing.T) {
 func TestTurnBoundsAreInclusive(t *testing.T) {
 	ctx := context.Background()
 	s := turnStoreOn(t, newMemTable())
-	k := turnstoretest.Key(t)
-	if err := s.Commit(ctx, turnstoretest.First(k)); err != nil {
-		t.Fatal(err)
-	}
-	st, _ := s.Load(ctx, k)
+	_, st := firstInstance(t, s)
 	if err := s.Commit(ctx, nextCommit(st, appendMessages(st, maxTurnTxItems-1, "x"))); err != nil {
 		t.Fatalf("a commit of exactly %d items: %v", maxTurnTxItems, err)
 	}

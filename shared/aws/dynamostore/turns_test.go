@@ -38,6 +38,22 @@ func turnStoreOn(t *testing.T, m *memTable) turn.Store {
 	return s.Turns(nil)
 }
 
+// firstInstance commits the first turn of a new instance through s and
+// loads it back.
+func firstInstance(t *testing.T, s turn.Store) (turn.InstanceKey, turn.State) {
+	t.Helper()
+	ctx := context.Background()
+	k := turnstoretest.Key(t)
+	if err := s.Commit(ctx, turnstoretest.First(k)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Load(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, st
+}
+
 // nextCommit is a commit over st with what mut adds.
 func nextCommit(st turn.State, mut func(*turn.Commit)) turn.Commit {
 	inst := st.Instance
@@ -102,14 +118,8 @@ func TestTurnCallsAndRebaseCleanup(t *testing.T) {
 	ctx := context.Background()
 	m := newMemTable()
 	s := turnStoreOn(t, m)
-	k := turnstoretest.Key(t)
-	if err := s.Commit(ctx, turnstoretest.First(k)); err != nil {
-		t.Fatal(err)
-	}
-	st, err := s.Load(ctx, k)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, st := firstInstance(t, s)
+	var err error
 	m.takeCalls()
 	if err := s.Commit(ctx, nextCommit(st, appendMessages(st, 3, "x"))); err != nil {
 		t.Fatal(err)
@@ -328,14 +338,7 @@ func TestTurnEndedTurnsAreItems(t *testing.T) {
 	ctx := context.Background()
 	m := newMemTable()
 	s := turnStoreOn(t, m)
-	k := turnstoretest.Key(t)
-	if err := s.Commit(ctx, turnstoretest.First(k)); err != nil {
-		t.Fatal(err)
-	}
-	st, err := s.Load(ctx, k)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, st := firstInstance(t, s)
 	// End t1 and start nothing: the instance item names it, holds no copy.
 	tr := st.Turns["t1"]
 	tr.Status = turn.TurnCompleted
