@@ -88,16 +88,9 @@ func TestTurnCommitTooLarge(t *testing.T) {
 			ctx := context.Background()
 			m := newMemTable()
 			s := turnStoreOn(t, m)
-			k := turnstoretest.Key(t)
-			if err := s.Commit(ctx, turnstoretest.First(k)); err != nil {
-				t.Fatal(err)
-			}
-			st, err := s.Load(ctx, k)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, st := firstInstance(t, s)
 			before := len(m.items)
-			err = s.Commit(ctx, nextCommit(st, appendMessages(st, tc.n, tc.text)))
+			err := s.Commit(ctx, nextCommit(st, appendMessages(st, tc.n, tc.text)))
 			if !errors.Is(err, ErrTurnCommitTooLarge) {
 				t.Fatalf("commit: %v, want ErrTurnCommitTooLarge", err)
 			}
