@@ -32,6 +32,11 @@ type Call struct {
 	// Via names what made the call when it is not the tool routes
 	// (ViaTurn: a turn's step); it goes on agent.toolCalled as via.
 	Via string
+	// Timeout, when > 0, bounds the tool's run (a turn's call: the
+	// agent's limits.toolTimeoutSeconds). The tool's context ends at the
+	// deadline — an http tool's request is cancelled — and the call ends
+	// then in an E_TOOL_TIMEOUT result even if the tool does not return.
+	Timeout time.Duration
 }
 
 // ViaTurn is Call.Via of a call a turn's step made.
@@ -193,6 +198,7 @@ func (h *Hooks) Invoke(ctx context.Context, call Call, tool Tool, run Invoker) O
 	// nothing about it (not even its required scopes).
 	if call.Catalog != nil && !slices.Contains(call.Catalog, call.ToolName) {
 		r := ErrorResult("ToolNotInCatalog", CodeNotInCatalog, fmt.Sprintf("tool %q is not in this step's catalog", call.ToolName), tool.ErrorMessageLimit)
+		r.Error.Suggestion = SuggestionNotInCatalog
 		return finish(VerdictError, &r)
 	}
 	if !authorized(tool.RequiredScopes, call.GrantedScopes) {
@@ -221,9 +227,14 @@ func (h *Hooks) Invoke(ctx context.Context, call Call, tool Tool, run Invoker) O
 	}
 
 	start := now()
-	output, err := safeRun(ctx, run, call.Args)
+	output, timedOut, err := runWithin(ctx, call.Timeout, run, call.Args)
 	d := now().Sub(start).Milliseconds()
 	out.ToolReturned.DurationMs = &d
+	if timedOut {
+		log.WarnContext(ctx, "tool call timed out; cancelled", "toolName", call.ToolName, "callId", call.CallID, "timeout", call.Timeout.String())
+		r := ErrorResult("ToolTimeout", CodeTimeout, timeoutMessage(call.Timeout), tool.ErrorMessageLimit)
+		return finish(VerdictError, &r)
+	}
 	var pending *AuthorizationRequired
 	if errors.As(err, &pending) {
 		// Not an error: the tool needs a user's consent first, and the
@@ -261,6 +272,57 @@ func authorized(required, granted []string) bool {
 		}
 	}
 	return true
+}
+
+// errTimeout is the cause of a tool's context ended by Call.Timeout,
+// telling it from the caller's own cancellation.
+var errTimeout = errors.New("the tool call's time limit passed")
+
+// runWithin runs the tool with a context that ends after limit (no limit
+// when ≤ 0). It returns at the deadline even when the tool does not: a
+// tool that ignores its context is abandoned (its goroutine ends when
+// the tool returns; its answer is dropped). timedOut is set when the
+// limit ended the call — the tool had not answered, or answered with an
+// error after its context ended (an http tool's cancelled request).
+func runWithin(ctx context.Context, limit time.Duration, run Invoker, args json.RawMessage) (out json.RawMessage, timedOut bool, err error) {
+	if limit <= 0 {
+		out, err = safeRun(ctx, run, args)
+		return out, false, err
+	}
+	tctx, cancel := context.WithTimeoutCause(ctx, limit, errTimeout)
+	defer cancel()
+	type answer struct {
+		out json.RawMessage
+		err error
+	}
+	done := make(chan answer, 1) // the tool never blocks on it, abandoned or not
+	go func() {
+		o, e := safeRun(tctx, run, args)
+		done <- answer{o, e}
+	}()
+	select {
+	case a := <-done:
+		return a.out, a.err != nil && errors.Is(context.Cause(tctx), errTimeout), a.err
+	case <-tctx.Done():
+		if !errors.Is(context.Cause(tctx), errTimeout) {
+			// The caller's context ended (a shutdown): the tool's own
+			// answer, as without a limit.
+			a := <-done
+			return a.out, false, a.err
+		}
+		return nil, true, nil
+	}
+}
+
+// timeoutMessage is an E_TOOL_TIMEOUT result's message: the limit, and
+// that the call may have acted before it was stopped.
+func timeoutMessage(limit time.Duration) string {
+	l := limit.String()
+	if limit%time.Second == 0 {
+		l = fmt.Sprintf("%d s", limit/time.Second)
+	}
+	return fmt.Sprintf("the tool did not answer within its time limit of %s (the agent's limits.toolTimeoutSeconds) and was cancelled; "+
+		"it may have had an effect before it was stopped", l)
 }
 
 // safeRun turns a tool's panic into an error: a tool error never escapes.

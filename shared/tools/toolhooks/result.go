@@ -19,6 +19,9 @@ const (
 	CodeTool = "E_TOOL"
 	// CodeNotInCatalog: the tool is not in this step's catalog.
 	CodeNotInCatalog = "E_TOOL_NOT_IN_CATALOG"
+	// CodeTimeout: the tool did not answer within the call's time limit
+	// (Call.Timeout) and was cancelled.
+	CodeTimeout = "E_TOOL_TIMEOUT"
 	// CodeInvalidArgs: the arguments do not match the tool's input schema.
 	CodeInvalidArgs = "E_TOOL_INVALID_ARGS"
 	// CodeForbidden and CodeRateLimited are the error results of the
@@ -27,6 +30,12 @@ const (
 	CodeForbidden   = "E_TOOL_FORBIDDEN"
 	CodeRateLimited = "E_TOOL_RATE_LIMITED"
 )
+
+// SuggestionNotInCatalog is the suggestion of an E_TOOL_NOT_IN_CATALOG
+// result (Goondan's ToolError.suggestion, a SHOULD): what the model can do
+// instead, and what an operator would change to offer the tool.
+const SuggestionNotInCatalog = "call only the tools listed in this step's tool catalog (step.tools); " +
+	"a tool is listed only when the agent's tools select it and the caller may see it"
 
 // DefaultErrorMessageLimit is the spec's default errorMessageLimit (§12.3.1).
 const DefaultErrorMessageLimit = 1000
@@ -63,6 +72,9 @@ type ToolError struct {
 	Message string `json:"message"`
 	Name    string `json:"name"`
 	Code    string `json:"code"`
+	// Suggestion says how to recover (Goondan's ToolError.suggestion):
+	// set on the hooks' own refusals where there is something to say.
+	Suggestion string `json:"suggestion,omitempty"`
 	// RetryAfterSeconds is set with CodeRateLimited: when a call may
 	// succeed again.
 	RetryAfterSeconds int `json:"retryAfterSeconds,omitempty"`

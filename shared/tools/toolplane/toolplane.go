@@ -78,6 +78,9 @@ type Snapshot struct {
 	// agent's tool selection picks among the bundle's and the uploads'
 	// (a turn's catalog is this ∩ what the turn's principal may see).
 	Agents map[string]map[string]bool
+	// ToolTimeouts are, by bundle Agent name, how long one of the agent's
+	// tool calls may run (its limits.toolTimeoutSeconds).
+	ToolTimeouts map[string]time.Duration
 
 	tenantRev int64
 	uploads   []domain.TenantResource
@@ -270,7 +273,9 @@ func (p *Plane) build(tenantRev int64, uploads []domain.TenantResource, unreadab
 		return nil, nil, fmt.Errorf("toolplane: %w", err)
 	}
 	s.Agents = make(map[string]map[string]bool, len(b.Agents))
-	for name := range b.Agents {
+	s.ToolTimeouts = make(map[string]time.Duration, len(b.Agents))
+	for name, a := range b.Agents {
+		s.ToolTimeouts[name] = a.ToolTimeout
 		ids := map[string]bool{}
 		for _, e := range ix.GroupTools(agentGroupID(name), false) {
 			ids[e.ToolID] = true

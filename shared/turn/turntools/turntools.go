@@ -180,8 +180,20 @@ func (x *Tools) Invoke(ctx context.Context, in engine.Invocation) engine.Outcome
 	out := x.cfg.Hooks.Invoke(ctx, toolhooks.Call{
 		AgentID: in.Turn.Instance.Agent, ToolName: in.Call.Tool, CallID: in.Call.ID, Principal: p.Subject,
 		Args: in.Call.Args, GrantedScopes: p.Scopes, Catalog: catalog, Via: toolhooks.ViaTurn,
+		Timeout: toolTimeout(v.snap, in.Turn.Instance.Agent),
 	}, tool, run)
 	return outcome(out, tool.ErrorMessageLimit)
+}
+
+// toolTimeout is how long one call of the agent's may run: its
+// limits.toolTimeoutSeconds at the plane's bundle (the bundle the engine
+// resolved the agent from), the bundle's default for an agent it lacks.
+// The hooks enforce it on every tool kind through the call's context.
+func toolTimeout(snap *toolplane.Snapshot, agent string) time.Duration {
+	if d := snap.ToolTimeouts[agent]; d > 0 {
+		return d
+	}
+	return bundle.DefaultToolTimeout
 }
 
 // outcome maps the hooks' verdict to the engine's outcome — the one

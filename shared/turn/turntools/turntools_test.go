@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -160,14 +161,40 @@ type harness struct {
 // careless upstream) so the scrubbing is tested too.
 func newHarness(t testing.TB) *harness {
 	t.Helper()
+	return newHarnessWith(t, harnessOptions{})
+}
+
+// harnessOptions change newHarness's parts.
+type harnessOptions struct {
+	// bundle edits testBundle (UPSTREAM not yet replaced).
+	bundle func(string) string
+	// upstream answers after the request is recorded in seen; nil: the
+	// echo.
+	upstream http.HandlerFunc
+	// native are added to (or replace) the native tools.
+	native map[string]toolhooks.Invoker
+}
+
+func newHarnessWith(t testing.TB, o harnessOptions) *harness {
+	t.Helper()
 	h := &harness{tokens: &tokens{}, sink: &sink{}, logs: &bytes.Buffer{}, seen: make(chan *http.Request, 16)}
+	answer := o.upstream
+	if answer == nil {
+		answer = func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]string{"path": r.URL.Path, "auth": r.Header.Get("Authorization")})
+		}
+	}
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.seen <- r.Clone(context.Background())
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"path": r.URL.Path, "auth": r.Header.Get("Authorization")})
+		answer(w, r)
 	}))
 	t.Cleanup(up.Close)
-	b, err := bundle.Parse([]bundle.File{{Name: "b.yaml", Data: []byte(strings.ReplaceAll(testBundle, "UPSTREAM", up.URL))}}, bundle.Options{})
+	text := testBundle
+	if o.bundle != nil {
+		text = o.bundle(text)
+	}
+	b, err := bundle.Parse([]bundle.File{{Name: "b.yaml", Data: []byte(strings.ReplaceAll(text, "UPSTREAM", up.URL))}}, bundle.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,16 +206,18 @@ func newHarness(t testing.TB) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	native := map[string]toolhooks.Invoker{
+		"demo:echo": func(_ context.Context, a json.RawMessage) (json.RawMessage, error) {
+			return json.RawMessage(`{"echoed":true}`), nil
+		},
+	}
+	maps.Copy(native, o.native)
 	h.tools, err = New(Config{
 		Plane:  h.plane,
 		Hooks:  &toolhooks.Hooks{Limiter: lim, Sink: toolhooks.MultiSink{h.sink, toolhooks.LogSink{Log: log}}, Log: log},
 		Runner: httptool.New(httptool.Options{Tokens: h.tokens, AllowPrivateUpstreams: true, Log: log}),
-		Native: map[string]toolhooks.Invoker{
-			"demo:echo": func(_ context.Context, a json.RawMessage) (json.RawMessage, error) {
-				return json.RawMessage(`{"echoed":true}`), nil
-			},
-		},
-		Log: log,
+		Native: native,
+		Log:    log,
 	})
 	if err != nil {
 		t.Fatal(err)
