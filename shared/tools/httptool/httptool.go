@@ -83,6 +83,7 @@ type Runner struct {
 	tokens      TokenSource
 	open        *http.Client // bundle tools: the operator chose the URL
 	guarded     *http.Client // tenant tools: public addresses only
+	timeout     time.Duration
 	maxResponse int64
 	log         *slog.Logger
 }
@@ -92,7 +93,8 @@ type Options struct {
 	// Tokens fetches the tools' OAuth tokens; nil: a tool with auth fails
 	// with a configuration error.
 	Tokens TokenSource
-	// Timeout of one upstream call (DefaultTimeout when 0).
+	// Timeout of one upstream call (DefaultTimeout when 0), unless the
+	// call is bounded by its caller (Call.CallerLimit).
 	Timeout time.Duration
 	// MaxResponse bounds the upstream body read (DefaultMaxResponse).
 	MaxResponse int64
@@ -126,11 +128,14 @@ func New(o Options) *Runner {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	// The clients have no Timeout of their own: the request's context
+	// carries the runner's or the caller's limit (run).
 	return &Runner{
 		log:         o.Log,
 		tokens:      o.Tokens,
-		open:        &http.Client{Timeout: o.Timeout, Transport: open, CheckRedirect: sameOrigin},
-		guarded:     &http.Client{Timeout: o.Timeout, Transport: guarded, CheckRedirect: sameOrigin},
+		open:        &http.Client{Transport: open, CheckRedirect: sameOrigin},
+		guarded:     &http.Client{Transport: guarded, CheckRedirect: sameOrigin},
+		timeout:     o.Timeout,
 		maxResponse: o.MaxResponse,
 	}
 }
@@ -163,6 +168,9 @@ const (
 	CodeAuth          = "E_TOOL_AUTH"
 	CodeArgs          = toolhooks.CodeInvalidArgs
 	CodeResponseLimit = "E_TOOL_UPSTREAM_TOO_LARGE"
+	// CodeTimeout: the upstream did not answer within the runner's
+	// request timeout (the hooks' code for a call over its time limit).
+	CodeTimeout = toolhooks.CodeTimeout
 )
 
 // Invoker returns the hooks' invoker for t. auth is the turn's auth (its
@@ -186,6 +194,11 @@ type Call struct {
 	// same on every run of one call, so an upstream that honours it does
 	// a re-run (after a crash, after a consent) once.
 	IdempotencyKey string
+	// CallerLimit: the caller bounds the call through its context (a
+	// turn's call: the agent's limits.toolTimeoutSeconds, which the tool
+	// hooks enforce), so the runner's request Timeout does not apply and
+	// a limit longer than it is the one that counts.
+	CallerLimit bool
 }
 
 // CallInvoker is Invoker with the whole call context (a turn's call).
@@ -235,13 +248,26 @@ func (r *Runner) run(ctx context.Context, t *bundle.Tool, c Call, raw json.RawMe
 	if tenant {
 		client = r.guarded
 	}
+	if !c.CallerLimit {
+		// The request and the reading of its answer, as http.Client's
+		// Timeout would, but telling its end from the caller's.
+		rctx, cancel := context.WithTimeoutCause(ctx, r.timeout, errRequestTimeout)
+		defer cancel()
+		req = req.WithContext(rctx)
+	}
 	resp, err := client.Do(req)
 	if err != nil {
+		if r.timedOut(req) {
+			return nil, r.timeoutError(req)
+		}
 		return nil, r.unreachable(ctx, t, req, err, token, tenant)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, r.maxResponse+1))
 	if err != nil {
+		if r.timedOut(req) {
+			return nil, r.timeoutError(req)
+		}
 		return nil, toolhooks.NewToolError("UpstreamUnreachable", CodeUnreachable, fmt.Sprintf("%s %s: reading the answer: %s", req.Method, req.URL.Host, scrub(err.Error(), token)))
 	}
 	if int64(len(body)) > r.maxResponse {
@@ -260,6 +286,20 @@ func (r *Runner) run(ctx context.Context, t *bundle.Tool, c Call, raw json.RawMe
 		return nil, toolhooks.NewToolError("UpstreamError", code, msg)
 	}
 	return output(text), nil
+}
+
+// errRequestTimeout ends a request's context at the runner's Timeout.
+var errRequestTimeout = errors.New("the http tool's request timeout passed")
+
+// timedOut: the runner's Timeout ended req (not its caller).
+func (r *Runner) timedOut(req *http.Request) bool {
+	return errors.Is(context.Cause(req.Context()), errRequestTimeout)
+}
+
+// timeoutError is the tool error of a request the runner's Timeout ended.
+func (r *Runner) timeoutError(req *http.Request) error {
+	return toolhooks.NewToolError("ToolTimeout", CodeTimeout, fmt.Sprintf("%s %s: the upstream did not answer within %s, the request timeout of http tools; the request was cancelled",
+		req.Method, req.URL.Host, r.timeout))
 }
 
 // validHeaderValue: visible ASCII only (a key is an id, not text), so it

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -372,26 +373,65 @@ func TestOptionDefaults(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := New(tc.o)
-			if r.open.Timeout != timeout || r.guarded.Timeout != timeout || r.maxResponse != maxResponse {
-				t.Fatalf("timeouts %v/%v, max response %d, want %v and %d", r.open.Timeout, r.guarded.Timeout, r.maxResponse, timeout, maxResponse)
+			if r.timeout != timeout || r.maxResponse != maxResponse {
+				t.Fatalf("timeout %v, max response %d, want %v and %d", r.timeout, r.maxResponse, timeout, maxResponse)
+			}
+			// The request's context carries the limit, so that a turn's
+			// call can carry a longer one (TestCallerLimit).
+			if r.open.Timeout != 0 || r.guarded.Timeout != 0 {
+				t.Fatalf("client timeouts %v/%v", r.open.Timeout, r.guarded.Timeout)
 			}
 		})
 	}
 }
 
-// TestTimeoutEndsTheCall: a set timeout is the one the call gets.
+// TestTimeoutEndsTheCall: a set timeout is the one the call gets, and
+// its end is a timeout naming the limit, the request cancelled.
 func TestTimeoutEndsTheCall(t *testing.T) {
+	cancelled := make(chan struct{})
 	srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
+			close(cancelled)
 		case <-time.After(2 * time.Second):
 			io.WriteString(w, `{"late":true}`)
 		}
 	})
 	out, err := New(Options{Timeout: 100 * time.Millisecond}).Invoker(tool(srv.URL, "GET", "/", false), domain.TurnAuth{}, false)(context.Background(), nil)
 	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeTimeout || !strings.Contains(e.Message, "within 100ms") {
+		t.Fatalf("output %s, err %v, want %s naming the 100ms timeout, not the answer 2 s later", out, err, CodeTimeout)
+	}
+	<-cancelled
+}
+
+// TestCallerLimit: a call its caller bounds (a turn's, by the agent's
+// limit) is not cut at the runner's timeout; the caller's context ends
+// it, and that is not called the runner's timeout.
+func TestCallerLimit(t *testing.T) {
+	got := make(chan struct{}, 1)
+	srv, _, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("wait") == "" {
+			io.WriteString(w, `{"ok":true}`)
+			return
+		}
+		got <- struct{}{}
+		<-r.Context().Done()
+	})
+	r := New(Options{Timeout: time.Nanosecond}) // over before any request could be answered
+	bounded := r.CallInvoker(tool(srv.URL, "GET", "/", false), Call{CallerLimit: true})
+	if out, err := bounded(context.Background(), nil); err != nil || string(out) != `{"ok":true}` {
+		t.Fatalf("bounded by its caller: output %s, err %v", out, err)
+	}
+	if _, err := r.CallInvoker(tool(srv.URL, "GET", "/", false), Call{})(context.Background(), nil); !strings.Contains(fmt.Sprint(err), "request timeout of http tools") {
+		t.Fatalf("unbounded: err %v, want the runner's timeout", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-got; cancel() }()
+	_, err := bounded(ctx, json.RawMessage(`{"wait":"1"}`))
+	var e *Error
 	if !errors.As(err, &e) || e.Code != CodeUnreachable {
-		t.Fatalf("output %s, err %v, want %s after the 100ms timeout, not the answer 2 s later", out, err, CodeUnreachable)
+		t.Fatalf("cancelled by its caller: err %v, want %s", err, CodeUnreachable)
 	}
 }
 

@@ -110,3 +110,16 @@ func TestToolTimeoutDefault(t *testing.T) {
 		t.Fatalf("the call had %s, want the default 60 s", d)
 	}
 }
+
+// TestToolTimeoutReplacesTheRunners: a turn's http call is bounded by the
+// agent's limit, not by the runner's own request timeout (20 s by
+// default: an agent's limit of 60 s would otherwise end at 20 s). Here
+// the runner's is over before any upstream could answer.
+func TestToolTimeoutReplacesTheRunners(t *testing.T) {
+	h := newHarnessWith(t, harnessOptions{runnerTimeout: time.Nanosecond})
+	h.tokens.res = oauth.Result{Status: oauth.StatusReady, AccessToken: domain.NewSecret(tokenCanary), TokenType: "bearer"}
+	out := h.tools.Invoke(context.Background(), invocation(turnOf("assistant", alice), "c1", "get_menu", `{"day":"mon"}`, "get_menu"))
+	if out.Kind != engine.OutcomeOK {
+		t.Fatalf("outcome %s %s", out.Kind, out.Result)
+	}
+}

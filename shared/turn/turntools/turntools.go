@@ -170,7 +170,10 @@ func (x *Tools) Invoke(ctx context.Context, in engine.Invocation) engine.Outcome
 		switch e.Tool.Transport {
 		case bundle.TransportHTTP:
 			if x.cfg.Runner != nil {
-				return x.cfg.Runner.CallInvoker(e.Tool, httptool.Call{Auth: p.TurnAuth, Tenant: e.Tenant != "", Resume: &resume, IdempotencyKey: in.IdempotencyKey})
+				// The agent's limit, through the call's context, bounds
+				// the request instead of the runner's own timeout.
+				return x.cfg.Runner.CallInvoker(e.Tool, httptool.Call{Auth: p.TurnAuth, Tenant: e.Tenant != "", Resume: &resume,
+					IdempotencyKey: in.IdempotencyKey, CallerLimit: true})
 			}
 		case bundle.TransportNative:
 			return x.cfg.Native[id]

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/domain"
@@ -173,6 +174,9 @@ type harnessOptions struct {
 	upstream http.HandlerFunc
 	// native are added to (or replace) the native tools.
 	native map[string]toolhooks.Invoker
+	// runnerTimeout is the http runner's own request timeout (its
+	// default when 0).
+	runnerTimeout time.Duration
 }
 
 func newHarnessWith(t testing.TB, o harnessOptions) *harness {
@@ -215,7 +219,7 @@ func newHarnessWith(t testing.TB, o harnessOptions) *harness {
 	h.tools, err = New(Config{
 		Plane:  h.plane,
 		Hooks:  &toolhooks.Hooks{Limiter: lim, Sink: toolhooks.MultiSink{h.sink, toolhooks.LogSink{Log: log}}, Log: log},
-		Runner: httptool.New(httptool.Options{Tokens: h.tokens, AllowPrivateUpstreams: true, Log: log}),
+		Runner: httptool.New(httptool.Options{Tokens: h.tokens, AllowPrivateUpstreams: true, Timeout: o.runnerTimeout, Log: log}),
 		Native: native,
 		Log:    log,
 	})
@@ -563,5 +567,19 @@ func TestNoToolsWithoutAnAgent(t *testing.T) {
 	}
 	if !strings.Contains(h.logs.String(), `agent \"ghost\" is not in the bundle`) {
 		t.Fatalf("logs:\n%s", h.logs.String())
+	}
+}
+
+// TestNotInCatalogSuggests: the model's result for a tool outside the
+// step's catalog says what to do instead and names step.tools (Goondan's
+// ToolError.suggestion, a SHOULD).
+func TestNotInCatalogSuggests(t *testing.T) {
+	h := newHarness(t)
+	out := h.tools.Invoke(context.Background(), invocation(turnOf("assistant", alice), "c1", "order", `{}`, "echo"))
+	var r struct {
+		Error struct{ Code, Suggestion string } `json:"error"`
+	}
+	if err := json.Unmarshal(out.Result, &r); err != nil || r.Error.Code != toolhooks.CodeNotInCatalog || !strings.Contains(r.Error.Suggestion, "step.tools") {
+		t.Fatalf("result %s: want %s with a suggestion naming step.tools", out.Result, toolhooks.CodeNotInCatalog)
 	}
 }
