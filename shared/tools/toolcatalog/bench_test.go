@@ -61,3 +61,19 @@ func BenchmarkManifestUncached(b *testing.B) {
 		c.Manifest(claims, Options{SkipCache: true})
 	}
 }
+
+// BenchmarkManifestManyCallers: every call a new caller (a burst of
+// distinct users), so every call resolves, stores and — the cache full
+// after 256 — evicts; the cache stays at its bound.
+func BenchmarkManifestManyCallers(b *testing.B) {
+	c := New(benchIndex(b), "rev", Settings{MaxAccessEntries: 256})
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		c.Manifest(map[string]any{"sub": fmt.Sprintf("user-%d", i), "role": fmt.Sprintf("r%d", i%50)}, Options{})
+		i++
+	}
+	c.mu.Lock()
+	b.ReportMetric(float64(len(c.access)), "entries")
+	c.mu.Unlock()
+}

@@ -29,6 +29,18 @@ const (
 	GroupTTL  = 10 * time.Minute
 )
 
+// DefaultMaxAccessEntries bounds the access cache: one entry per distinct
+// set of claims, each holding its caller's merged manifest (a few to a few
+// tens of KB), so a burst of distinct callers cannot grow a process
+// without limit. Past it, an arbitrary entry makes room: evicting one
+// costs its caller one uncached resolution, never access.
+const DefaultMaxAccessEntries = 1024
+
+// sweepEvery is how often an insertion also drops every expired entry,
+// so an entry nobody asks for again does not outlive its TTL by more
+// than this: one pass over the cache per interval, not per call.
+const sweepEvery = time.Minute
+
 // volatileClaims change on every token without changing who the caller is.
 var volatileClaims = map[string]bool{"exp": true, "iat": true, "nbf": true, "jti": true, "auth_time": true, "nonce": true}
 
@@ -51,19 +63,24 @@ type Settings struct {
 	// tenant_id): a tenant tool is in a caller's manifest only when this
 	// claim equals the tool's tenant.
 	TenantClaim string
+	// MaxAccessEntries bounds the access cache (DefaultMaxAccessEntries
+	// when ≤ 0).
+	MaxAccessEntries int
 }
 
 // Catalog is safe for concurrent use.
 type Catalog struct {
 	now         func() time.Time
 	tenantClaim string
+	maxAccess   int
 
-	mu       sync.Mutex
-	index    *discovery.Index
-	revision string
-	access   map[string]accessEntry
-	groups   map[string]groupEntry
-	stats    Stats
+	mu        sync.Mutex
+	index     *discovery.Index
+	revision  string
+	access    map[string]accessEntry
+	groups    map[string]groupEntry
+	lastSweep time.Time
+	stats     Stats
 }
 
 type accessEntry struct {
@@ -86,7 +103,10 @@ func New(ix *discovery.Index, revision string, s Settings) *Catalog {
 	if s.TenantClaim == "" {
 		s.TenantClaim = "tenant_id"
 	}
-	c := &Catalog{now: s.Now, tenantClaim: s.TenantClaim}
+	if s.MaxAccessEntries <= 0 {
+		s.MaxAccessEntries = DefaultMaxAccessEntries
+	}
+	c := &Catalog{now: s.Now, tenantClaim: s.TenantClaim, maxAccess: s.MaxAccessEntries}
 	c.Update(ix, revision)
 	return c
 }
@@ -146,10 +166,13 @@ func (c *Catalog) Resolve(claims map[string]any, opts Options) Resolution {
 	}
 	if !opts.SkipCache {
 		c.mu.Lock()
-		if e, ok := c.access[key]; ok && now.Before(e.expires) && c.revision == rev {
-			c.stats.AccessHits++
-			c.mu.Unlock()
-			return Resolution{Access: discovery.Access{GroupIDs: e.groups}, Manifest: e.manifest, Cached: true}
+		if e, ok := c.access[key]; ok && c.revision == rev {
+			if now.Before(e.expires) {
+				c.stats.AccessHits++
+				c.mu.Unlock()
+				return Resolution{Access: discovery.Access{GroupIDs: e.groups}, Manifest: e.manifest, Cached: true}
+			}
+			delete(c.access, key)
 		}
 		c.mu.Unlock()
 	}
@@ -166,6 +189,10 @@ func (c *Catalog) Resolve(claims map[string]any, opts Options) Resolution {
 	c.mu.Lock()
 	c.stats.AccessMisses++
 	if cacheable && c.revision == rev { // never store an answer of a replaced index
+		c.sweepLocked(now)
+		if _, ok := c.access[key]; !ok {
+			c.makeRoomLocked()
+		}
 		c.access[key] = accessEntry{groups: groups, manifest: manifest, expires: now.Add(AccessTTL)}
 	}
 	c.mu.Unlock()
@@ -195,6 +222,36 @@ func (c *Catalog) groupTools(ix *discovery.Index, rev, group string, opts Option
 	}
 	c.mu.Unlock()
 	return tools
+}
+
+// sweepLocked drops every expired entry, at most once per sweepEvery.
+func (c *Catalog) sweepLocked(now time.Time) {
+	if now.Sub(c.lastSweep) < sweepEvery {
+		return
+	}
+	c.lastSweep = now
+	for k, e := range c.access {
+		if !now.Before(e.expires) {
+			delete(c.access, k)
+		}
+	}
+	for k, e := range c.groups {
+		if !now.Before(e.expires) {
+			delete(c.groups, k)
+		}
+	}
+}
+
+// makeRoomLocked evicts arbitrary access entries (Go's map order) until
+// one more fits: O(1), and fair enough for a cache whose miss costs a
+// resolution, never access.
+func (c *Catalog) makeRoomLocked() {
+	for k := range c.access {
+		if len(c.access) < c.maxAccess {
+			return
+		}
+		delete(c.access, k)
+	}
 }
 
 // callerTenant is the caller's tenant claim in its string form ("" when
