@@ -2,8 +2,9 @@
 // process: the discovery index of the current bundle revision and tenant
 // uploads, with the per-process caches of issue 4 — access resolutions
 // (and the caller's merged manifest) keyed by a hash of the verified claims
-// (volatile claims left out, 5 min) and group manifests keyed by group and
-// revision (10 min).
+// (volatile claims left out, 5 min, at most MaxAccessEntries callers) and
+// group manifests keyed by group and revision (10 min); expired entries
+// are dropped, not only ignored.
 //
 // A cache never widens access: a new revision or a tenant upload in this
 // process replaces the index and drops every entry at once; a change made
