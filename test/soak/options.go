@@ -47,8 +47,32 @@ type limits struct {
 	errorRate    float64 // fraction of a route's requests
 }
 
+// errHelp asks for the flags' list.
+var errHelp = flag.ErrHelp
+
 func parseOptions(args []string) (options, error) {
 	var o options
+	fs := o.flags()
+	if err := fs.Parse(args); err != nil {
+		return o, fmt.Errorf("soak: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("soak: unexpected argument %q", fs.Arg(0))
+	}
+	return o, o.check()
+}
+
+// usage writes the flags with their defaults.
+func usage(w io.Writer) {
+	var o options
+	fs := o.flags()
+	fs.SetOutput(w)
+	fmt.Fprintln(w, "Usage: soak [flags]  (make soak SOAK_DURATION=2m SOAK_ARGS='--turn-rate 20')")
+	fs.PrintDefaults()
+}
+
+// flags binds the flags to o, with their defaults.
+func (o *options) flags() *flag.FlagSet {
 	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.bin, "bin", "bin/agentauth", "the agentauth binary to serve with")
@@ -79,13 +103,7 @@ func parseOptions(args []string) (options, error) {
 	fs.Float64Var(&o.limits.idleRSS, "idle-rss", 64, "idle RSS within this many MiB of the baseline")
 	fs.IntVar(&o.limits.idleFDs, "idle-fds", 10, "idle open files within this many of the baseline")
 	fs.Float64Var(&o.limits.errorRate, "max-error-rate", 0.01, "a route whose requests fail more often than this fraction fails the soak")
-	if err := fs.Parse(args); err != nil {
-		return o, fmt.Errorf("soak: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("soak: unexpected argument %q", fs.Arg(0))
-	}
-	return o, o.check()
+	return fs
 }
 
 // check bounds the flags: every loop of the soak is bounded by them.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -19,6 +20,10 @@ const jwtMargin = time.Hour
 // server did not hold steady.
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	o, err := parseOptions(args)
+	if errors.Is(err, errHelp) {
+		usage(stdout)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
