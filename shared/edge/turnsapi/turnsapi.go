@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/edge/httpapi"
@@ -181,9 +182,42 @@ var (
 	callerID  = regexp.MustCompile(`^[!-~]{1,120}$`)
 	eventType = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
 	// internalTypes are queued by agentauth only: the OAuth callback and
-	// sweep (a consent's outcome), the engine (a hand-over).
-	internalTypes = []string{engine.EventAuthGranted, engine.EventAuthExpired, engine.EventContinuation}
+	// sweep (a consent's outcome), the engine (a hand-over, a delegation
+	// to a peer and its result back). Posted, they would make the engine
+	// resume or answer what no caller may: an agent.delegate, say, has
+	// the engine queue its result to whichever agent its origin names.
+	// system.wakeup stays postable (an ingress rule may match it; the
+	// engine's own wake-up is marked by metadata a post cannot set), as
+	// do a connector's types and tool.completion.
+	internalTypes = []string{engine.EventAuthGranted, engine.EventAuthExpired, engine.EventContinuation,
+		engine.EventDelegate, engine.EventDelegationResult}
+	// internalOrigin are the origin keys the engine writes on a delegation
+	// (engine/delegate.go: delegatedFrom, delegationTurnId,
+	// delegationEventId) and reads back to return its result.
+	internalOrigin = []string{"delegatedFrom", "delegationTurnId", "delegationEventId"}
 )
+
+// internalOriginKey is the first of the engine's origin keys origin
+// holds ("" for none).
+func internalOriginKey(origin map[string]any) string {
+	for _, k := range internalOrigin {
+		if _, set := origin[k]; set {
+			return k
+		}
+	}
+	return ""
+}
+
+// invalidName names the first of the instance's names that is not UTF-8:
+// stored so, it is listed with U+FFFD and then cannot be addressed.
+func invalidName(swarm, instanceKey, agent string) string {
+	for _, n := range []struct{ field, v string }{{"swarm", swarm}, {"instanceKey", instanceKey}, {"agent", agent}} {
+		if !utf8.ValidString(n.v) {
+			return n.field
+		}
+	}
+	return ""
+}
 
 func (a *API) post(w http.ResponseWriter, r *http.Request) {
 	key := turn.InstanceKey{Swarm: r.PathValue("swarm"), Key: r.PathValue("instanceKey")}
@@ -193,6 +227,10 @@ func (a *API) post(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Type == "" {
 		req.Type = engine.EventUserInput
+	}
+	if f := invalidName(key.Swarm, key.Key, req.Agent); f != "" {
+		httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, f+" is not valid UTF-8")
+		return
 	}
 	var problem string
 	switch {
@@ -204,6 +242,8 @@ func (a *API) post(w http.ResponseWriter, r *http.Request) {
 		problem = `"type" must be 1 to 64 letters, digits, '.', '_', ':' or '-'`
 	case slices.Contains(internalTypes, req.Type):
 		problem = `"type" ` + req.Type + ` is queued by agentauth itself, never posted`
+	case internalOriginKey(req.Origin) != "":
+		problem = `"origin.` + internalOriginKey(req.Origin) + `" is set by agentauth itself (agents.delegate), never posted`
 	case req.Type == engine.EventUserInput && req.Text == "":
 		problem = `"text" is required for a user.input event`
 	}
