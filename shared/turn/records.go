@@ -72,8 +72,15 @@ type Instance struct {
 	NextSeq   int64     `json:"nextSeq"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
-	// Version increases by one with every commit.
+	// Version increases by one with every commit: the fence.
 	Version int64 `json:"version"`
+	// WorkVersion is the Version of the last commit that was not a pause
+	// or a resume. A step in flight whose commit finds the version moved
+	// but WorkVersion unchanged knows only the instance's status changed
+	// under it: it commits again over the new version, so a pause never
+	// throws a stored answer or a tool's result away (0: not known, as for
+	// records written before the field existed; no such retry).
+	WorkVersion int64 `json:"workVersion,omitempty"`
 }
 
 // TurnStatus is a turn's state.
@@ -157,12 +164,15 @@ func (s CallState) Done() bool { return s == CallOK || s == CallError }
 // Call is one tool call the model made.
 type Call struct {
 	// ID is the model's call id (unique within the turn).
-	ID     string          `json:"id"`
-	TurnID string          `json:"turnId"`
-	Step   int             `json:"step"`
-	Tool   string          `json:"tool"`
-	Args   json.RawMessage `json:"args"`
-	State  CallState       `json:"state"`
+	ID     string `json:"id"`
+	TurnID string `json:"turnId"`
+	Step   int    `json:"step"`
+	// Index is the call's position in the model's answer: results go
+	// back to the model in this order.
+	Index int             `json:"index,omitempty"`
+	Tool  string          `json:"tool"`
+	Args  json.RawMessage `json:"args"`
+	State CallState       `json:"state"`
 	// Result is the tool result given to the model, once known.
 	Result json.RawMessage `json:"result,omitempty"`
 	// AuthSession is the consent a parked call waits for.

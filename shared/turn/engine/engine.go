@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/agentauth/agentauth/shared/domain"
@@ -98,7 +99,7 @@ func (e *Engine) Handle(ctx context.Context, ev domain.Event) error {
 		return fmt.Errorf("engine: event %s: %w", ev.ID, err)
 	}
 	for attempt := 0; ; attempt++ {
-		err := e.handle(ctx, key, ev)
+		err := e.handle(ctx, key, ev, attempt > 0)
 		if !errors.Is(err, turn.ErrStale) || attempt >= maxStaleRetries {
 			return err
 		}
@@ -106,11 +107,18 @@ func (e *Engine) Handle(ctx context.Context, ev domain.Event) error {
 	}
 }
 
-func (e *Engine) handle(ctx context.Context, key turn.InstanceKey, ev domain.Event) error {
+func (e *Engine) handle(ctx context.Context, key turn.InstanceKey, ev domain.Event, again bool) error {
 	st, err := e.Store.Load(ctx, key)
-	if errors.Is(err, domain.ErrNotFound) {
+	switch {
+	case errors.Is(err, domain.ErrNotFound) && again:
+		// It was there when this event was first read: deleted since (an
+		// operator's delete during the step). The event does not bring
+		// it back.
+		e.log().InfoContext(ctx, "instance deleted while its event was handled: event dropped", "eventId", ev.ID, "instance", key.String())
+		return nil
+	case errors.Is(err, domain.ErrNotFound):
 		st = turn.NewState()
-	} else if err != nil {
+	case err != nil:
 		return err
 	}
 	r := &run{e: e, key: key, st: st}
@@ -160,17 +168,66 @@ type run struct {
 	st  turn.State
 	// stepped: this Handle has run a step (it may hand over now).
 	stepped bool
+	// inStep: this Handle is in the middle of a step — it has the step's
+	// model answer or is running its calls. A pause lets it finish the
+	// step (its calls run, their results are stored) and stops the turn
+	// at the step's end, the next step boundary.
+	inStep bool
 }
 
 // commit builds a commit over the current state with mut, writes it and
-// applies it to the state. The instance record's version, UpdatedAt and
-// key are set here.
+// applies it to the state. The instance record's version, work version,
+// UpdatedAt and key are set here.
+//
+// When the commit finds the instance moved on only by a pause or a resume
+// (the version moved, the work version did not), nothing this run read
+// has changed but the status: it reloads and commits again over the new
+// version, keeping the new status. That is what lets a step in flight
+// finish under a pause — its model answer and its tools' results are
+// stored, never thrown away and asked for or run again (issue 16). Any
+// other writer in between (terminate, a delete, another worker) makes it
+// ErrStale as before: the caller reloads and decides again.
 func (r *run) commit(ctx context.Context, mut func(*turn.Commit)) error {
+	return r.write(ctx, false, mut)
+}
+
+// setStatus commits a pause or a resume: it keeps the work version, so a
+// step in flight commits over it.
+func (r *run) setStatus(ctx context.Context, status turn.InstanceStatus) error {
+	return r.write(ctx, true, func(c *turn.Commit) { c.Instance.Status = status })
+}
+
+func (r *run) write(ctx context.Context, lifecycle bool, mut func(*turn.Commit)) error {
+	for attempt := 0; ; attempt++ {
+		err := r.try(ctx, lifecycle, mut)
+		if !errors.Is(err, turn.ErrStale) || lifecycle || attempt >= maxStaleRetries {
+			return err
+		}
+		st, lerr := r.e.Store.Load(ctx, r.key)
+		if lerr != nil || !onlyStatusMoved(r.st.Instance, st.Instance) {
+			return err
+		}
+		r.e.log().InfoContext(ctx, "instance paused or resumed under a step in flight: committing over it",
+			"instance", r.key.String(), "status", string(st.Instance.Status), "version", st.Instance.Version)
+		r.st = st
+	}
+}
+
+// onlyStatusMoved reports whether now differs from was by pauses and
+// resumes only.
+func onlyStatusMoved(was, now turn.Instance) bool {
+	return was.WorkVersion != 0 && now.WorkVersion == was.WorkVersion && now.Version > was.Version && now.Status != turn.Terminated
+}
+
+func (r *run) try(ctx context.Context, lifecycle bool, mut func(*turn.Commit)) error {
 	inst := r.st.Instance
 	if inst.Version == 0 {
 		inst = turn.Instance{Key: r.key, Status: turn.Active, CreatedAt: r.e.now()}
 	}
 	inst.Version++
+	if !lifecycle {
+		inst.WorkVersion = inst.Version
+	}
 	inst.UpdatedAt = r.e.now()
 	c := turn.Commit{Expect: r.st.Instance.Version, Instance: inst}
 	mut(&c)
@@ -291,7 +348,7 @@ func (r *run) authEvent(ctx context.Context, ev domain.Event, in input) error {
 			} else {
 				cl.State = turn.CallError
 				cl.Result = errorResult(CodeAuthorizationExpired, "the user did not approve access in time; the tool did not run")
-				r.toolResult(c, &tt, cl)
+				r.callDone(c, &tt, cl)
 			}
 			c.Calls = append(c.Calls, cl)
 		}
@@ -310,16 +367,42 @@ func errorResult(code, msg string) json.RawMessage {
 	return b
 }
 
-// toolResult appends cl's result to the conversation and the turn's
-// events.
-func (r *run) toolResult(c *turn.Commit, t *turn.Turn, cl turn.Call) {
-	isErr := cl.State == turn.CallError
-	r.message(c, message.LLMMessage, &message.Message{ID: t.ID + "-result-" + cl.ID, Role: message.Tool,
-		Content: []message.Part{{Type: message.ToolResult, CallID: cl.ID, Output: cl.Result, IsError: isErr}}})
+// callDone records on the turn that cl has its result: its event
+// (tool.completed or tool.failed) and the error count. The result reaches
+// the conversation at the step's end (stepResults), so the model reads
+// the results in the order of its calls, whichever finished first.
+func (r *run) callDone(c *turn.Commit, t *turn.Turn, cl turn.Call) {
 	typ := turn.EvToolCompleted
-	if isErr {
+	if cl.State == turn.CallError {
 		typ = turn.EvToolFailed
 		t.Errors++
 	}
 	r.emit(c, t, typ, map[string]any{"callId": cl.ID, "tool": cl.Tool, "step": cl.Step})
+}
+
+// stepResults appends to c, in the order the model made the calls, the
+// tool_result message of every call in calls that has its result and
+// none in the conversation yet (an engine before issue 16 wrote them as
+// each call finished: those are not written twice).
+func (r *run) stepResults(c *turn.Commit, t turn.Turn, calls []turn.Call) {
+	written := map[string]bool{}
+	for _, ev := range r.st.Events {
+		if ev.Message == nil || ev.Message.Role != message.Tool {
+			continue
+		}
+		for _, p := range ev.Message.Content {
+			if p.Type == message.ToolResult {
+				written[p.CallID] = true
+			}
+		}
+	}
+	sorted := slices.Clone(calls)
+	sortCalls(sorted)
+	for _, cl := range sorted {
+		if !cl.State.Done() || written[cl.ID] {
+			continue
+		}
+		r.message(c, message.LLMMessage, &message.Message{ID: t.ID + "-result-" + cl.ID, Role: message.Tool,
+			Content: []message.Part{{Type: message.ToolResult, CallID: cl.ID, Output: cl.Result, IsError: cl.State == turn.CallError}}})
+	}
 }

@@ -40,7 +40,7 @@ func (e *Engine) Pause(ctx context.Context, key turn.InstanceKey) error {
 		case turn.Terminated:
 			return ErrTerminated
 		}
-		return r.commit(ctx, func(c *turn.Commit) { c.Instance.Status = turn.Paused })
+		return r.setStatus(ctx, turn.Paused)
 	})
 }
 
@@ -54,7 +54,7 @@ func (e *Engine) Resume(ctx context.Context, key turn.InstanceKey) error {
 		case turn.Terminated:
 			return ErrTerminated
 		case turn.Paused:
-			if err := r.commit(ctx, func(c *turn.Commit) { c.Instance.Status = turn.Active }); err != nil {
+			if err := r.setStatus(ctx, turn.Active); err != nil {
 				return err
 			}
 		}
@@ -87,13 +87,7 @@ func (e *Engine) Terminate(ctx context.Context, key turn.InstanceKey, reason str
 				return
 			}
 			tt := r.st.Turns[id]
-			for _, cl := range r.stepCalls(tt) {
-				if !cl.State.Done() {
-					cl.State, cl.Result = turn.CallError, errorResult(CodeTurnFailed, "the instance was terminated before this call finished")
-					c.Calls = append(c.Calls, cl)
-					r.toolResult(c, &tt, cl)
-				}
-			}
+			r.answerUnfinished(c, &tt, "the instance was terminated before this call finished")
 			r.finish(c, &tt, turn.TurnInterrupted, &turn.Failure{Code: "terminated", Message: reason})
 			c.Turn = &tt
 		})

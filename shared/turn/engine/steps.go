@@ -29,19 +29,35 @@ func (r *run) runTurn(ctx context.Context, id string) error {
 		switch {
 		case t.Status.Ended():
 			return r.next(ctx)
-		case t.Status == turn.TurnParked, r.st.Instance.Status != turn.Active:
-			return nil // the consent, or resume, picks it up
+		case t.Status == turn.TurnParked:
+			return nil // the consent picks it up
+		case r.st.Instance.Status != turn.Active && !r.inStep:
+			// Paused: a step this run is in finishes first (below); none
+			// starts, and no call of a step left by another run does.
+			// The resume's wake-up carries the turn on.
+			return nil
 		}
 		calls := r.stepCalls(t)
 		switch {
 		case t.StepAnswered && pendingCalls(calls):
+			r.inStep = true
 			if err := r.runCalls(ctx, t, calls); err != nil {
 				return err
 			}
+		case t.StepAnswered && parkedCalls(calls):
+			// Every call that could run has its result; those left wait
+			// for consent. Whoever gets here parks the turn — also a run
+			// carrying on after the one that ran the calls lost this
+			// commit to a crash, an error or a pause (issue 16).
+			if err := r.parkTurn(ctx, t); err != nil {
+				return err
+			}
+			r.inStep = false
 		case t.StepAnswered:
 			if err := r.endStep(ctx, t, calls); err != nil {
 				return err
 			}
+			r.inStep = false
 		default:
 			// Hand over only after a step of this invocation: a fresh one
 			// always makes progress, so a turn never hands over without
@@ -53,7 +69,7 @@ func (r *run) runTurn(ctx context.Context, id string) error {
 			if err := r.step(ctx, t); err != nil {
 				return err
 			}
-			r.stepped = true
+			r.stepped, r.inStep = true, true
 		}
 	}
 }
@@ -70,17 +86,48 @@ func (r *run) stepCalls(t turn.Turn) []turn.Call {
 	return out
 }
 
-// sortCalls orders calls by their position in the model's answer (the
-// Starts counter is not an order; the id's index suffix is).
+// turnCalls are all the calls of the turn still in the state.
+func (r *run) turnCalls(t turn.Turn) []turn.Call {
+	var out []turn.Call
+	for _, cl := range r.st.Calls {
+		if cl.TurnID == t.ID {
+			out = append(out, cl)
+		}
+	}
+	sortCalls(out)
+	return out
+}
+
+// sortCalls orders calls by step, then by their position in the model's
+// answer (Index; calls stored before Index existed all have 0 and keep
+// the order of their last update, then of their id).
 func sortCalls(cs []turn.Call) {
 	sort.SliceStable(cs, func(i, j int) bool {
-		return cs[i].UpdatedAt.Before(cs[j].UpdatedAt) || cs[i].UpdatedAt.Equal(cs[j].UpdatedAt) && cs[i].ID < cs[j].ID
+		a, b := cs[i], cs[j]
+		switch {
+		case a.Step != b.Step:
+			return a.Step < b.Step
+		case a.Index != b.Index:
+			return a.Index < b.Index
+		case !a.UpdatedAt.Equal(b.UpdatedAt):
+			return a.UpdatedAt.Before(b.UpdatedAt)
+		}
+		return a.ID < b.ID
 	})
 }
 
 func pendingCalls(cs []turn.Call) bool {
 	for _, cl := range cs {
 		if cl.State == turn.CallPlanned || cl.State == turn.CallStarted || cl.State == turn.CallResuming {
+			return true
+		}
+	}
+	return false
+}
+
+func parkedCalls(cs []turn.Call) bool {
+	for _, cl := range cs {
+		if cl.State == turn.CallParked {
 			return true
 		}
 	}
@@ -170,10 +217,17 @@ func (r *run) step(ctx context.Context, t turn.Turn) error {
 	}
 	// step.llmCall, through the middleware.
 	specs := make([]model.ToolSpec, len(sc.Tools))
+	offered := make(map[string]bool, len(sc.Tools))
 	for i, tl := range sc.Tools {
 		specs[i] = tl.Spec
+		offered[tl.Spec.Name] = true
 	}
-	req := model.Request{Messages: sc.Messages, Tools: specs}
+	// Calls of tools this step does not offer (refused, or from a step
+	// whose catalog was wider) reach the model as text: Bedrock Converse
+	// refuses toolUse blocks without a toolConfig that defines them, and
+	// a history every provider accepts is one without such blocks. The
+	// stored conversation keeps them as they were.
+	req := model.Request{Messages: message.ToolsAsText(sc.Messages, func(name string) bool { return offered[name] }), Tools: specs}
 	resp, err := r.e.Hooks.wrapLLM(agent.Model.Call)(ctx, req)
 	if err != nil {
 		return fail("model_failed", err)
@@ -240,12 +294,12 @@ func (r *run) commitAnswer(ctx context.Context, t turn.Turn, sc *StepContext, wa
 			tt.Final = text
 		}
 		for i, u := range uses {
-			cl := turn.Call{ID: u.CallID, TurnID: t.ID, Step: step, Tool: u.Name, Args: u.Input, State: turn.CallPlanned,
-				UpdatedAt: r.e.now().Add(time.Duration(i) * time.Nanosecond)}
+			cl := turn.Call{ID: u.CallID, TurnID: t.ID, Step: step, Index: i, Tool: u.Name, Args: u.Input, State: turn.CallPlanned,
+				UpdatedAt: r.e.now()}
 			if i >= limit {
 				cl.State, cl.Result = turn.CallError, errorResult(CodeTooManyCalls, fmt.Sprintf("at most %d tool calls per step; this one did not run", limit))
 				c.Calls = append(c.Calls, cl)
-				r.toolResult(c, &tt, cl)
+				r.callDone(c, &tt, cl)
 				continue
 			}
 			tt.ToolCalls++
@@ -335,17 +389,17 @@ func (r *run) runCalls(ctx context.Context, t turn.Turn, calls []turn.Call) erro
 			return err
 		}
 	}
-	// Calls that parked hold the turn once every sibling has run.
-	for _, cl := range r.stepCalls(r.st.Turns[t.ID]) {
-		if cl.State == turn.CallParked && r.st.Turns[t.ID].Status != turn.TurnParked {
-			return r.commit(ctx, func(c *turn.Commit) {
-				tt := r.st.Turns[t.ID]
-				tt.Status = turn.TurnParked
-				c.Turn = &tt
-			})
-		}
-	}
 	return nil
+}
+
+// parkTurn holds the turn for the consents its step's parked calls wait
+// for (their links are out since each call parked).
+func (r *run) parkTurn(ctx context.Context, t turn.Turn) error {
+	return r.commit(ctx, func(c *turn.Commit) {
+		tt := r.st.Turns[t.ID]
+		tt.Status = turn.TurnParked
+		c.Turn = &tt
+	})
 }
 
 // idempotencyKey is stable for a call across re-runs and processes: a
@@ -363,7 +417,7 @@ func (r *run) outcome(ctx context.Context, cl turn.Call) error {
 	return r.commit(ctx, func(c *turn.Commit) {
 		tt := r.st.Turns[cl.TurnID]
 		c.Calls = []turn.Call{cl}
-		r.toolResult(c, &tt, cl)
+		r.callDone(c, &tt, cl)
 		c.Turn = &tt
 	})
 }
@@ -401,6 +455,7 @@ func (r *run) endStep(ctx context.Context, t turn.Turn, calls []turn.Call) error
 	return r.commit(ctx, func(c *turn.Commit) {
 		tt := t
 		tt.StepAnswered = false
+		r.stepResults(c, tt, calls)
 		r.emit(c, &tt, turn.EvStepCompleted, r.stepFigures(t, calls))
 		if !more {
 			r.finish(c, &tt, turn.TurnCompleted, nil)
@@ -463,17 +518,29 @@ func (r *run) failTurn(ctx context.Context, t turn.Turn, code, msg string) error
 	}
 	return r.commit(ctx, func(c *turn.Commit) {
 		tt := r.st.Turns[t.ID]
-		for _, cl := range r.stepCalls(tt) {
-			if !cl.State.Done() {
-				cl.State, cl.Result = turn.CallError, errorResult(CodeTurnFailed, "the turn failed before this call finished")
-				c.Calls = append(c.Calls, cl)
-				r.toolResult(c, &tt, cl)
-			}
-		}
+		r.answerUnfinished(c, &tt, "the turn failed before this call finished")
 		tt.Errors++
 		r.finish(c, &tt, turn.TurnFailed, &turn.Failure{Code: code, Message: msg})
 		c.Turn = &tt
 	})
+}
+
+// answerUnfinished gives every call of the turn without a result one
+// (msg, as turn_failed) and writes every result the conversation lacks,
+// in call order: the turn is ending, and the history must pair every
+// call with its result, or every later turn of the instance would fail
+// history_invalid.
+func (r *run) answerUnfinished(c *turn.Commit, t *turn.Turn, msg string) {
+	calls := r.turnCalls(*t)
+	for i, cl := range calls {
+		if !cl.State.Done() {
+			cl.State, cl.Result, cl.UpdatedAt = turn.CallError, errorResult(CodeTurnFailed, msg), r.e.now()
+			calls[i] = cl
+			c.Calls = append(c.Calls, cl)
+			r.callDone(c, t, cl)
+		}
+	}
+	r.stepResults(c, *t, calls)
 }
 
 // finish ends the turn in c: the instance is free, the conversation

@@ -12,9 +12,11 @@
 package message
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 )
 
 // Role is who a message is from.
@@ -350,4 +352,97 @@ func CheckToolPairs(msgs []Message) []Warning {
 		}
 	}
 	return out
+}
+
+// ToolsAsText returns msgs with the calls of tools that offered does not
+// accept — and their results — as text: each tool_use part becomes a text
+// part of its assistant message, and the results become one user message
+// after the run of tool messages they were in (OpenAI wants an assistant
+// message's tool calls answered by the tool messages right after it).
+// Providers differ on history that calls tools the request does not
+// define: Bedrock Converse refuses toolUse and toolResult blocks unless
+// the request's toolConfig defines the tools; OpenAI accepts them. A
+// history without such blocks is accepted by every provider, and the
+// model still reads what was called and what came back. msgs is not
+// modified.
+func ToolsAsText(msgs []Message, offered func(name string) bool) []Message {
+	names := map[string]string{} // call id → tool name, of calls made text
+	for _, m := range msgs {
+		for _, p := range m.Content {
+			if p.Type == ToolUse && !offered(p.Name) {
+				names[p.CallID] = p.Name
+			}
+		}
+	}
+	if len(names) == 0 {
+		return msgs
+	}
+	out := make([]Message, 0, len(msgs)+1)
+	var moved []Part // results made text, waiting for the end of the tool run
+	flush := func(after string) {
+		if len(moved) > 0 {
+			out = append(out, Message{ID: after + "-as-text", Role: User, Content: moved})
+			moved = nil
+		}
+	}
+	for i, m := range msgs {
+		parts := make([]Part, 0, len(m.Content))
+		for _, p := range m.Content {
+			name, made := names[p.CallID]
+			switch {
+			case p.Type == ToolUse && made:
+				parts = append(parts, Part{Type: Text, Text: fmt.Sprintf("[called tool %q (call %s) with arguments %s]", name, p.CallID, compact(p.Input))})
+			case p.Type == ToolResult && made:
+				moved = append(moved, Part{Type: Text, Text: resultText(p, name)})
+			default:
+				parts = append(parts, p)
+			}
+		}
+		if len(parts) > 0 {
+			m.Content = parts
+			out = append(out, m)
+		}
+		if next := i + 1; next == len(msgs) || msgs[next].Role != Tool {
+			flush(m.ID)
+		}
+	}
+	return out
+}
+
+// resultText is a tool result as ToolsAsText writes it; TextResult reads
+// it back.
+func resultText(p Part, tool string) string {
+	kind := "result"
+	if p.IsError {
+		kind = "error result"
+	}
+	return fmt.Sprintf("[%s of call %s (tool %q): %s]", kind, p.CallID, tool, compact(p.Output))
+}
+
+var textResult = regexp.MustCompile(`^\[(error result|result) of call (\S*) \(tool ("(?:[^"\\]|\\.)*")\): (.*)\]$`)
+
+// TextResult reads back a tool result ToolsAsText made text: the tool's
+// name and the result part (ok false for any other text). The scripted
+// model uses it to answer such results as it answers tool_result parts.
+func TextResult(text string) (tool string, p Part, ok bool) {
+	m := textResult.FindStringSubmatch(text)
+	if m == nil {
+		return "", Part{}, false
+	}
+	if err := json.Unmarshal([]byte(m[3]), &tool); err != nil || !json.Valid([]byte(m[4])) {
+		return "", Part{}, false
+	}
+	return tool, Part{Type: ToolResult, CallID: m[2], Output: json.RawMessage(m[4]), IsError: m[1] == "error result"}, true
+}
+
+// compact is raw JSON on one line ("null" for none).
+func compact(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "null"
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
 }

@@ -207,3 +207,76 @@ func BenchmarkFold(b *testing.B) {
 		}
 	}
 }
+
+// TestToolsAsText: calls of tools not offered, and their results, become
+// text where they were — the results after the run of tool messages they
+// were in — and the offered ones stay calls; the input is not modified.
+func TestToolsAsText(t *testing.T) {
+	use := func(id, name string) Part {
+		return Part{Type: ToolUse, CallID: id, Name: name, Input: json.RawMessage(`{ "a": 1 }`)}
+	}
+	res := func(id string, isErr bool) Part {
+		return Part{Type: ToolResult, CallID: id, Output: json.RawMessage(`{"status":"ok"}`), IsError: isErr}
+	}
+	msgs := []Message{
+		{ID: "u", Role: User, Content: []Part{{Type: Text, Text: "go"}}},
+		{ID: "a", Role: Assistant, Content: []Part{{Type: Text, Text: "calling"}, use("c1", "ghost"), use("c2", "echo")}},
+		{ID: "r1", Role: Tool, Content: []Part{res("c1", true)}},
+		{ID: "r2", Role: Tool, Content: []Part{res("c2", false)}},
+		{ID: "a2", Role: Assistant, Content: []Part{{Type: Text, Text: "done"}}},
+	}
+	before := fmt.Sprint(msgs)
+	got := ToolsAsText(msgs, func(name string) bool { return name == "echo" })
+	if fmt.Sprint(msgs) != before {
+		t.Fatal("the input was modified")
+	}
+	var shape []string
+	for _, m := range got {
+		for _, p := range m.Content {
+			s := string(m.Role) + ":" + string(p.Type)
+			if p.Type == Text {
+				s += ":" + p.Text
+			} else {
+				s += ":" + p.CallID
+			}
+			shape = append(shape, s)
+		}
+	}
+	want := []string{
+		"user:text:go",
+		"assistant:text:calling",
+		`assistant:text:[called tool "ghost" (call c1) with arguments {"a":1}]`,
+		"assistant:tool_use:c2",
+		"tool:tool_result:c2",
+		`user:text:[error result of call c1 (tool "ghost"): {"status":"ok"}]`,
+		"assistant:text:done",
+	}
+	if strings.Join(shape, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(shape, "\n"), strings.Join(want, "\n"))
+	}
+	if bad := CheckToolPairs(got); len(bad) != 0 {
+		t.Fatalf("pairs %+v", bad)
+	}
+	// The text reads back as the result it was.
+	tool, p, ok := TextResult(got[len(got)-2].Content[0].Text)
+	if !ok || tool != "ghost" || p.CallID != "c1" || !p.IsError || string(p.Output) != `{"status":"ok"}` {
+		t.Fatalf("TextResult: %q %+v %v", tool, p, ok)
+	}
+	if _, _, ok := TextResult("[result of call c1 (tool \"x\"): not json]"); ok {
+		t.Fatal("TextResult read a result that is not JSON")
+	}
+	if _, _, ok := TextResult("what is the result of call c1?"); ok {
+		t.Fatal("TextResult read a user's sentence")
+	}
+	// Nothing offered: no tool blocks at all. Everything offered: msgs as they are.
+	for _, m := range ToolsAsText(msgs, func(string) bool { return false }) {
+		for _, p := range m.Content {
+			if p.Type != Text {
+				t.Fatalf("a %s part is left with no tool offered", p.Type)
+			}
+		}
+	}
+	if all := ToolsAsText(msgs, func(string) bool { return true }); fmt.Sprint(all) != before {
+		t.Fatal("with every tool offered the history changed")
+	}
+}

@@ -53,16 +53,36 @@ func endingOf(msgs []message.Message) ending {
 		e.userText, e.hasUser = msgs[n-1].TextOf(), true
 	}
 	// The results in the run of messages at the end that carry results
-	// (OpenAI: tool messages; Converse: one user message).
+	// (OpenAI: tool messages; Converse: one user message), also those the
+	// engine wrote as text (calls of tools the request does not offer).
 	for i := len(msgs) - 1; i >= 0; i-- {
 		n := len(e.results)
 		for _, p := range msgs[i].Content {
 			if p.Type == message.ToolResult {
 				e.results = append(e.results, result{tool: names[p.CallID], output: p.Output})
 			}
+			if p.Type == message.Text {
+				if tool, r, ok := message.TextResult(p.Text); ok {
+					e.results = append(e.results, result{tool: tool, output: r.Output})
+				}
+			}
 		}
 		if len(e.results) == n {
 			break
+		}
+	}
+	if len(e.results) > 0 && e.hasUser {
+		// A user message made only of results written as text is not
+		// the user speaking.
+		spoken := false
+		for _, p := range msgs[len(msgs)-1].Content {
+			if _, _, ok := message.TextResult(p.Text); p.Type == message.Text && !ok {
+				spoken = true
+			}
+		}
+		e.hasUser = spoken
+		if !spoken {
+			e.userText = ""
 		}
 	}
 	return e
