@@ -3,9 +3,21 @@
 // agentauth on a laptop. The same event ID is stored once, so a retried
 // enqueue (the callback, then the sweep) resumes an agent once.
 //
+// Layout: a queued event is <dir>/<h>.json, h a hash of its ID. An
+// acknowledged (deleted) event leaves a tombstone, <dir>/acked/<h>.json,
+// for DedupWindow, so that an Enqueue of its ID is still deduplicated;
+// the tombstone's modification time is its ack time. A scan reads the
+// queued events only: what it costs grows with what is pending, never
+// with what was handled: it stats the tombstone of each queued event's
+// ID, and never lists or reads the tombstones. Expired ones are removed
+// by an hourly sweep that Lists take a bounded step of at a time. A queue
+// written by a version that kept tombstones beside the events is
+// converted as it is scanned.
+//
 // Events may carry user input and routing data but never a secret; this
 // package must never log an event, and never leave a half-written event
-// file (writes are a temporary file, fsync and link or rename).
+// or tombstone file (writes are a temporary file, fsync and link or
+// rename).
 package filequeue
 
 import (
@@ -16,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -32,19 +45,48 @@ import (
 // deduplicating: an Enqueue of that ID within the window is still a no-op.
 const DedupWindow = 24 * time.Hour
 
-const ext = ".json"
+const (
+	ext = ".json"
+	// ackedDir is the tombstones' directory inside the queue's.
+	ackedDir = "acked"
+	// ackLock, in ackedDir, orders writing a tombstone against the
+	// sweep's removing it (see lockAcked).
+	ackLock = ".lock"
+)
 
-// staleTempAge is how old a temporary file must be before scan takes it
-// for the leftover of a crash rather than a write in progress.
-const staleTempAge = time.Hour
+const (
+	// staleTempAge is how old a temporary file must be before scan takes
+	// it for the leftover of a crash rather than a write in progress.
+	staleTempAge = time.Hour
+	// sweepEvery is how often a process starts a pass over the
+	// tombstones to remove the expired ones: a pass stats every
+	// tombstone, and an expired tombstone left a little longer changes
+	// nothing (see settled).
+	sweepEvery = time.Hour
+	// sweepStep bounds the tombstones one List looks at during a pass
+	// (about 1-2 ms), so a pass over 50,000 takes some 200 Lists (40 s of
+	// an idle worker's polls) and no List pays for all of them.
+	sweepStep = 256
+)
 
 // Queue is a directory of event files. It is safe for concurrent use, also
 // by several processes sharing the directory.
 type Queue struct {
-	dir string
+	dir   string
+	acked string // dir/ackedDir
 
 	mu      sync.Mutex
 	lastSeq int64
+	// lastSweep is when the last pass of the sweep started; sweepDir is
+	// the tombstone directory open for the pass in progress, read by one
+	// List at a time (sweeping).
+	lastSweep time.Time
+	sweepDir  *os.File
+	sweeping  bool
+	// ackMu is the in-process half of lockAcked: goroutines queue on it
+	// instead of polling the file lock (and it is all there is where the
+	// system has no file locks).
+	ackMu sync.Mutex
 	// wake holds at most one signal: enough to end the worker's idle
 	// pause, and an Enqueue never blocks on it.
 	wake chan struct{}
@@ -52,8 +94,9 @@ type Queue struct {
 
 var _ domain.EventQueue = (*Queue)(nil)
 
-// record is an event file. An acknowledged event becomes a tombstone
-// (Event nil, AckedAt set) so its ID keeps deduplicating for DedupWindow.
+// record is an event file, or a tombstone (Event nil, AckedAt set). Only
+// people read a tombstone's content; the queue goes by its name and
+// modification time.
 type record struct {
 	Seq     int64         `json:"seq"`
 	ID      string        `json:"id"`
@@ -62,18 +105,22 @@ type record struct {
 }
 
 // New opens (creating if needed, mode 0700) the queue in dir, normally
-// <home>/queue.
+// <home>/queue. It moves the tombstones an older version left among the
+// events to dir/acked, and removes the expired ones.
 func New(dir string) (*Queue, error) {
 	if dir == "" {
 		return nil, errors.New("filequeue: empty directory")
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	acked := filepath.Join(dir, ackedDir)
+	if err := os.MkdirAll(acked, 0o700); err != nil {
 		return nil, fmt.Errorf("filequeue: %w", err)
 	}
-	q := &Queue{dir: dir, wake: make(chan struct{}, 1)}
-	// Continue the sequence past what is stored, so order holds across
-	// restarts even if the wall clock stepped back.
-	recs, _, err := q.scan()
+	q := &Queue{dir: dir, acked: acked, wake: make(chan struct{}, 1)}
+	ctx := context.Background()
+	// Continue the sequence past what is queued, so order holds across
+	// restarts even if the wall clock stepped back. (Order matters among
+	// queued events only, so tombstones need no sequence.)
+	recs, _, err := q.scan(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +137,9 @@ func fileName(id string) string {
 
 func (q *Queue) path(id string) string { return filepath.Join(q.dir, fileName(id)) }
 
+// tombPath is where the tombstone of the event file named name lives.
+func (q *Queue) tombPath(name string) string { return filepath.Join(q.acked, name) }
+
 // nextSeq is a nanosecond timestamp forced to increase within the process.
 func (q *Queue) nextSeq() int64 {
 	q.mu.Lock()
@@ -98,12 +148,43 @@ func (q *Queue) nextSeq() int64 {
 	return q.lastSeq
 }
 
+// tombstone stats the tombstone of the event file named name: nil, nil
+// when there is none.
+func (q *Queue) tombstone(name string) (fs.FileInfo, error) {
+	fi, err := os.Lstat(q.tombPath(name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return fi, err
+}
+
+// fresh reports whether a tombstone is within DedupWindow of now.
+func fresh(tomb fs.FileInfo, now time.Time) bool {
+	return now.Sub(tomb.ModTime()) <= DedupWindow
+}
+
+// ackedLately reports whether the event file named name has a tombstone
+// within DedupWindow.
+func (q *Queue) ackedLately(name string) (bool, error) {
+	tomb, err := q.tombstone(name)
+	if err != nil || tomb == nil {
+		return false, err
+	}
+	return fresh(tomb, time.Now()), nil
+}
+
 // Enqueue stores e durably. An ID that is queued, or was acknowledged
 // within DedupWindow, is not stored again and Enqueue returns nil.
 // EnqueuedAt is set to now when zero.
 func (q *Queue) Enqueue(_ context.Context, e domain.Event) error {
 	if e.ID == "" {
 		return errors.New("filequeue: enqueue: event without an id")
+	}
+	name := fileName(e.ID)
+	if acked, err := q.ackedLately(name); err != nil {
+		return fmt.Errorf("filequeue: enqueue: %w", err)
+	} else if acked {
+		return nil
 	}
 	if e.EnqueuedAt.IsZero() {
 		e.EnqueuedAt = time.Now().UTC()
@@ -114,9 +195,18 @@ func (q *Queue) Enqueue(_ context.Context, e domain.Event) error {
 	}
 	// The first writer of an ID wins and the file appears complete or not
 	// at all.
-	err = atomicfile.CreateExclusive(q.path(e.ID), data, 0o600)
+	path := filepath.Join(q.dir, name)
+	err = atomicfile.CreateExclusive(path, data, 0o600)
 	switch {
 	case err == nil:
+		// A Delete may have written this ID's tombstone after the check
+		// above and removed its event file before the create: a redelivery
+		// that raced the ack. The tombstone wins (scan would skip the file
+		// too); taking the file back keeps it from waking the worker.
+		if acked, _ := q.ackedLately(name); acked {
+			os.Remove(path)
+			return nil
+		}
 		select {
 		case q.wake <- struct{}{}:
 		default: // a signal is pending already
@@ -138,30 +228,26 @@ func (q *Queue) Wake() <-chan struct{} { return q.wake }
 // List returns the queued events in enqueue order. A file that cannot be
 // decoded is skipped and reported in the error (wrapping domain.ErrCorrupt);
 // the events returned alongside such an error are still valid, so one bad
-// file never stalls the queue. Tombstones past DedupWindow are removed.
+// file never stalls the queue. It reads the queued events only, and takes
+// a bounded step of the hourly sweep of tombstones past DedupWindow.
 func (q *Queue) List(ctx context.Context) ([]domain.Event, error) {
-	recs, bad, err := q.scan()
+	recs, bad, err := q.scan(ctx)
 	if err != nil {
 		return nil, err
 	}
+	if err := q.maybeSweep(ctx); err != nil {
+		bad = append(bad, err)
+	}
 	events := make([]domain.Event, 0, len(recs))
 	for _, r := range recs {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if r.Event != nil {
-			events = append(events, *r.Event)
-			continue
-		}
-		if r.AckedAt != nil && time.Since(*r.AckedAt) > DedupWindow {
-			os.Remove(q.path(r.ID))
-		}
+		events = append(events, *r.Event)
 	}
 	return events, errors.Join(bad...)
 }
 
-// scan reads every event file, sorted by sequence.
-func (q *Queue) scan() ([]record, []error, error) {
+// scan reads every queued event file, sorted by sequence. It never opens
+// a tombstone: per event file it stats the one tombstone of that ID.
+func (q *Queue) scan(ctx context.Context) ([]record, []error, error) {
 	entries, err := os.ReadDir(q.dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("filequeue: %w", err)
@@ -170,17 +256,21 @@ func (q *Queue) scan() ([]record, []error, error) {
 	var bad []error
 	sawTemp := false
 	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
 		name := e.Name()
 		if atomicfile.IsTemp(name) {
 			sawTemp = true
 			continue
 		}
-		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ext) {
+		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ext) || e.IsDir() {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(q.dir, name))
+		path := filepath.Join(q.dir, name)
+		data, err := os.ReadFile(path)
 		if errors.Is(err, fs.ErrNotExist) {
-			continue // acknowledged and pruned meanwhile
+			continue // acknowledged meanwhile
 		}
 		if err != nil {
 			bad = append(bad, fmt.Errorf("filequeue: read %s: %w", name, err))
@@ -189,6 +279,23 @@ func (q *Queue) scan() ([]record, []error, error) {
 		var r record
 		if err := json.Unmarshal(data, &r); err != nil || fileName(r.ID) != name || (r.Event == nil) == (r.AckedAt == nil) {
 			bad = append(bad, fmt.Errorf("filequeue: event file %s: %w", name, domain.ErrCorrupt))
+			continue
+		}
+		if r.Event == nil {
+			if err := q.moveOldTombstone(ctx, name); err != nil {
+				bad = append(bad, err)
+			}
+			continue
+		}
+		done, err := q.settled(name, e)
+		if err != nil {
+			bad = append(bad, fmt.Errorf("filequeue: tombstone of %s: %w", name, err))
+			continue
+		}
+		if done {
+			// The ack got as far as its tombstone (a crash, or a Delete
+			// running now): finish it.
+			os.Remove(path)
 			continue
 		}
 		recs = append(recs, r)
@@ -207,13 +314,196 @@ func (q *Queue) scan() ([]record, []error, error) {
 	return recs, bad, nil
 }
 
+// settled reports whether the queued event file named name (entry e) has
+// been acknowledged: its tombstone exists and is within DedupWindow, or is
+// no older than the file (a crash between a Delete's two steps, seen more
+// than DedupWindow later). A tombstone older than the file is that of an
+// earlier event of the ID, queued again past the window.
+func (q *Queue) settled(name string, e fs.DirEntry) (bool, error) {
+	tomb, err := q.tombstone(name)
+	if err != nil || tomb == nil {
+		return false, err
+	}
+	if fresh(tomb, time.Now()) {
+		return true, nil
+	}
+	fi, err := e.Info()
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist), nil
+	}
+	return !tomb.ModTime().Before(fi.ModTime()), nil
+}
+
+// moveOldTombstone moves a tombstone that an older version left in the
+// queue directory to dir/acked, its modification time set to its ack
+// time, or removes it when expired. It re-reads the file under the ack
+// lock: another process may have moved it, and an Enqueue then queued
+// the ID again.
+func (q *Queue) moveOldTombstone(ctx context.Context, name string) error {
+	unlock, err := q.lockAcked(ctx)
+	if err != nil {
+		return fmt.Errorf("filequeue: move tombstone %s: %w", name, err)
+	}
+	defer unlock()
+	path := filepath.Join(q.dir, name)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	var r record
+	if err != nil || json.Unmarshal(data, &r) != nil || r.AckedAt == nil || fileName(r.ID) != name {
+		return nil // not the tombstone any more; the next scan sees what it is
+	}
+	at := *r.AckedAt
+	tomb, err := q.tombstone(name)
+	if err != nil {
+		return fmt.Errorf("filequeue: move tombstone %s: %w", name, err)
+	}
+	if time.Since(at) > DedupWindow || (tomb != nil && !tomb.ModTime().Before(at)) {
+		err = os.Remove(path) // expired, or a later ack's tombstone is there
+	} else {
+		err = os.Chtimes(path, at, at)
+		if err == nil {
+			err = os.Rename(path, q.tombPath(name))
+		}
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("filequeue: move tombstone %s: %w", name, err)
+	}
+	return nil
+}
+
+// lockAcked takes the ack lock, which every writer and remover of
+// tombstones holds, across processes: so the sweep, having seen a
+// tombstone expired, never removes one a Delete has just written under
+// the same name. It returns the unlock.
+func (q *Queue) lockAcked(ctx context.Context) (func(), error) {
+	q.ackMu.Lock()
+	l, err := atomicfile.LockFile(ctx, filepath.Join(q.acked, ackLock))
+	if err != nil {
+		q.ackMu.Unlock()
+		return nil, err
+	}
+	return func() {
+		l.Unlock()
+		q.ackMu.Unlock()
+	}, nil
+}
+
+// maybeSweep does one step of the sweep of expired tombstones: at most
+// sweepStep tombstones, so no scan pays for a whole directory of them. A
+// pass starts when this process has not started one for sweepEvery, and
+// goes on over the following calls until it has seen every tombstone.
+func (q *Queue) maybeSweep(ctx context.Context) error {
+	q.mu.Lock()
+	if q.sweeping || (q.sweepDir == nil && time.Since(q.lastSweep) < sweepEvery) {
+		q.mu.Unlock()
+		return nil
+	}
+	if q.sweepDir == nil {
+		d, err := os.Open(q.acked)
+		if err != nil {
+			q.mu.Unlock()
+			return fmt.Errorf("filequeue: sweep tombstones: %w", err)
+		}
+		q.sweepDir, q.lastSweep = d, time.Now()
+	}
+	q.sweeping = true
+	d := q.sweepDir
+	q.mu.Unlock()
+
+	done, err := q.sweepSome(ctx, d)
+	q.mu.Lock()
+	q.sweeping = false
+	if done {
+		d.Close()
+		q.sweepDir = nil
+	}
+	q.mu.Unlock()
+	return err
+}
+
+// sweep runs a whole pass (tests, benchmarks).
+func (q *Queue) sweep(ctx context.Context) error {
+	d, err := os.Open(q.acked)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	for {
+		done, err := q.sweepSome(ctx, d)
+		if done || err != nil {
+			return err
+		}
+	}
+}
+
+// sweepSome removes the expired tombstones among the next sweepStep
+// entries of d, the open tombstone directory; done when d has no more.
+// Each is checked again under the ack lock before it goes, and one whose
+// event file is back is kept for scan to settle first.
+func (q *Queue) sweepSome(ctx context.Context, d *os.File) (done bool, err error) {
+	entries, err := d.ReadDir(sweepStep)
+	done = len(entries) < sweepStep || err != nil
+	if err != nil && !errors.Is(err, io.EOF) {
+		return done, fmt.Errorf("filequeue: sweep tombstones: %w", err)
+	}
+	now := time.Now()
+	var expired []string
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		if atomicfile.IsTemp(name) {
+			if fi, err := e.Info(); err == nil && now.Sub(fi.ModTime()) > staleTempAge {
+				os.Remove(filepath.Join(q.acked, name)) // a crash's leftover
+			}
+			continue
+		}
+		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ext) {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && !fresh(fi, now) {
+			expired = append(expired, name)
+		}
+	}
+	if len(expired) == 0 {
+		return done, nil
+	}
+	unlock, err := q.lockAcked(ctx)
+	if err != nil {
+		return done, fmt.Errorf("filequeue: sweep tombstones: %w", err)
+	}
+	defer unlock()
+	for _, name := range expired {
+		tomb, err := q.tombstone(name)
+		if err != nil || tomb == nil || fresh(tomb, time.Now()) {
+			continue // acknowledged again meanwhile
+		}
+		if _, err := os.Lstat(filepath.Join(q.dir, name)); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := os.Remove(q.tombPath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("filequeue: sweep tombstone %s: %w", name, err))
+		}
+	}
+	return done, errors.Join(errs...)
+}
+
 // Delete acknowledges the event with id: it leaves the queue, and its ID
 // keeps deduplicating for DedupWindow. ErrNotFound when no such event is
 // queued; acknowledging twice is fine.
-func (q *Queue) Delete(_ context.Context, id string) error {
-	path := q.path(id)
+//
+// The tombstone is written first and is what acknowledges; removing the
+// event file is second, and a crash between the two leaves both, which
+// scan settles.
+func (q *Queue) Delete(ctx context.Context, id string) error {
+	name := fileName(id)
+	path := filepath.Join(q.dir, name)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
+		if tomb, terr := q.tombstone(name); terr == nil && tomb != nil {
+			return nil
+		}
 		return fmt.Errorf("filequeue: delete event: %w", domain.ErrNotFound)
 	}
 	if err != nil {
@@ -221,7 +511,7 @@ func (q *Queue) Delete(_ context.Context, id string) error {
 	}
 	var r record
 	if err := json.Unmarshal(data, &r); err == nil && r.AckedAt != nil {
-		return nil
+		return nil // an older version's tombstone, which scan moves
 	}
 	// A corrupt file under this id's name is acknowledged too: it can only
 	// be this event, and the consumer has given up on it.
@@ -230,8 +520,24 @@ func (q *Queue) Delete(_ context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("filequeue: delete event: %w", err)
 	}
-	if err := atomicfile.Replace(path, tomb, 0o600); err != nil {
+	// The slow part (write and fsync) happens outside the lock; the lock
+	// covers publishing the name only.
+	tmp, err := atomicfile.WriteTemp(q.tombPath(name), tomb, 0o600)
+	if err != nil {
 		return fmt.Errorf("filequeue: delete event: %w", err)
 	}
+	unlock, err := q.lockAcked(ctx)
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("filequeue: delete event: %w", err)
+	}
+	err = atomicfile.CommitReplace(tmp, q.tombPath(name))
+	unlock()
+	if err != nil {
+		return fmt.Errorf("filequeue: delete event: %w", err)
+	}
+	// Acknowledged. Should this removal fail, the event file stays until
+	// a scan, seeing the tombstone, removes it; it is never listed again.
+	os.Remove(path)
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -124,10 +125,25 @@ func TestDedupAcrossInstancesConcurrently(t *testing.T) {
 	if got := ids(t, queues[0]); len(got) != 1 {
 		t.Fatalf("stored %d times", len(got))
 	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Fatalf("%d files in the queue dir (temporary files left?)", len(entries))
+	if files := filesIn(t, dir); len(files) != 1 {
+		t.Fatalf("files in the queue dir (temporary files left?): %v", files)
 	}
+}
+
+// filesIn lists the files (not directories) in dir.
+func filesIn(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	return names
 }
 
 func TestDeleteIsAnAckThatKeepsDeduplicating(t *testing.T) {
@@ -154,19 +170,38 @@ func TestDeleteIsAnAckThatKeepsDeduplicating(t *testing.T) {
 	if got := strings.Join(ids(t, q), ","); got != "y" {
 		t.Fatalf("re-enqueue after ack: %s", got)
 	}
-	// Past the window the tombstone is pruned and the id is new again.
-	path := q.path("x")
-	old := time.Now().Add(-DedupWindow - time.Minute)
-	data, _ := json.Marshal(record{Seq: 1, ID: "x", AckedAt: &old})
-	os.WriteFile(path, data, 0o600)
-	ids(t, q)
-	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Fatal("old tombstone not pruned")
-	}
+	// Past the window the id is new again, and the sweep prunes the
+	// tombstone.
+	ageTombstone(t, q, "x", DedupWindow+time.Minute)
 	q.Enqueue(ctx, storetest.SampleEvent("x"))
 	if got := strings.Join(ids(t, q), ","); got != "y,x" {
 		t.Fatalf("after the window: %s", got)
 	}
+	if err := q.Delete(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	ageTombstone(t, q, "x", DedupWindow+time.Minute)
+	forceSweep(q)
+	ids(t, q)
+	if _, err := os.Stat(q.tombPath(fileName("x"))); !os.IsNotExist(err) {
+		t.Fatal("expired tombstone not pruned")
+	}
+}
+
+// ageTombstone makes id's tombstone look acknowledged age ago.
+func ageTombstone(t *testing.T, q *Queue, id string, age time.Duration) {
+	t.Helper()
+	at := time.Now().Add(-age)
+	if err := os.Chtimes(q.tombPath(fileName(id)), at, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// forceSweep makes the next List sweep.
+func forceSweep(q *Queue) {
+	q.mu.Lock()
+	q.lastSweep = time.Time{}
+	q.mu.Unlock()
 }
 
 func TestFileModesAndNames(t *testing.T) {
@@ -180,13 +215,28 @@ func TestFileModesAndNames(t *testing.T) {
 	if fi.Mode().Perm() != 0o700 {
 		t.Fatalf("dir mode %o", fi.Mode().Perm())
 	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 || strings.Contains(entries[0].Name(), "passwd") || len(entries[0].Name()) != 64+len(".json") {
-		t.Fatalf("files %v", entries)
+	files := filesIn(t, dir)
+	if len(files) != 1 || strings.Contains(files[0], "passwd") || len(files[0]) != 64+len(".json") {
+		t.Fatalf("files %v", files)
 	}
-	fi, _ = os.Stat(filepath.Join(dir, entries[0].Name()))
+	fi, _ = os.Stat(filepath.Join(dir, files[0]))
 	if fi.Mode().Perm() != 0o600 {
 		t.Fatalf("file mode %o", fi.Mode().Perm())
+	}
+	if err := q.Delete(ctx, "../../etc/passwd"); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ = os.Stat(filepath.Join(dir, ackedDir))
+	if fi.Mode().Perm() != 0o700 {
+		t.Fatalf("tombstone dir mode %o", fi.Mode().Perm())
+	}
+	tombs := filesIn(t, filepath.Join(dir, ackedDir))
+	if !slices.Equal(tombs, []string{ackLock, files[0]}) {
+		t.Fatalf("tombstone dir %v", tombs)
+	}
+	fi, _ = os.Stat(filepath.Join(dir, ackedDir, files[0]))
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("tombstone mode %o", fi.Mode().Perm())
 	}
 	if err := q.Enqueue(ctx, domain.Event{}); err == nil {
 		t.Fatal("accepted an event without id")
