@@ -47,20 +47,32 @@ type driver struct {
 	dropped    map[string]*atomic.Int64
 }
 
-// instance is one agent instance the turns go to: a flow instance's turns
-// call list_orders and complete, a park instance's call the tool that
-// needs a consent nobody gives, and the soak then terminates and deletes
-// it, which frees its key.
+// instance is one slot of the agent instances the turns go to. A flow
+// instance keeps its key: its turns call list_orders and complete, one
+// long conversation. A park instance's one turn calls the tool that needs
+// a consent nobody gives; the soak then terminates and deletes it and the
+// slot takes a new key, as a new conversation would (a key used again
+// would find the deleted instance's pending consent offered to it as
+// context, and its turn would not park again).
 type instance struct {
+	slot     int
+	gen      int // park: conversations the slot has had
 	key      string
 	user     string
 	park     bool
 	busy     atomic.Bool
-	lastTurn string // the newest turn id seen; only the goroutine holding busy reads or writes it
+	lastTurn string // the newest turn id seen; only the goroutine holding busy reads or writes these
+}
+
+// renew gives a park slot the key of its next conversation.
+func (in *instance) renew() {
+	in.gen++
+	in.key = fmt.Sprintf("soak-park-%d-%d", in.slot, in.gen)
+	in.lastTurn = ""
 }
 
 func newDriver(st *stack, m mix, lat *latencies, jwtTTL time.Duration) (*driver, error) {
-	tr := &http.Transport{MaxIdleConnsPerHost: 4 * m.maxInFlight, MaxConnsPerHost: 0, IdleConnTimeout: 30 * time.Second}
+	tr := &http.Transport{MaxIdleConnsPerHost: 4 * m.maxInFlight, IdleConnTimeout: 30 * time.Second}
 	d := &driver{
 		url: st.url, token: st.token, mix: m, lat: lat, transport: tr,
 		api: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
@@ -84,12 +96,12 @@ func newDriver(st *stack, m mix, lat *latencies, jwtTTL time.Duration) (*driver,
 		d.jwts, d.mcpJWTs = append(d.jwts, rest), append(d.mcpJWTs, viaMCP)
 	}
 	for i := range m.instances {
-		in := &instance{park: i%2 == 1, user: fmt.Sprintf("soak-user-%d", i)}
+		in := &instance{slot: i / 2, park: i%2 == 1, user: fmt.Sprintf("soak-user-%d", i)}
 		if in.park {
-			in.key = fmt.Sprintf("soak-park-%d", i/2)
+			in.renew()
 			d.park = append(d.park, in)
 		} else {
-			in.key = fmt.Sprintf("soak-flow-%d", i/2)
+			in.key = fmt.Sprintf("soak-flow-%d", in.slot)
 			d.flow = append(d.flow, in)
 		}
 	}
@@ -402,7 +414,7 @@ func (d *driver) follow(ctx context.Context, in *instance, turnID, want string) 
 }
 
 // retire terminates a park instance (its parked turn ends interrupted,
-// the consent stays pending) and deletes it, freeing its key.
+// the consent stays pending) and deletes it; its slot takes a new key.
 func (d *driver) retire(ctx context.Context, in *instance) {
 	p := d.instancePath(in) + "/" + agent
 	start := time.Now()
@@ -411,7 +423,7 @@ func (d *driver) retire(ctx context.Context, in *instance) {
 	start = time.Now()
 	err = d.call(ctx, http.MethodDelete, p, d.token, nil, http.StatusOK, nil)
 	d.lat.observe(routeTurnDelete, time.Since(start), err)
-	in.lastTurn = ""
+	in.renew()
 }
 
 // mcpOp is one MCP session: initialize, tools/list, tools/call, close.

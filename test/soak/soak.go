@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"time"
 )
@@ -56,6 +57,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "soak: baseline (%s idle before the load): %s\n", o.baseline, resourceLine(baseCPU, base))
+	fmt.Fprintf(stdout, "soak: every %s: the server's CPU (%% of one core over the interval), RSS, threads, open fds, files and MiB under its home | per route p50/p99 in ms × requests (!failed)\n", o.interval)
 
 	samples, err := loadAndSample(ctx, st, d, lat, o, stdout)
 	if err != nil {
@@ -132,7 +134,7 @@ func loadAndSample(ctx context.Context, st *stack, d *driver, lat *latencies, o 
 		if !st.alive() {
 			stop()
 			<-done
-			return samples, fmt.Errorf("the server exited during the load (%v); its log: %s", st.cmd.ProcessState, tail(st.work+"/serve.log"))
+			return samples, fmt.Errorf("the server exited during the load (%v); its log: %s", st.cmd.ProcessState, tail(filepath.Join(st.work, "serve.log")))
 		}
 		r, err := readResources(st.pid(), st.home)
 		if err != nil {
@@ -146,7 +148,7 @@ func loadAndSample(ctx context.Context, st *stack, d *driver, lat *latencies, o 
 		fmt.Fprintf(stdout, "soak %7s %s |%s\n", s.at.Round(time.Second), resourceLine(s.cpu, r), formatRoutes(s.routes))
 	}
 	<-done
-	fmt.Fprintf(stdout, "soak: load stopped after %s; p50/p99 in ms × requests (!failed) per route above\n", time.Since(start).Round(time.Second))
+	fmt.Fprintf(stdout, "soak: load stopped after %s\n", time.Since(start).Round(time.Second))
 	return samples, nil
 }
 
