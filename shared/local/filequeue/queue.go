@@ -254,6 +254,7 @@ func (q *Queue) scan(ctx context.Context) ([]record, []error, error) {
 	}
 	var recs []record
 	var bad []error
+	var oldTombs []string
 	sawTemp := false
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
@@ -282,9 +283,7 @@ func (q *Queue) scan(ctx context.Context) ([]record, []error, error) {
 			continue
 		}
 		if r.Event == nil {
-			if err := q.moveOldTombstone(ctx, name); err != nil {
-				bad = append(bad, err)
-			}
+			oldTombs = append(oldTombs, name)
 			continue
 		}
 		done, err := q.settled(name, e)
@@ -299,6 +298,11 @@ func (q *Queue) scan(ctx context.Context) ([]record, []error, error) {
 			continue
 		}
 		recs = append(recs, r)
+	}
+	for batch := range slices.Chunk(oldTombs, sweepStep) {
+		if err := q.moveOldTombstones(ctx, batch); err != nil {
+			bad = append(bad, err)
+		}
 	}
 	if sawTemp {
 		// Best effort: a leftover temporary file costs only space, and the
@@ -334,43 +338,48 @@ func (q *Queue) settled(name string, e fs.DirEntry) (bool, error) {
 	return !tomb.ModTime().Before(fi.ModTime()), nil
 }
 
-// moveOldTombstone moves a tombstone that an older version left in the
-// queue directory to dir/acked, its modification time set to its ack
-// time, or removes it when expired. It re-reads the file under the ack
-// lock: another process may have moved it, and an Enqueue then queued
-// the ID again.
-func (q *Queue) moveOldTombstone(ctx context.Context, name string) error {
+// moveOldTombstones moves the tombstones that an older version left in
+// the queue directory, files named names, to dir/acked, each with its ack
+// time as modification time, or removes the expired ones. It re-reads
+// each under the ack lock: another process may have moved it, and an
+// Enqueue then queued the ID again.
+func (q *Queue) moveOldTombstones(ctx context.Context, names []string) error {
 	unlock, err := q.lockAcked(ctx)
 	if err != nil {
-		return fmt.Errorf("filequeue: move tombstone %s: %w", name, err)
+		return fmt.Errorf("filequeue: move old tombstones: %w", err)
 	}
 	defer unlock()
+	var errs []error
+	for _, name := range names {
+		if err := q.moveOldTombstone(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("filequeue: move tombstone %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (q *Queue) moveOldTombstone(name string) error {
 	path := filepath.Join(q.dir, name)
 	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+	if err != nil {
+		return err
 	}
 	var r record
-	if err != nil || json.Unmarshal(data, &r) != nil || r.AckedAt == nil || fileName(r.ID) != name {
+	if json.Unmarshal(data, &r) != nil || r.AckedAt == nil || fileName(r.ID) != name {
 		return nil // not the tombstone any more; the next scan sees what it is
 	}
 	at := *r.AckedAt
 	tomb, err := q.tombstone(name)
 	if err != nil {
-		return fmt.Errorf("filequeue: move tombstone %s: %w", name, err)
+		return err
 	}
 	if time.Since(at) > DedupWindow || (tomb != nil && !tomb.ModTime().Before(at)) {
-		err = os.Remove(path) // expired, or a later ack's tombstone is there
-	} else {
-		err = os.Chtimes(path, at, at)
-		if err == nil {
-			err = os.Rename(path, q.tombPath(name))
-		}
+		return os.Remove(path) // expired, or a later ack's tombstone is there
 	}
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("filequeue: move tombstone %s: %w", name, err)
+	if err := os.Chtimes(path, at, at); err != nil {
+		return err
 	}
-	return nil
+	return os.Rename(path, q.tombPath(name))
 }
 
 // lockAcked takes the ack lock, which every writer and remover of
