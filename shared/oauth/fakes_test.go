@@ -58,6 +58,9 @@ type fakeProvider struct {
 	// grantScope, when set, is the scope a code exchange answers with,
 	// whatever was asked (a provider that grants less).
 	grantScope string
+	// noRefresh: token responses carry no refresh_token (a provider that
+	// did not grant offline_access).
+	noRefresh bool
 }
 
 type fakeCode struct{ challenge, sub, scope, redirect, nonce string }
@@ -117,6 +120,9 @@ func (p *fakeProvider) tokenResponse(w http.ResponseWriter, sub, scope, idToken 
 	p.access[at] = sub
 	p.refresh[rt] = sub
 	resp := map[string]any{"access_token": at, "token_type": "Bearer", "refresh_token": rt, "scope": scope}
+	if p.noRefresh {
+		delete(resp, "refresh_token")
+	}
 	if idToken != "" {
 		resp["id_token"] = idToken
 	}

@@ -262,12 +262,12 @@ func (m *Manager) GetAccessToken(ctx context.Context, req TokenRequest) Result {
 // must authorize again (revoked, too narrow, expired without refresh,
 // refresh token rejected).
 func (m *Manager) fromGrant(ctx context.Context, rt *appRuntime, g domain.Grant, scopes []string, minTTL int) (Result, bool) {
-	if g.Revoked || !IsSubset(scopes, g.ScopesGranted) {
+	if g.Revoked || !IsSubset(apiScopes(scopes), g.ScopesGranted) {
 		return Result{}, false
 	}
 	now := m.now()
 	if TokenValid(g, minTTL, now) || youngShortLived(g, minTTL, now) {
-		return m.ready(ctx, g, minTTL)
+		return m.ready(ctx, g, scopes, minTTL)
 	}
 	if g.Token.RefreshToken == nil {
 		return Result{}, false
@@ -283,7 +283,7 @@ func (m *Manager) fromGrant(ctx context.Context, rt *appRuntime, g domain.Grant,
 	if fresh.Revoked {
 		return Result{}, false
 	}
-	return m.ready(ctx, fresh, minTTL)
+	return m.ready(ctx, fresh, scopes, minTTL)
 }
 
 // youngShortLived reports whether g's token was issued with a lifetime no
@@ -305,9 +305,11 @@ func youngShortLived(g domain.Grant, minTTL int, now time.Time) bool {
 	return g.Token.ExpiresAt.Sub(now) > life/2
 }
 
-// ready opens g's access token into a ready result; TTLShorterThanRequested
-// is set when the token has no more than minTTL seconds left.
-func (m *Manager) ready(ctx context.Context, g domain.Grant, minTTL int) (Result, bool) {
+// ready opens g's access token into a ready result for a request of
+// scopes; TTLShorterThanRequested is set when the token has no more than
+// minTTL seconds left, Refreshable when the grant has a refresh token,
+// ScopesNotGranted to the requested protocol scopes the grant lacks.
+func (m *Manager) ready(ctx context.Context, g domain.Grant, scopes []string, minTTL int) (Result, bool) {
 	tok, err := m.cfg.Sealer.Open(ctx, g.Token.AccessToken, domain.GrantBinding(g, domain.FieldAccessToken))
 	if err != nil {
 		m.log.ErrorContext(ctx, "grant access token does not open", "grantId", g.ID, "keyId", g.Token.AccessToken.KeyID, "err", err)
@@ -321,6 +323,8 @@ func (m *Manager) ready(ctx context.Context, g domain.Grant, minTTL int) (Result
 		Scopes:      g.ScopesGranted,
 		// The provider issues shorter tokens than minTTL asks for.
 		TTLShorterThanRequested: !TokenValid(g, minTTL, m.now()),
+		Refreshable:             g.Token.RefreshToken != nil,
+		ScopesNotGranted:        missingScopes(scopes, g.ScopesGranted),
 	}, true
 }
 

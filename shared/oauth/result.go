@@ -42,6 +42,14 @@ type Result struct {
 	// left because the provider issues tokens that live shorter than that;
 	// it is refreshed once half its lifetime is gone, not on every call.
 	TTLShorterThanRequested bool
+	// Refreshable: the grant has a refresh token, so the token is
+	// renewed without the user. Without one (the provider did not grant
+	// offline_access), the user is asked again once the token expires.
+	Refreshable bool
+	// ScopesNotGranted are requested scopes the token lacks: only
+	// protocol scopes (offline_access, openid) — a missing API scope is
+	// scopeNotGranted, never ready.
+	ScopesNotGranted []string
 
 	// authorization_required
 	AuthSessionID    string

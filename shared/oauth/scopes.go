@@ -53,16 +53,37 @@ func missingScopes(want, granted []string) []string {
 	return out
 }
 
+// protocolScopes ask the provider for a refresh token (offline_access)
+// or an ID token (openid), not for access to an API: a token granted
+// without them still does what the app's API scopes ask for.
+var protocolScopes = []string{"offline_access", "openid"}
+
+// apiScopes are scopes without the protocol scopes: what a token must
+// carry for a request to be answered with it.
+func apiScopes(scopes []string) []string {
+	out := make([]string, 0, len(scopes))
+	for _, s := range scopes {
+		if !slices.Contains(protocolScopes, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // notGrantedAgain answers a request the grant does not cover when the last
-// consent already asked for all of it: the provider declined some scopes,
-// and another consent would be answered the same way.
+// consent already asked for all of it: the provider declined some API
+// scopes, and another consent would be answered the same way. A declined
+// protocol scope (an OpenID provider drops offline_access without
+// prompt=consent) does not count: the token still serves the request,
+// without a refresh token.
 func notGrantedAgain(g grantScopes, scopes []string) (Result, bool) {
-	if g.revoked || len(g.requested) == 0 || IsSubset(scopes, g.granted) || !IsSubset(scopes, g.requested) {
+	api := apiScopes(scopes)
+	if g.revoked || len(g.requested) == 0 || IsSubset(api, g.granted) || !IsSubset(scopes, g.requested) {
 		return Result{}, false
 	}
-	missing := missingScopes(scopes, g.granted)
+	missing := missingScopes(api, g.granted)
 	res := ErrorResult(CodeScopeNotGranted, fmt.Sprintf(
-		"at the last consent the provider did not grant %s (granted: %s): ask for fewer scopes, or change the app (offline_access, for one, needs options.prompt: consent) and revoke the grant to ask again",
+		"at the last consent the provider did not grant %s (granted: %s): ask for fewer scopes, or change the app and revoke the grant to ask again",
 		quoteList(missing), quoteList(g.granted)))
 	res.Error.Scopes = missing
 	return res, true

@@ -179,6 +179,8 @@ type tokenResponse struct {
 	ExpiresAt        *time.Time              `json:"expiresAt,omitempty"`
 	Scopes           []string                `json:"scopes,omitempty"`
 	TTLShorter       bool                    `json:"ttlShorterThanRequested,omitempty"`
+	Refreshable      *bool                   `json:"refreshable,omitempty"`
+	ScopesNotGranted []string                `json:"scopesNotGranted,omitempty"`
 	AuthSessionID    string                  `json:"authSessionId,omitempty"`
 	AuthorizationURL string                  `json:"authorizationUrl,omitempty"`
 	Message          string                  `json:"message,omitempty"`
@@ -239,6 +241,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		resp.AccessToken = res.AccessToken.Reveal()
 		resp.TokenType, resp.ExpiresAt, resp.Scopes = res.TokenType, res.ExpiresAt, res.Scopes
 		resp.TTLShorter = res.TTLShorterThanRequested
+		resp.Refreshable, resp.ScopesNotGranted = &res.Refreshable, res.ScopesNotGranted
 	case oauth.StatusAuthorizationRequired:
 		exp := res.SessionExpiresAt
 		resp.AuthSessionID, resp.AuthorizationURL, resp.ExpiresAt = res.AuthSessionID, res.AuthorizationURL, &exp
