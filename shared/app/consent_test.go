@@ -163,7 +163,8 @@ type consentRig struct {
 	ended  chan turn.Turn // turns as they end
 }
 
-func newConsentRig(tb testing.TB) *consentRig {
+// Documents in extra are added to consentBundle.
+func newConsentRig(tb testing.TB, extra ...string) *consentRig {
 	tb.Helper()
 	r := &consentRig{idp: newIdP(tb), logs: &lockedBuffer{}, hits: make(chan time.Time, 16), parked: make(chan string, 16), ended: make(chan turn.Turn, 16)}
 	r.log = logging.New(r.logs, slog.LevelDebug)
@@ -186,7 +187,7 @@ func newConsentRig(tb testing.TB) *consentRig {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { sm.Close() })
-	cfg := setup(tb, strings.NewReplacer("IDP", r.idp.srv.URL, "UPSTREAM", up.URL, "MODEL", modelURL).Replace(consentBundle))
+	cfg := setup(tb, strings.NewReplacer("IDP", r.idp.srv.URL, "UPSTREAM", up.URL, "MODEL", modelURL).Replace(strings.Join(append([]string{consentBundle}, extra...), "---\n")))
 	if r.home, err = embedded.Open(context.Background(), cfg.Home, "", true); err != nil {
 		tb.Fatal(err)
 	}

@@ -79,16 +79,26 @@ func (t *Turns) close(ctx context.Context) error {
 	return t.deliverer.Close(ctx)
 }
 
-// pendingBlocks gives the engine the OAuth core's auth.pending block; an
+// pendingBlocks gives the engine the OAuth core's auth.pending block of
+// the instance a step runs for, keyed by its whole resume target; an
 // empty block is none.
 type pendingBlocks struct{ m *oauth.Manager }
 
-func (p pendingBlocks) PendingBlock(ctx context.Context, instanceKey, agentName string) (json.RawMessage, error) {
-	blk, err := p.m.PendingBlock(ctx, instanceKey, agentName)
+func (p pendingBlocks) PendingBlock(ctx context.Context, key turn.InstanceKey) (json.RawMessage, error) {
+	blk, err := p.m.PendingBlock(ctx, resumeTarget(key))
 	if err != nil || len(blk.Items) == 0 {
 		return nil, err
 	}
 	return json.Marshal(blk)
+}
+
+// resumeTarget is the resume target of instance key: the one the engine
+// names when a call parks on consent (a Swarm ref of the key's swarm, the
+// instance key, the agent), so a step reads exactly the consents its own
+// instance parked on, never those of another swarm with the same
+// instance key and Agent name.
+func resumeTarget(key turn.InstanceKey) domain.ResumeTarget {
+	return domain.ResumeTarget{SwarmRef: domain.ObjectRef{Kind: "Swarm", Name: key.Swarm}, InstanceKey: key.Key, AgentName: key.Agent}
 }
 
 // Incoming is an event posted to a swarm instance (turn.Incoming, so

@@ -20,6 +20,8 @@ const (
 	sessionIDHex    = 32
 	reuseKeyPrefix  = "rk-"
 	reuseKeyHex     = 64
+	targetKeyPrefix = "rt-"
+	targetKeyHex    = 64
 )
 
 // GrantID is the spec's grant id: "grant-" + the first 16 hex digits of
@@ -77,6 +79,26 @@ func SessionReuseKey(app ObjectRef, subject string, scopes []string, resume Resu
 	part(resume.InstanceKey)
 	part(resume.AgentName)
 	return reuseKeyPrefix + hex.EncodeToString(h.Sum(nil))
+}
+
+// ResumeTargetKey is the key under which the stores index a pending
+// session by its resume target (ResumeInfo.Target): "rt-" + 64 hex digits
+// of a hash of the swarm (kind and name), the instance key and the agent
+// name, each length-prefixed as in SessionReuseKey, so that no two targets
+// share a key and no caller's text reaches a file name or a table key.
+func ResumeTargetKey(t ResumeTarget) string {
+	h := sha256.New()
+	for _, s := range []string{"agentauth/resume-target/v1", t.SwarmRef.Kind, t.SwarmRef.Name, t.InstanceKey, t.AgentName} {
+		h.Write(binary.AppendUvarint(nil, uint64(len(s))))
+		h.Write([]byte(s))
+	}
+	return targetKeyPrefix + hex.EncodeToString(h.Sum(nil))
+}
+
+// ValidateResumeTargetKey checks ^rt-[0-9a-f]{64}$, the shape
+// ResumeTargetKey returns. The error wraps ErrInvalidID.
+func ValidateResumeTargetKey(k string) error {
+	return validateID(k, targetKeyPrefix, targetKeyHex, "resume target key")
 }
 
 // ValidateReuseKey checks ^rk-[0-9a-f]{64}$, the shape SessionReuseKey

@@ -115,3 +115,60 @@ func TestSessionReuseKey(t *testing.T) {
 		}
 	}
 }
+
+func TestResumeTargetKey(t *testing.T) {
+	base := ResumeTarget{SwarmRef: ObjectRef{Kind: "Swarm", Name: "victim"}, InstanceKey: "C1", AgentName: "assistant"}
+	key := ResumeTargetKey(base)
+	if err := ValidateResumeTargetKey(key); err != nil {
+		t.Fatal(err)
+	}
+	info := ResumeInfo{SwarmRef: base.SwarmRef, InstanceKey: "C1", AgentName: "assistant", TurnID: "t-1", Step: 2, CallID: "c",
+		Origin: map[string]any{"thread": "t1"}, Auth: TurnAuth{Actor: &Actor{Type: "user", ID: "u1"}}}
+	if info.Target() != base || ResumeTargetKey(info.Target()) != key {
+		t.Fatalf("the target of a resume is its swarm, instance and agent only: %+v", info.Target())
+	}
+	with := func(f func(*ResumeTarget)) ResumeTarget { r := base; f(&r); return r }
+	for name, other := range map[string]ResumeTarget{
+		"swarm":          with(func(r *ResumeTarget) { r.SwarmRef.Name = "other" }),
+		"swarm kind":     with(func(r *ResumeTarget) { r.SwarmRef.Kind = "Other" }),
+		"instance":       with(func(r *ResumeTarget) { r.InstanceKey = "C2" }),
+		"agent":          with(func(r *ResumeTarget) { r.AgentName = "coder" }),
+		"shifted swarm":  with(func(r *ResumeTarget) { r.SwarmRef.Name, r.InstanceKey = "victimC", "1" }),
+		"shifted kind":   with(func(r *ResumeTarget) { r.SwarmRef.Kind, r.SwarmRef.Name = "Swarmv", "ictim" }),
+		"shifted agent":  with(func(r *ResumeTarget) { r.InstanceKey, r.AgentName = "C1a", "ssistant" }),
+		"no swarm":       with(func(r *ResumeTarget) { r.SwarmRef = ObjectRef{} }),
+		"the old tuple":  {InstanceKey: "C1", AgentName: "assistant"},
+		"nothing at all": {},
+	} {
+		if ResumeTargetKey(other) == key {
+			t.Errorf("%s: same key", name)
+		}
+	}
+	for _, k := range []string{"", "rt-" + strings.Repeat("a", 63), "rt-" + strings.Repeat("A", 64), "rk-" + strings.Repeat("a", 64), "rt-../" + strings.Repeat("a", 61)} {
+		if err := ValidateResumeTargetKey(k); !errors.Is(err, ErrInvalidID) {
+			t.Errorf("ValidateResumeTargetKey(%q) = %v, want ErrInvalidID", k, err)
+		}
+	}
+}
+
+func TestResumeTargetValidate(t *testing.T) {
+	full := ResumeTarget{SwarmRef: ObjectRef{Kind: "Swarm", Name: "s"}, InstanceKey: "i", AgentName: "a"}
+	if err := full.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		t    ResumeTarget
+		want string
+	}{
+		"no swarm":      {ResumeTarget{InstanceKey: "i", AgentName: "a"}, "swarmRef"},
+		"no swarm kind": {ResumeTarget{SwarmRef: ObjectRef{Name: "s"}, InstanceKey: "i", AgentName: "a"}, "swarmRef"},
+		"no swarm name": {ResumeTarget{SwarmRef: ObjectRef{Kind: "Swarm"}, InstanceKey: "i", AgentName: "a"}, "swarmRef"},
+		"no instance":   {ResumeTarget{SwarmRef: full.SwarmRef, AgentName: "a"}, "instanceKey"},
+		"no agent":      {ResumeTarget{SwarmRef: full.SwarmRef, InstanceKey: "i"}, "agentName"},
+	} {
+		err := tc.t.Validate()
+		if !errors.Is(err, ErrInvalidID) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrInvalidID naming %s", name, err, tc.want)
+		}
+	}
+}

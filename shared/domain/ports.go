@@ -57,12 +57,16 @@ type SessionIndex interface {
 	// key is not a SessionReuseKey.
 	FindPendingSession(ctx context.Context, reuseKey string, at time.Time) (Session, error)
 	// ListPendingSessions returns the sessions that are pending, expire
-	// after at and resume instanceKey's agentName, plus one error per
-	// record that could not be read. A store whose index follows its
+	// after at and resume exactly target (ResumeInfo.Target: swarm,
+	// instance key and agent name all equal), plus one error per record
+	// that could not be read; ErrInvalidID when target is incomplete
+	// (ResumeTarget.Validate). It reads the index of target's pending
+	// sessions, so its cost follows how many that target has, never how
+	// many sessions the store holds. A store whose index follows its
 	// records with a lag (DynamoDB's global secondary indexes, typically
 	// under a second) may list a session that left pending a moment ago
-	// or miss one created a moment ago.
-	ListPendingSessions(ctx context.Context, instanceKey, agentName string, at time.Time) ([]Session, []error, error)
+	// or miss one created a moment ago; never one of another target.
+	ListPendingSessions(ctx context.Context, target ResumeTarget, at time.Time) ([]Session, []error, error)
 	// ListSweepSessions returns the sessions of set (SweepSetOf) whose
 	// ExpiresAt is not after expiredBy (zero: the whole set), by
 	// ExpiresAt, plus one error per record that could not be read. Each is

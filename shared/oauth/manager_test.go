@@ -601,7 +601,7 @@ func TestPendingBlockHasNoSecrets(t *testing.T) {
 	h := newHarness(t)
 	res := h.request("global")
 	h.request("user")
-	block, err := h.m.PendingBlock(context.Background(), testResume.InstanceKey, testResume.AgentName)
+	block, err := h.m.PendingBlock(context.Background(), testResume.Target())
 	if err != nil || block.Type != "auth.pending" || len(block.Items) != 2 {
 		t.Fatalf("block %+v %v", block, err)
 	}
@@ -615,7 +615,7 @@ func TestPendingBlockHasNoSecrets(t *testing.T) {
 	}
 	h.clock.Advance(time.Second)
 	again := h.request("global")
-	block, _ = h.m.PendingBlock(context.Background(), testResume.InstanceKey, testResume.AgentName)
+	block, _ = h.m.PendingBlock(context.Background(), testResume.Target())
 	if len(block.Items) != 2 {
 		t.Fatalf("a second request for the same grant added an item: %d", len(block.Items))
 	}
@@ -626,7 +626,9 @@ func TestPendingBlockHasNoSecrets(t *testing.T) {
 	if !found {
 		t.Fatal("auth.pending does not show the newest session")
 	}
-	other, _ := h.m.PendingBlock(context.Background(), "other", "planner")
+	otherInstance := testResume.Target()
+	otherInstance.InstanceKey = "other"
+	other, _ := h.m.PendingBlock(context.Background(), otherInstance)
 	if len(other.Items) != 0 {
 		t.Fatal("another instance sees these sessions")
 	}

@@ -268,9 +268,9 @@ func (s *callStore) CreateSession(ctx context.Context, sess domain.Session) erro
 	return s.Store.CreateSession(ctx, sess)
 }
 
-func (s *callStore) ListPendingSessions(ctx context.Context, instanceKey, agentName string, at time.Time) ([]domain.Session, []error, error) {
+func (s *callStore) ListPendingSessions(ctx context.Context, target domain.ResumeTarget, at time.Time) ([]domain.Session, []error, error) {
 	s.add("ListPendingSessions")
-	return s.Store.ListPendingSessions(ctx, instanceKey, agentName, at)
+	return s.Store.ListPendingSessions(ctx, target, at)
 }
 
 func (s *callStore) ListSessions(ctx context.Context) ([]domain.Session, []error, error) {
@@ -293,7 +293,7 @@ func TestTokenRequestStoreCalls(t *testing.T) {
 		{"new session", func() { h.request("global") }, []string{"GetGrant", "FindPendingSession", "CreateSession"}},
 		{"reused session", func() { h.request("global") }, []string{"GetGrant", "FindPendingSession"}},
 		{"auth.pending", func() {
-			_, _ = h.m.PendingBlock(context.Background(), testResume.InstanceKey, testResume.AgentName)
+			_, _ = h.m.PendingBlock(context.Background(), testResume.Target())
 		}, []string{"ListPendingSessions"}},
 	} {
 		tc.run()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"time"
 
@@ -230,17 +231,29 @@ func (m *Manager) recoverExchange(ctx context.Context, s domain.Session) (bool, 
 }
 
 // PendingBlock builds the auth.pending context block for one agent
-// instance: its pending, unexpired sessions, without any secret. It reads
-// the store's index of pending sessions by resume target (one DynamoDB
-// Query), never every session.
-func (m *Manager) PendingBlock(ctx context.Context, instanceKey, agentName string) (AuthPendingBlock, error) {
+// instance, named by its whole resume target (swarm, instance key, agent):
+// the pending, unexpired sessions that resume exactly that target, with no
+// verifier, token or sealed value (each link carries its own state, as it
+// must to work). Its links are live consent
+// links — whoever completes one binds the grant and wakes the parked
+// turn — so another swarm that shares the instance key and Agent name
+// never sees them. It reads the store's index of that target's pending
+// sessions, never every session. An incomplete target is an error
+// wrapping domain.ErrInvalidID.
+func (m *Manager) PendingBlock(ctx context.Context, target domain.ResumeTarget) (AuthPendingBlock, error) {
 	block := AuthPendingBlock{Type: "auth.pending", Items: []AuthPendingItem{}}
+	if err := target.Validate(); err != nil {
+		return block, fmt.Errorf("auth.pending: %w", err)
+	}
 	// Unreadable sessions are left out: their links could not be rebuilt
 	// either, and the sweep reports them.
-	sessions, _, err := m.cfg.Store.ListPendingSessions(ctx, instanceKey, agentName, m.now())
+	sessions, _, err := m.cfg.Store.ListPendingSessions(ctx, target, m.now())
 	if err != nil {
 		return block, fmt.Errorf("auth.pending: list pending sessions: %w", err)
 	}
+	// The store answers for target; a session of any other target (a
+	// store that filters loosely) must still never reach the block.
+	sessions = slices.DeleteFunc(sessions, func(s domain.Session) bool { return s.Resume.Target() != target })
 	// An agent that asked for different scopes, or again when its session
 	// was about to expire, has several pending sessions for one (app,
 	// subject); the user needs one link: the newest.

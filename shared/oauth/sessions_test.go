@@ -75,7 +75,7 @@ func TestNoPlaintextStateAtRest(t *testing.T) {
 		t.Fatalf("the URL handed to the agent lacks the state: %s", res.AuthorizationURL)
 	}
 	// What the agent gets later (auth.pending) is the same usable link.
-	block, err := h.m.PendingBlock(context.Background(), testResume.InstanceKey, testResume.AgentName)
+	block, err := h.m.PendingBlock(context.Background(), testResume.Target())
 	if err != nil || len(block.Items) != 1 || block.Items[0].AuthorizationURL != res.AuthorizationURL {
 		t.Fatalf("auth.pending %+v %v, want the link %s", block, err, res.AuthorizationURL)
 	}
@@ -138,7 +138,7 @@ func TestPendingLinkOfStoredSessions(t *testing.T) {
 		if _, err := h.store.UpdateSession(context.Background(), s); err != nil {
 			t.Fatal(err)
 		}
-		block, err := h.m.PendingBlock(context.Background(), testResume.InstanceKey, testResume.AgentName)
+		block, err := h.m.PendingBlock(context.Background(), testResume.Target())
 		if err != nil || len(block.Items) != 1 || block.Items[0].AuthorizationURL != res.AuthorizationURL {
 			t.Fatalf("auth.pending %+v %v, want the stored link unchanged", block, err)
 		}
@@ -148,7 +148,7 @@ func TestPendingLinkOfStoredSessions(t *testing.T) {
 		bad := h.request("global")
 		good := h.request("user")
 		h.spoilState(bad.AuthSessionID, good.AuthSessionID)
-		block, err := h.m.PendingBlock(context.Background(), testResume.InstanceKey, testResume.AgentName)
+		block, err := h.m.PendingBlock(context.Background(), testResume.Target())
 		if err != nil || len(block.Items) != 1 || block.Items[0].AuthSessionID != good.AuthSessionID {
 			t.Fatalf("auth.pending %+v %v, want only the readable session", block, err)
 		}
@@ -185,9 +185,9 @@ func (s *indexOnlyStore) ListSessions(context.Context) ([]domain.Session, []erro
 	return nil, nil, errors.New("ListSessions reads every session")
 }
 
-func (s *indexOnlyStore) ListPendingSessions(ctx context.Context, instanceKey, agentName string, at time.Time) ([]domain.Session, []error, error) {
+func (s *indexOnlyStore) ListPendingSessions(ctx context.Context, target domain.ResumeTarget, at time.Time) ([]domain.Session, []error, error) {
 	s.count("ListPendingSessions")
-	return s.Store.ListPendingSessions(ctx, instanceKey, agentName, at)
+	return s.Store.ListPendingSessions(ctx, target, at)
 }
 
 func (s *indexOnlyStore) ListSweepSessions(ctx context.Context, set domain.SweepSet, expiredBy time.Time) ([]domain.Session, []error, error) {
@@ -215,7 +215,7 @@ func TestPendingAndSweepReadTheIndex(t *testing.T) {
 	h.request("user", func(r *TokenRequest) { r.Resume = &domain.ResumeInfo{InstanceKey: "other", AgentName: "planner"} })
 	st.take()
 
-	block, err := h.m.PendingBlock(ctx, testResume.InstanceKey, testResume.AgentName)
+	block, err := h.m.PendingBlock(ctx, testResume.Target())
 	if err != nil || len(block.Items) != 1 || block.Items[0].AuthSessionID != pending.AuthSessionID {
 		t.Fatalf("auth.pending %+v %v", block, err)
 	}
@@ -239,7 +239,7 @@ func TestPendingAndSweepReadTheIndex(t *testing.T) {
 	if rep, err = h.m.CleanupExpiredSessions(ctx); err != nil || rep != (CleanupReport{Deleted: 3}) {
 		t.Fatalf("sweep after the retention %+v %v", rep, err)
 	}
-	if block, err = h.m.PendingBlock(ctx, testResume.InstanceKey, testResume.AgentName); err != nil || len(block.Items) != 0 {
+	if block, err = h.m.PendingBlock(ctx, testResume.Target()); err != nil || len(block.Items) != 0 {
 		t.Fatalf("auth.pending after the sweep %+v %v", block, err)
 	}
 }
@@ -283,5 +283,64 @@ func TestSweepTellsAParkedCallItsConsentExpired(t *testing.T) {
 	if len(expired) != 1 || expired[0].ID != "expired:"+parked.AuthSessionID || expired[0].Metadata["callId"] != "call-7" ||
 		expired[0].Metadata["turnId"] != "turn-1" || expired[0].AgentName != "planner" || !strings.Contains(expired[0].Input, `"auth.expired"`) {
 		t.Fatalf("auth.expired events %+v (plain session %s)", expired, plain.AuthSessionID)
+	}
+}
+
+// looseStore answers ListPendingSessions with every pending session,
+// whatever the target: a store index that keys too little, as both did
+// before issue 17.
+type looseStore struct{ domain.Store }
+
+func (s looseStore) ListPendingSessions(ctx context.Context, _ domain.ResumeTarget, at time.Time) ([]domain.Session, []error, error) {
+	all, bad, err := s.ListSessions(ctx)
+	var out []domain.Session
+	for _, sess := range all {
+		if sess.Status == domain.SessionPending && sess.ExpiresAt.After(at) {
+			out = append(out, sess)
+		}
+	}
+	return out, bad, err
+}
+
+// auth.pending is per resume target, swarm included (issue 17): a swarm
+// that shares the victim's instance key and Agent name gets none of the
+// victim's consent links — not from the store, and not from a store that
+// answers too much — and a target without its swarm is refused.
+func TestPendingBlockIsPerSwarm(t *testing.T) {
+	h := newHarness(t)
+	in := func(swarm string) *domain.ResumeInfo {
+		r := *testResume
+		r.SwarmRef = domain.ObjectRef{Kind: "Swarm", Name: swarm}
+		return &r
+	}
+	victim := h.request("global", func(r *TokenRequest) { r.Resume = in("victim") })
+	mine := h.request("global", func(r *TokenRequest) {
+		r.Resume, r.Auth = in("other"), auth("demo:team:T2", "demo:user:mallory")
+	})
+	if victim.Status != StatusAuthorizationRequired || mine.Status != StatusAuthorizationRequired {
+		t.Fatalf("token requests: %+v, %+v", victim, mine)
+	}
+	for name, m := range map[string]*Manager{"store": h.m, "a store that answers too much": h.newManager(looseStore{h.store})} {
+		t.Run(name, func(t *testing.T) {
+			for swarm, want := range map[string]Result{"victim": victim, "other": mine} {
+				block, err := m.PendingBlock(context.Background(), in(swarm).Target())
+				if err != nil || len(block.Items) != 1 || block.Items[0].AuthSessionID != want.AuthSessionID {
+					t.Fatalf("swarm %s: %+v %v, want only its own session %s", swarm, block, err, want.AuthSessionID)
+				}
+				raw, _ := json.Marshal(block)
+				other := victim
+				if swarm == "victim" {
+					other = mine
+				}
+				if strings.Contains(string(raw), other.AuthSessionID) || strings.Contains(string(raw), other.AuthorizationURL) {
+					t.Fatalf("swarm %s's block holds the other swarm's consent: %s", swarm, raw)
+				}
+			}
+		})
+	}
+	noSwarm := testResume.Target()
+	noSwarm.SwarmRef = domain.ObjectRef{}
+	if block, err := h.m.PendingBlock(context.Background(), noSwarm); !errors.Is(err, domain.ErrInvalidID) || len(block.Items) != 0 {
+		t.Fatalf("a target without its swarm: %+v %v, want ErrInvalidID", block, err)
 	}
 }

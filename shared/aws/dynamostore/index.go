@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/agentauth/agentauth/shared/domain"
 )
@@ -154,37 +156,65 @@ func (s *Store) FindPendingSession(ctx context.Context, reuseKey string, at time
 	return sess, nil
 }
 
-// ListPendingSessions queries PendingIndex for the resume target, from
-// at's millisecond on: one Query page per 1 MB of pending sessions of that
-// agent, which the index holds in full. The index follows the table
-// within about a second (global secondary indexes are eventually
-// consistent); each item is the session as the index has it.
-func (s *Store) ListPendingSessions(ctx context.Context, instanceKey, agentName string, at time.Time) ([]domain.Session, []error, error) {
-	var out []domain.Session
-	bad, err := s.queryIndex(ctx, &dynamodb.QueryInput{
-		IndexName:                aws.String(PendingIndex),
-		KeyConditionExpression:   aws.String("#pendingFor = :pendingFor AND #expiresAt >= :at"),
-		ExpressionAttributeNames: map[string]string{"#pendingFor": attrPendingFor, "#expiresAt": attrExpiresAt},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pendingFor": str(pendingFor(instanceKey, agentName)),
-			":at":         num(at.UnixMilli()),
-		},
-	}, func(id string, item map[string]types.AttributeValue) error {
-		sess, _, err := decodeSession(id, item)
-		if err != nil {
-			return fmt.Errorf("dynamostore: session %s: %w", id, err)
-		}
-		// The key is a hash and at a millisecond: check what it stands for.
-		if sess.Status == domain.SessionPending && sess.ExpiresAt.After(at) &&
-			sess.Resume.InstanceKey == instanceKey && sess.Resume.AgentName == agentName {
-			out = append(out, sess)
-		}
-		return nil
-	})
-	if err != nil {
+// ListPendingSessions queries PendingIndex for target's key
+// (pendingFor), from at's millisecond on: one Query page per 1 MB of
+// that target's pending sessions, which the index holds in full. The
+// index follows the table within about a second (global secondary
+// indexes are eventually consistent); each item is the session as the
+// index has it, and is listed only when it says it is pending, unexpired
+// and for exactly target.
+//
+// A second Query, run alongside, reads the key versions before issue 17
+// wrote (legacyPendingFor: the instance key and agent name, no swarm),
+// so that sessions pending across an upgrade stay listed; what it finds
+// for another swarm is dropped like any other target's. It finds nothing
+// once every such session has expired (a session lifetime after the
+// upgrade), and can go in a later version.
+func (s *Store) ListPendingSessions(ctx context.Context, target domain.ResumeTarget, at time.Time) ([]domain.Session, []error, error) {
+	if err := target.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("dynamostore: list pending sessions: %w", err)
 	}
-	return out, bad, nil
+	keys := []string{pendingFor(target), legacyPendingFor(target.InstanceKey, target.AgentName)}
+	found := make([][]domain.Session, len(keys))
+	bad := make([][]error, len(keys))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, key := range keys {
+		g.Go(func() error {
+			var err error
+			bad[i], err = s.queryIndex(gctx, &dynamodb.QueryInput{
+				IndexName:                aws.String(PendingIndex),
+				KeyConditionExpression:   aws.String("#pendingFor = :pendingFor AND #expiresAt >= :at"),
+				ExpressionAttributeNames: map[string]string{"#pendingFor": attrPendingFor, "#expiresAt": attrExpiresAt},
+				ExpressionAttributeValues: map[string]types.AttributeValue{
+					":pendingFor": str(key),
+					":at":         num(at.UnixMilli()),
+				},
+			}, func(id string, item map[string]types.AttributeValue) error {
+				sess, _, err := decodeSession(id, item)
+				if err != nil {
+					return fmt.Errorf("dynamostore: session %s: %w", id, err)
+				}
+				// The key is a hash and at a millisecond: check what they
+				// stand for.
+				if sess.Status == domain.SessionPending && sess.ExpiresAt.After(at) && sess.Resume.Target() == target {
+					found[i] = append(found[i], sess)
+				}
+				return nil
+			})
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, fmt.Errorf("dynamostore: list pending sessions: %w", err)
+	}
+	// A session rewritten between the two queries may be in both.
+	out := found[0]
+	for _, sess := range found[1] {
+		if !slices.ContainsFunc(out, func(o domain.Session) bool { return o.ID == sess.ID }) {
+			out = append(out, sess)
+		}
+	}
+	return out, append(bad[0], bad[1]...), nil
 }
 
 // ListSweepSessions queries SweepIndex for set (up to expiredBy's

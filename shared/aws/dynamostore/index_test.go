@@ -2,11 +2,15 @@ package dynamostore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"maps"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,7 +77,7 @@ func TestSessionIndexAttributes(t *testing.T) {
 		}
 		got, ok := item[attrPendingFor]
 		switch {
-		case pending && !reflect.DeepEqual(got, str(pendingFor(sess.Resume.InstanceKey, sess.Resume.AgentName))):
+		case pending && !reflect.DeepEqual(got, str(domain.ResumeTargetKey(sess.Resume.Target()))):
 			t.Fatalf("%s: pendingFor %v", what, got)
 		case !pending && ok:
 			t.Fatalf("%s: a session that is not pending keeps pendingFor", what)
@@ -139,72 +143,109 @@ func TestIndexQueries(t *testing.T) {
 	at := time.Date(2026, 2, 1, 10, 0, 0, 0, time.UTC)
 	sess := indexSession()
 	sess.ExpiresAt = at.Add(5 * time.Minute)
+	pendingQuery := func(key string) dynamodb.QueryInput {
+		return dynamodb.QueryInput{
+			IndexName:                 aws.String(PendingIndex),
+			KeyConditionExpression:    aws.String("#pendingFor = :pendingFor AND #expiresAt >= :at"),
+			ExpressionAttributeNames:  map[string]string{"#pendingFor": "pendingFor", "#expiresAt": "expiresAt"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pendingFor": str(key), ":at": num(at.UnixMilli())},
+		}
+	}
 	for _, tc := range []struct {
-		name  string
-		call  func(s *Store) error
-		want  dynamodb.QueryInput
+		name string
+		call func(s *Store) error
+		// want are the queries, by their key value.
+		want  []dynamodb.QueryInput
 		items []map[string]types.AttributeValue
 	}{
 		{"pending sessions of a target",
 			func(s *Store) error {
-				list, bad, err := s.ListPendingSessions(ctx, sess.Resume.InstanceKey, sess.Resume.AgentName, at)
+				list, bad, err := s.ListPendingSessions(ctx, sess.Resume.Target(), at)
 				if err == nil && (len(list) != 1 || list[0].ID != sess.ID || len(bad) != 0) {
 					t.Errorf("listed %v, bad %v", list, bad)
 				}
 				return err
 			},
-			dynamodb.QueryInput{
-				IndexName:                aws.String(PendingIndex),
-				KeyConditionExpression:   aws.String("#pendingFor = :pendingFor AND #expiresAt >= :at"),
-				ExpressionAttributeNames: map[string]string{"#pendingFor": "pendingFor", "#expiresAt": "expiresAt"},
-				ExpressionAttributeValues: map[string]types.AttributeValue{
-					":pendingFor": str(pendingFor(sess.Resume.InstanceKey, sess.Resume.AgentName)), ":at": num(at.UnixMilli()),
-				},
+			[]dynamodb.QueryInput{
+				// The whole target, swarm included, hashed.
+				pendingQuery("rt-" + hex64(t, "agentauth/resume-target/v1", "Swarm", "default", sess.Resume.InstanceKey, sess.Resume.AgentName)),
+				// What versions before issue 17 wrote.
+				pendingQuery(hex64(t, sess.Resume.InstanceKey, sess.Resume.AgentName)),
 			},
 			[]map[string]types.AttributeValue{sItem(t, sess)}},
 		{"sweep set up to a time",
 			func(s *Store) error { _, _, err := s.ListSweepSessions(ctx, domain.SweepPending, at); return err },
-			dynamodb.QueryInput{
+			[]dynamodb.QueryInput{{
 				IndexName:                 aws.String(SweepIndex),
 				KeyConditionExpression:    aws.String("#sweepSet = :sweepSet AND #expiresAt <= :expiredBy"),
 				ExpressionAttributeNames:  map[string]string{"#sweepSet": "sweepSet", "#expiresAt": "expiresAt"},
 				ExpressionAttributeValues: map[string]types.AttributeValue{":sweepSet": str("pending"), ":expiredBy": num(at.UnixMilli())},
-			}, nil},
+			}}, nil},
 		{"whole sweep set",
 			func(s *Store) error {
 				_, _, err := s.ListSweepSessions(ctx, domain.SweepEventPending, time.Time{})
 				return err
 			},
-			dynamodb.QueryInput{
+			[]dynamodb.QueryInput{{
 				IndexName:                 aws.String(SweepIndex),
 				KeyConditionExpression:    aws.String("#sweepSet = :sweepSet"),
 				ExpressionAttributeNames:  map[string]string{"#sweepSet": "sweepSet"},
 				ExpressionAttributeValues: map[string]types.AttributeValue{":sweepSet": str("eventPending")},
-			}, nil},
+			}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var got []*dynamodb.QueryInput
+			var mu sync.Mutex
+			got := map[string]*dynamodb.QueryInput{}
 			f := &fakeDynamo{query: func(in *dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
 				c := *in
-				got = append(got, &c)
+				mu.Lock()
+				defer mu.Unlock()
+				got[keyOf(in)] = &c
+				// Both pending queries answer with the session (as when it
+				// was rewritten between them): it is listed once.
 				return &dynamodb.QueryOutput{Items: tc.items}, nil
 			}} // no scan: a Scan fails the call
 			if err := tc.call(newFakeStore(t, f)); err != nil {
 				t.Fatal(err)
 			}
-			if len(got) != 1 {
-				t.Fatalf("%d queries", len(got))
+			if len(got) != len(tc.want) {
+				t.Fatalf("%d queries, want %d", len(got), len(tc.want))
 			}
-			q := got[0]
-			if aws.ToString(q.TableName) != "agentauth-test" || aws.ToString(q.IndexName) != aws.ToString(tc.want.IndexName) ||
-				aws.ToString(q.KeyConditionExpression) != aws.ToString(tc.want.KeyConditionExpression) ||
-				!maps.Equal(q.ExpressionAttributeNames, tc.want.ExpressionAttributeNames) ||
-				!reflect.DeepEqual(q.ExpressionAttributeValues, tc.want.ExpressionAttributeValues) ||
-				q.FilterExpression != nil || aws.ToBool(q.ConsistentRead) {
-				t.Fatalf("query %+v\nwant %+v", q, tc.want)
+			for _, want := range tc.want {
+				q := got[keyOf(&want)]
+				if q == nil || aws.ToString(q.TableName) != "agentauth-test" || aws.ToString(q.IndexName) != aws.ToString(want.IndexName) ||
+					aws.ToString(q.KeyConditionExpression) != aws.ToString(want.KeyConditionExpression) ||
+					!maps.Equal(q.ExpressionAttributeNames, want.ExpressionAttributeNames) ||
+					!reflect.DeepEqual(q.ExpressionAttributeValues, want.ExpressionAttributeValues) ||
+					q.FilterExpression != nil || aws.ToBool(q.ConsistentRead) {
+					t.Fatalf("query %+v\nwant %+v", q, want)
+				}
 			}
 		})
 	}
+}
+
+// keyOf is the value of a query's partition key condition.
+func keyOf(in *dynamodb.QueryInput) string {
+	for _, name := range []string{":pendingFor", ":sweepSet"} {
+		if v, ok := in.ExpressionAttributeValues[name].(*types.AttributeValueMemberS); ok {
+			return v.Value
+		}
+	}
+	return ""
+}
+
+// hex64 is the hex sha256 of parts, each length-prefixed (uvarint), as
+// the pending index's keys are written: spelled out here so that a
+// change of the stored format fails a test.
+func hex64(t *testing.T, parts ...string) string {
+	t.Helper()
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write(binary.AppendUvarint(nil, uint64(len(p))))
+		h.Write([]byte(p))
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // What each index operation costs in DynamoDB calls, on the in-memory
@@ -255,10 +296,11 @@ func TestIndexCalls(t *testing.T) {
 	}
 	check("create over a stale pointer", map[string]int{"TransactWriteItems": 2, "GetItem": 1})
 
-	if _, _, err := other.ListPendingSessions(ctx, sess.Resume.InstanceKey, sess.Resume.AgentName, at); err != nil {
+	if _, _, err := other.ListPendingSessions(ctx, sess.Resume.Target(), at); err != nil {
 		t.Fatal(err)
 	}
-	check("pending sessions of a target", map[string]int{"Query": 1})
+	// The target's key and the key before issue 17 (legacyPendingFor).
+	check("pending sessions of a target", map[string]int{"Query": 2})
 	list, _, err := other.ListSweepSessions(ctx, domain.SweepFinished, time.Time{})
 	if err != nil || len(list) != 1 {
 		t.Fatalf("finished: %v %v", list, err)
@@ -354,5 +396,93 @@ func TestCreateReusableRetriesConflicts(t *testing.T) {
 	f.txs = nil
 	if err := newFakeStore(t, f).CreateSession(ctx, sess); !errors.Is(err, domain.ErrConflict) || len(f.txs) != maxReuseAttempts {
 		t.Fatalf("always busy: %v after %d transactions", err, len(f.txs))
+	}
+}
+
+// The pending index's key names the whole resume target (issue 17): two
+// swarms that share an instance key and an Agent name have different
+// partitions, and neither lists the other's sessions, also those an
+// older version wrote under the key without the swarm (which stay listed
+// for their own target across the upgrade, and move to the new key with
+// their next write).
+func TestPendingKeyNamesTheSwarm(t *testing.T) {
+	ctx := context.Background()
+	m := newMemTable()
+	s := newMemStore(t, m)
+	of := func(swarm string) domain.Session {
+		sess := indexSession()
+		sess.ReuseKey = ""
+		sess.Resume.SwarmRef.Name, sess.Resume.InstanceKey, sess.Resume.AgentName = swarm, "C1", "assistant"
+		return sess
+	}
+	victim, other := of("victim"), of("other")
+	for _, sess := range []domain.Session{victim, other} {
+		if err := s.CreateSession(ctx, sess); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keyOfItem := func(id string) types.AttributeValue { return m.items[sessionPrefix+id][attrPendingFor] }
+	if vk, ok := keyOfItem(victim.ID), keyOfItem(other.ID); vk == nil || reflect.DeepEqual(vk, ok) {
+		t.Fatalf("pendingFor of swarm victim %v and swarm other %v: want two keys", vk, ok)
+	}
+
+	// As versions before issue 17 wrote them: the key without the swarm,
+	// the same for both swarms' sessions (and one with no swarm at all).
+	oldVictim, oldOther, noSwarm := of("victim"), of("other"), of("")
+	noSwarm.Resume.SwarmRef = domain.ObjectRef{}
+	for _, sess := range []domain.Session{oldVictim, oldOther, noSwarm} {
+		item := sItem(t, sess)
+		item[attrPendingFor] = str(legacyPendingFor("C1", "assistant"))
+		m.items[sessionPrefix+sess.ID] = item
+	}
+	at := victim.CreatedAt
+	list := func(swarm string) []string {
+		t.Helper()
+		got, bad, err := s.ListPendingSessions(ctx, of(swarm).Resume.Target(), at)
+		if err != nil || len(bad) > 0 {
+			t.Fatalf("ListPendingSessions(%s): %v, unreadable %v", swarm, err, bad)
+		}
+		ids := make([]string, len(got))
+		for i, sess := range got {
+			ids[i] = sess.ID
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	sorted := func(ids ...string) []string { slices.Sort(ids); return ids }
+	for swarm, want := range map[string][]string{
+		"victim": sorted(victim.ID, oldVictim.ID),
+		"other":  sorted(other.ID, oldOther.ID),
+		"third":  {},
+	} {
+		if got := list(swarm); !slices.Equal(got, want) {
+			t.Errorf("swarm %s lists %v, want %v", swarm, got, want)
+		}
+	}
+
+	// The next write of an old session gives it the new key.
+	stored, err := s.GetSession(ctx, oldVictim.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored.AuthorizationURL += "&x=1"
+	if _, err := s.UpdateSession(ctx, stored); err != nil {
+		t.Fatal(err)
+	}
+	if got := keyOfItem(oldVictim.ID); !reflect.DeepEqual(got, str(pendingFor(oldVictim.Resume.Target()))) {
+		t.Fatalf("after an update pendingFor is %v, want the target's key", got)
+	}
+	if got, want := list("victim"), sorted(victim.ID, oldVictim.ID); !slices.Equal(got, want) {
+		t.Fatalf("after the update swarm victim lists %v, want %v", got, want)
+	}
+
+	// A session with no complete target is in no partition.
+	lone := indexSession()
+	lone.ReuseKey, lone.Resume.SwarmRef = "", domain.ObjectRef{}
+	if err := s.CreateSession(ctx, lone); err != nil {
+		t.Fatal(err)
+	}
+	if got := keyOfItem(lone.ID); got != nil {
+		t.Fatalf("a session without a swarm has pendingFor %v", got)
 	}
 }

@@ -180,25 +180,33 @@ func decodeSession(id string, item map[string]types.AttributeValue) (domain.Sess
 }
 
 // sessionIndexAttrs are the attributes that put s in the table's indexes:
-// its expiry and sweep set always (SweepIndex), and its resume target
-// only while it is pending (PendingIndex is sparse). Every write of a
-// session item sets them from the session it writes; CompleteSession,
-// which does not rewrite the item, sets and removes them itself.
+// its expiry and sweep set always (SweepIndex), and its resume target's
+// key only while it is pending and that target is complete (PendingIndex
+// is sparse). Every write of a session item sets them from the session it
+// writes; CompleteSession, which does not rewrite the item, sets and
+// removes them itself.
 func sessionIndexAttrs(s domain.Session) map[string]types.AttributeValue {
 	attrs := map[string]types.AttributeValue{
 		attrExpiresAt: num(s.ExpiresAt.UnixMilli()),
 		attrSweepSet:  str(string(domain.SweepSetOf(s))),
 	}
-	if s.Status == domain.SessionPending {
-		attrs[attrPendingFor] = str(pendingFor(s.Resume.InstanceKey, s.Resume.AgentName))
+	if t := s.Resume.Target(); s.Status == domain.SessionPending && t.Validate() == nil {
+		attrs[attrPendingFor] = str(pendingFor(t))
 	}
 	return attrs
 }
 
-// pendingFor is PendingIndex's partition key for a resume target: a hash,
-// so that no caller's text reaches a key, and length-prefixed parts, so
-// that ("a#b", "c") and ("a", "b#c") differ.
-func pendingFor(instanceKey, agentName string) string {
+// pendingFor is PendingIndex's partition key for a resume target: the
+// target's key (domain.ResumeTargetKey), which names the swarm, the
+// instance key and the agent, so that swarms sharing an instance key and
+// an Agent name are different partitions.
+func pendingFor(t domain.ResumeTarget) string { return domain.ResumeTargetKey(t) }
+
+// legacyPendingFor is the partition key versions before issue 17 wrote: a
+// hash of the instance key and agent name alone, with no swarm (64 hex
+// digits, never "rt-…", so the two never meet). Only ListPendingSessions
+// reads it, for the items those versions left; nothing writes it.
+func legacyPendingFor(instanceKey, agentName string) string {
 	h := sha256.New()
 	for _, part := range []string{instanceKey, agentName} {
 		h.Write(binary.AppendUvarint(nil, uint64(len(part))))

@@ -261,7 +261,7 @@ func TestMissingTable(t *testing.T) {
 			_, err := s.FindPendingSession(ctx, domain.SessionReuseKey(sess.OAuthAppRef, "x", nil, sess.Resume), time.Now())
 			return err
 		},
-		"ListPendingSessions": func() error { _, _, err := s.ListPendingSessions(ctx, "i", "a", time.Now()); return err },
+		"ListPendingSessions": func() error { _, _, err := s.ListPendingSessions(ctx, sess.Resume.Target(), time.Now()); return err },
 		"ListSweepSessions": func() error {
 			_, _, err := s.ListSweepSessions(ctx, domain.SweepPending, time.Now())
 			return err

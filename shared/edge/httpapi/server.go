@@ -306,14 +306,35 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// pendingQuery is what GET /v1/oauth/pending must name: the whole resume
+// target, as the token request's turn.resume names it.
+const pendingQuery = `swarmRef ("Swarm/<name>", as sent in turn.resume.swarmRef), instanceKey and agentName are required`
+
+// pending answers the auth.pending block of one resume target. The
+// target is the whole of (swarmRef, instanceKey, agentName): a caller that
+// leaves the swarm out is refused, never answered with every swarm's
+// links for that instance key and agent — those links are live consents
+// (issue 17).
 func (s *Server) pending(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	ik, an := q.Get("instanceKey"), q.Get("agentName")
-	if ik == "" || an == "" {
-		httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, "query parameters instanceKey and agentName are required")
+	sw, ik, an := q.Get("swarmRef"), q.Get("instanceKey"), q.Get("agentName")
+	var missing []string
+	for _, p := range []struct{ name, value string }{{"swarmRef", sw}, {"instanceKey", ik}, {"agentName", an}} {
+		if p.value == "" {
+			missing = append(missing, p.name)
+		}
+	}
+	if len(missing) > 0 {
+		httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest,
+			"query parameters: missing "+strings.Join(missing, ", ")+"; "+pendingQuery)
 		return
 	}
-	block, err := s.mgr.PendingBlock(r.Context(), ik, an)
+	ref, err := domain.ParseObjectRef(sw, "")
+	if err != nil {
+		httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, "query parameter swarmRef: "+err.Error())
+		return
+	}
+	block, err := s.mgr.PendingBlock(r.Context(), domain.ResumeTarget{SwarmRef: ref, InstanceKey: ik, AgentName: an})
 	if err != nil {
 		s.log.ErrorContext(r.Context(), "auth.pending failed", "err", err)
 		httpx.WriteError(w, r, http.StatusInternalServerError, httpx.CodeInternal, "")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/edge/httpx"
 	"github.com/agentauth/agentauth/shared/local/aesseal"
 	"github.com/agentauth/agentauth/shared/local/filestore"
 	"github.com/agentauth/agentauth/shared/oauth"
@@ -138,7 +139,7 @@ func TestCallerAuth(t *testing.T) {
 			}
 		})
 	}
-	for _, p := range []string{"/v1/oauth/sessions/as-00000000000000000000000000000000", "/v1/oauth/pending?instanceKey=a&agentName=b"} {
+	for _, p := range []string{"/v1/oauth/sessions/as-00000000000000000000000000000000", "/v1/oauth/pending?swarmRef=Swarm/s&instanceKey=a&agentName=b"} {
 		if rec := f.do("GET", p, "", map[string]string{"Authorization": ""}); rec.Code != 401 {
 			t.Fatalf("%s without credential: %d", p, rec.Code)
 		}
@@ -239,7 +240,7 @@ func TestTokenReadyAndAuthorizationRequired(t *testing.T) {
 	if s := decode(t, rec); rec.Code != 200 || s["status"] != "pending" || s["expiresAt"] == nil {
 		t.Fatalf("session: %d %v", rec.Code, s)
 	}
-	rec = f.do("GET", "/v1/oauth/pending?instanceKey=i1&agentName=planner", "", nil)
+	rec = f.do("GET", "/v1/oauth/pending?swarmRef=Swarm/default&instanceKey=i1&agentName=planner", "", nil)
 	if p := decode(t, rec); p["type"] != "auth.pending" || len(p["items"].([]any)) != 1 {
 		t.Fatalf("pending: %v", p)
 	}
@@ -409,5 +410,66 @@ func TestCallbackPageNamesScopesNotGranted(t *testing.T) {
 	_ = callbackPage.Execute(&b, pageData{OK: true, Provider: "demo"})
 	if strings.Contains(b.String(), "not-granted") {
 		t.Fatal("a full grant mentions scopes not granted")
+	}
+}
+
+// GET /v1/oauth/pending answers one whole resume target: swarm, instance
+// key and agent (issue 17). Another swarm with the same instance key and
+// agent sees nothing of the first's consent, and a caller that leaves
+// the swarm out is refused, not answered across swarms.
+func TestPendingRouteIsPerSwarm(t *testing.T) {
+	f := newFixture(t)
+	resume := func(swarm string) string {
+		return `{"oauthAppRef":"OAuthApp/team","turn":{"auth":{"subjects":{"global":"demo:team:` + swarm + `"}},` +
+			`"resume":{"swarmRef":"Swarm/` + swarm + `","instanceKey":"C1","agentName":"assistant"}}}`
+	}
+	victim := decode(t, f.do("POST", "/v1/oauth/token", resume("victim"), nil))
+	if victim["status"] != "authorization_required" {
+		t.Fatalf("victim's token request: %v", victim)
+	}
+	for _, tc := range []struct {
+		name, query string
+		status      int
+		// items are the authSessionIds listed (status 200), or what
+		// the error message names (400).
+		items []string
+		names string
+	}{
+		{"the victim's swarm", "swarmRef=Swarm/victim&instanceKey=C1&agentName=assistant", 200, []string{victim["authSessionId"].(string)}, ""},
+		{"the same, encoded", "swarmRef=Swarm%2Fvictim&instanceKey=C1&agentName=assistant", 200, []string{victim["authSessionId"].(string)}, ""},
+		{"another swarm", "swarmRef=Swarm/other&instanceKey=C1&agentName=assistant", 200, nil, ""},
+		{"another kind", "swarmRef=Team/victim&instanceKey=C1&agentName=assistant", 200, nil, ""},
+		{"no swarm", "instanceKey=C1&agentName=assistant", 400, nil, "missing swarmRef;"},
+		{"empty swarm", "swarmRef=&instanceKey=C1&agentName=assistant", 400, nil, "missing swarmRef;"},
+		{"a bare swarm name", "swarmRef=victim&instanceKey=C1&agentName=assistant", 400, nil, "swarmRef: object reference \"victim\": want Kind/name"},
+		{"a swarm without a name", "swarmRef=Swarm/&instanceKey=C1&agentName=assistant", 400, nil, "want Kind/name"},
+		{"no instance", "swarmRef=Swarm/victim&agentName=assistant", 400, nil, "missing instanceKey;"},
+		{"only the instance", "instanceKey=C1", 400, nil, "missing swarmRef, agentName;"},
+		{"nothing", "", 400, nil, "missing swarmRef, instanceKey, agentName;"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := f.do("GET", "/v1/oauth/pending?"+tc.query, "", nil)
+			m := decode(t, rec)
+			if rec.Code != tc.status {
+				t.Fatalf("%d %v, want %d", rec.Code, m, tc.status)
+			}
+			if tc.status != 200 {
+				e, _ := m["error"].(map[string]any)
+				if msg, _ := e["message"].(string); e["code"] != httpx.CodeInvalidRequest || !strings.Contains(msg, tc.names) {
+					t.Fatalf("error %v, want %s saying %s", m, httpx.CodeInvalidRequest, tc.names)
+				}
+				return
+			}
+			var got []string
+			for _, it := range m["items"].([]any) {
+				got = append(got, it.(map[string]any)["authSessionId"].(string))
+			}
+			if strings.Join(got, ",") != strings.Join(tc.items, ",") || m["type"] != "auth.pending" {
+				t.Fatalf("items %v, want %v (%v)", got, tc.items, m)
+			}
+			if tc.items == nil && strings.Contains(rec.Body.String(), victim["authorizationUrl"].(string)) {
+				t.Fatal("another target's answer holds the victim's consent link")
+			}
+		})
 	}
 }

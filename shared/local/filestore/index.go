@@ -16,11 +16,12 @@ import (
 	"github.com/agentauth/agentauth/shared/domain"
 )
 
-// The session index (domain.SessionIndex). The sessions directory is small
-// (sessions live minutes, finished ones a day), so listing pending
-// sessions and the sweep's sets reads it and filters; what grows with use
-// and sits on the request path, the reuse lookup, has a file per key:
-// reuse/<reuseKey>.json names the session that took the key. That file is
+// The session index (domain.SessionIndex). What sits on the request path
+// has files keyed by what it looks up: the reuse lookup here, a file per
+// key, reuse/<reuseKey>.json naming the session that took the key; the
+// pending sessions of a resume target (every turn step asks) in
+// pending.go. The sweep's sets, read once a minute, read the sessions
+// directory and filter. That file is
 // only ever a pointer: a lookup reads the session it names and returns it
 // only when that session holds the key and is reusable now, so a pointer
 // left behind by a session that completed, failed, expired or was deleted
@@ -141,20 +142,6 @@ func (s *Store) dropReusePointer(ctx context.Context, key, id string) error {
 	}
 	l.release(true)
 	return nil
-}
-
-// ListPendingSessions reads the sessions directory and keeps the pending,
-// unexpired sessions that resume instanceKey's agentName.
-func (s *Store) ListPendingSessions(ctx context.Context, instanceKey, agentName string, at time.Time) ([]domain.Session, []error, error) {
-	all, bad, err := s.sessions.list(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	out := slices.DeleteFunc(all, func(sess domain.Session) bool {
-		return sess.Status != domain.SessionPending || !sess.ExpiresAt.After(at) ||
-			sess.Resume.InstanceKey != instanceKey || sess.Resume.AgentName != agentName
-	})
-	return out, bad, nil
 }
 
 // ListSweepSessions reads the sessions directory and keeps set's sessions

@@ -45,6 +45,13 @@ func (s *Store) CreateSession(ctx context.Context, sess domain.Session) error {
 	if err != nil {
 		return fmt.Errorf("filestore: create session %s: %w", sess.ID, err)
 	}
+	// The pending index's marker comes first (see pending.go).
+	key, indexed := indexedKey(sess)
+	if indexed {
+		if err := s.addPendingMarker(key, sess.ID); err != nil {
+			return fmt.Errorf("filestore: create session %s: %w", sess.ID, err)
+		}
+	}
 	var st fileStamp
 	if sess.ReuseKey != "" {
 		st, err = s.createReusable(ctx, sess, data)
@@ -52,6 +59,15 @@ func (s *Store) CreateSession(ctx context.Context, sess domain.Session) error {
 		// link(2) refuses an existing name, so no lock is needed to
 		// create once.
 		st, err = createFileExclusive(s.sessionPath(sess.ID), data)
+	}
+	if err != nil && indexed {
+		// Refused or failed before the session was written: its marker
+		// goes. A session with this id that is there (one that existed
+		// already, or this one, written without its reuse pointer) keeps
+		// it: a marker too many is ignored, one too few is not.
+		if _, serr := os.Lstat(s.sessionPath(sess.ID)); errors.Is(serr, fs.ErrNotExist) {
+			s.dropPendingMarker(key, sess.ID)
+		}
 	}
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("filestore: create session %s: already exists: %w", sess.ID, domain.ErrConflict)
@@ -87,11 +103,17 @@ func (s *Store) UpdateSession(ctx context.Context, sess domain.Session) (domain.
 		return domain.Session{}, fmt.Errorf("filestore: update session %s: stored version %d, expected %d: %w",
 			sess.ID, stored.Version, sess.Version, domain.ErrConflict)
 	}
+	if key, ok := indexedKey(sess); ok {
+		if err := s.addPendingMarker(key, sess.ID); err != nil {
+			return domain.Session{}, fmt.Errorf("filestore: update session %s: %w", sess.ID, err)
+		}
+	}
 	sess.Version++
 	written, err := s.sessions.write(sess.ID, sess)
 	if err != nil {
 		return domain.Session{}, fmt.Errorf("filestore: update session %s: %w", sess.ID, err)
 	}
+	s.unindexAfterWrite(stored, written)
 	return written, nil
 }
 
@@ -131,6 +153,7 @@ func (s *Store) CompleteSession(ctx context.Context, sessionID string, at time.T
 	if err != nil {
 		return fail(err)
 	}
+	s.unindexAfterWrite(sess, written)
 	return written, grant, nil
 }
 
@@ -204,6 +227,9 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		return fmt.Errorf("filestore: delete session %s: %w", id, err)
 	}
 	atomicfile.SyncDir(s.sessionsDir)
+	if loadErr == nil {
+		s.unindexAfterWrite(sess, domain.Session{})
+	}
 	l.release(true)
 	if loadErr == nil && sess.ReuseKey != "" && domain.ValidateReuseKey(sess.ReuseKey) == nil {
 		if err := s.dropReusePointer(ctx, sess.ReuseKey, id); err != nil {

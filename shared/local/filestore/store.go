@@ -37,6 +37,9 @@ type Store struct {
 	leasesDir   string
 	locksDir    string
 	reuseDir    string
+	// pendingDir is the index of pending sessions by resume target
+	// (pending.go).
+	pendingDir string
 	// tenantsDir is <home>/tenants (tenants.go), made on the first upload.
 	tenantsDir string
 
@@ -61,6 +64,7 @@ func New(home string) (*Store, error) {
 		leasesDir:   filepath.Join(root, "leases"),
 		locksDir:    filepath.Join(root, "locks"),
 		reuseDir:    filepath.Join(root, "reuse"),
+		pendingDir:  filepath.Join(root, pendingDirName),
 		tenantsDir:  filepath.Join(home, "tenants"),
 	}
 	s.grants = grantRecords(s.grantsDir)
@@ -73,6 +77,9 @@ func New(home string) (*Store, error) {
 	for _, dir := range []string{s.grantsDir, s.sessionsDir, s.leasesDir, s.reuseDir} {
 		// Best effort: a leftover temporary file costs only space.
 		atomicfile.RemoveStaleTemps(dir, time.Hour)
+	}
+	if err := s.buildPendingIndex(); err != nil {
+		return nil, fmt.Errorf("filestore: %w", err)
 	}
 	return s, nil
 }

@@ -145,11 +145,18 @@ func TestLayoutAndModes(t *testing.T) {
 	}
 	check(filepath.Join(home, "oauth", "leases", leases[0].Name()), "", "")
 	check(filepath.Join(home, "oauth", "reuse", sess.ReuseKey+".json"), "", "")
+	targetDir := filepath.Join(home, "oauth", "pending", domain.ResumeTargetKey(sess.Resume.Target()))
+	for _, d := range []string{filepath.Join(home, "oauth", "pending"), targetDir} {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Fatalf("%s: %v, want a directory of mode 700", d, err)
+		}
+	}
+	check(filepath.Join(targetDir, sess.ID), "", "")
 	locks, _ := os.ReadDir(filepath.Join(home, "oauth", "locks"))
 	for _, l := range locks {
 		check(filepath.Join(home, "oauth", "locks", l.Name()), "", "")
 	}
-	for _, dir := range []string{"grants", "sessions", "leases", "reuse"} {
+	for _, dir := range []string{"grants", "sessions", "leases", "reuse", filepath.Join("pending", filepath.Base(targetDir))} {
 		entries, _ := os.ReadDir(filepath.Join(home, "oauth", dir))
 		for _, e := range entries {
 			if strings.Contains(e.Name(), ".tmp-") {

@@ -84,8 +84,8 @@ func (p storePair) FindPendingSession(ctx context.Context, key string, at time.T
 	return p.a.FindPendingSession(ctx, key, at)
 }
 
-func (p storePair) ListPendingSessions(ctx context.Context, instanceKey, agentName string, at time.Time) ([]domain.Session, []error, error) {
-	return p.a.ListPendingSessions(ctx, instanceKey, agentName, at)
+func (p storePair) ListPendingSessions(ctx context.Context, target domain.ResumeTarget, at time.Time) ([]domain.Session, []error, error) {
+	return p.a.ListPendingSessions(ctx, target, at)
 }
 
 func (p storePair) ListSweepSessions(ctx context.Context, set domain.SweepSet, expiredBy time.Time) ([]domain.Session, []error, error) {

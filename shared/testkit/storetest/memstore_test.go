@@ -160,10 +160,13 @@ func (m *memStore) all(ctx context.Context) []domain.Session {
 	return list
 }
 
-func (m *memStore) ListPendingSessions(ctx context.Context, instanceKey, agentName string, at time.Time) ([]domain.Session, []error, error) {
+func (m *memStore) ListPendingSessions(ctx context.Context, target domain.ResumeTarget, at time.Time) ([]domain.Session, []error, error) {
+	if err := target.Validate(); err != nil {
+		return nil, nil, err
+	}
 	var out []domain.Session
 	for _, s := range m.all(ctx) {
-		if s.Status == domain.SessionPending && s.ExpiresAt.After(at) && s.Resume.InstanceKey == instanceKey && s.Resume.AgentName == agentName {
+		if s.Status == domain.SessionPending && s.ExpiresAt.After(at) && s.Resume.Target() == target {
 			out = append(out, s)
 		}
 	}

@@ -222,16 +222,16 @@ func testReuseKeyRace(t *testing.T, s domain.Store) {
 }
 
 // pendingCheck returns a check for eventually: ListPendingSessions of
-// (instance, agent) at at lists exactly want, each as created.
-func pendingCheck(s domain.Store, instance, agent string, at time.Time, want ...domain.Session) func() string {
+// target at at lists exactly want, each as created.
+func pendingCheck(s domain.Store, target domain.ResumeTarget, at time.Time, want ...domain.Session) func() string {
 	return func() string {
-		got, bad, err := s.ListPendingSessions(context.Background(), instance, agent, at)
+		got, bad, err := s.ListPendingSessions(context.Background(), target, at)
 		if err != nil || len(bad) > 0 {
-			return fmt.Sprintf("ListPendingSessions(%q, %q): %v, unreadable %v", instance, agent, err, bad)
+			return fmt.Sprintf("ListPendingSessions(%+v): %v, unreadable %v", target, err, bad)
 		}
 		slices.SortFunc(got, func(a, b domain.Session) int { return strings.Compare(a.ID, b.ID) })
 		if g, w := ids(got), sortedIDs(want...); !slices.Equal(g, w) {
-			return fmt.Sprintf("ListPendingSessions(%q, %q) = %v, want %v", instance, agent, g, w)
+			return fmt.Sprintf("ListPendingSessions(%+v) = %v, want %v", target, g, w)
 		}
 		byID := map[string]domain.Session{}
 		for _, w := range want {
@@ -246,19 +246,31 @@ func pendingCheck(s domain.Store, instance, agent string, at time.Time, want ...
 	}
 }
 
+// swarmTarget is the resume target of agent in swarm's instance.
+func swarmTarget(swarm, instance, agent string) domain.ResumeTarget {
+	return domain.ResumeTarget{SwarmRef: domain.ObjectRef{Kind: "Swarm", Name: swarm}, InstanceKey: instance, AgentName: agent}
+}
+
+// pendingFor creates an indexSession resuming target, changed by mut.
+func pendingFor(t *testing.T, s domain.Store, target domain.ResumeTarget, mut func(*domain.Session)) domain.Session {
+	t.Helper()
+	sess := indexSession()
+	sess.Resume.SwarmRef, sess.Resume.InstanceKey, sess.Resume.AgentName = target.SwarmRef, target.InstanceKey, target.AgentName
+	if mut != nil {
+		mut(&sess)
+	}
+	noErr(t, s.CreateSession(context.Background(), sess), "CreateSession")
+	return sess
+}
+
 func testPendingForInstance(t *testing.T, s domain.Store) {
 	ctx := context.Background()
 	inst := "1700000000." + NewSessionID()[3:9]
 	mk := func(instance, agent string, mut func(*domain.Session)) domain.Session {
 		t.Helper()
-		sess := indexSession()
-		sess.Resume.InstanceKey, sess.Resume.AgentName = instance, agent
-		if mut != nil {
-			mut(&sess)
-		}
-		noErr(t, s.CreateSession(ctx, sess), "CreateSession")
-		return sess
+		return pendingFor(t, s, swarmTarget("default", instance, agent), mut)
 	}
+	tg := func(instance, agent string) domain.ResumeTarget { return swarmTarget("default", instance, agent) }
 	at := t0.Add(time.Minute)
 	p1 := mk(inst, "planner", nil)
 	p2 := mk(inst, "planner", func(s *domain.Session) { s.ExpiresAt = at.Add(time.Millisecond) })
@@ -274,35 +286,102 @@ func testPendingForInstance(t *testing.T, s domain.Store) {
 	ab := mk("a#b", "c", nil)
 	bc := mk("a", "b#c", nil)
 
-	eventually(t, pendingCheck(s, inst, "planner", at, p1, p2, p3))
-	eventually(t, pendingCheck(s, inst, "coder", at, other))
-	eventually(t, pendingCheck(s, inst+"0", "planner", at, elsewhere))
-	eventually(t, pendingCheck(s, "a#b", "c", at, ab))
-	eventually(t, pendingCheck(s, "a", "b#c", at, bc))
-	eventually(t, pendingCheck(s, inst, "nobody", at))
-	eventually(t, pendingCheck(s, inst, "planner", at.Add(time.Millisecond), p1, p3))
+	eventually(t, pendingCheck(s, tg(inst, "planner"), at, p1, p2, p3))
+	eventually(t, pendingCheck(s, tg(inst, "coder"), at, other))
+	eventually(t, pendingCheck(s, tg(inst+"0", "planner"), at, elsewhere))
+	eventually(t, pendingCheck(s, tg("a#b", "c"), at, ab))
+	eventually(t, pendingCheck(s, tg("a", "b#c"), at, bc))
+	eventually(t, pendingCheck(s, tg(inst, "nobody"), at))
+	eventually(t, pendingCheck(s, tg(inst, "planner"), at.Add(time.Millisecond), p1, p3))
 
 	// Every way of leaving pending takes a session off the list.
 	claimed := p1
 	claimed.Status = domain.SessionExchanging
 	_, err := s.UpdateSession(ctx, claimed)
 	noErr(t, err, "claim")
-	eventually(t, pendingCheck(s, inst, "planner", at, p2, p3))
+	eventually(t, pendingCheck(s, tg(inst, "planner"), at, p2, p3))
 	_, _, err = s.CompleteSession(ctx, p2.ID, at, SampleGrant(NewGrantID()))
 	noErr(t, err, "CompleteSession")
-	eventually(t, pendingCheck(s, inst, "planner", at, p3))
+	eventually(t, pendingCheck(s, tg(inst, "planner"), at, p3))
 	noErr(t, s.DeleteSession(ctx, p3.ID), "DeleteSession")
-	eventually(t, pendingCheck(s, inst, "planner", at))
+	eventually(t, pendingCheck(s, tg(inst, "planner"), at))
 	failed := other
 	failed.Status = domain.SessionFailed
 	_, err = s.UpdateSession(ctx, failed)
 	noErr(t, err, "fail")
-	eventually(t, pendingCheck(s, inst, "coder", at))
+	eventually(t, pendingCheck(s, tg(inst, "coder"), at))
 	expired := elsewhere
 	expired.Status = domain.SessionExpired
 	_, err = s.UpdateSession(ctx, expired)
 	noErr(t, err, "expire")
-	eventually(t, pendingCheck(s, inst+"0", "planner", at))
+	eventually(t, pendingCheck(s, tg(inst+"0", "planner"), at))
+}
+
+// testPendingPerTarget: the pending list is keyed by the whole resume
+// target. Two swarms that share an Agent name and an instance key (the
+// attack of issue 17: swarm "other" was shown, and completed, swarm
+// "victim"'s consent link) each list only their own sessions, and so do
+// targets whose parts, run together, read alike.
+func testPendingPerTarget(t *testing.T, s domain.Store) {
+	ctx := context.Background()
+	inst := "C" + NewSessionID()[3:11]
+	at := t0.Add(time.Minute)
+	victimT := swarmTarget("victim", inst, "assistant")
+	victim := pendingFor(t, s, victimT, nil)
+	victimUser := pendingFor(t, s, victimT, func(s *domain.Session) { s.SubjectMode = domain.SubjectModeGlobal })
+	otherT := swarmTarget("other", inst, "assistant")
+	kindT := victimT
+	kindT.SwarmRef.Kind = "Team"
+	kind := pendingFor(t, s, kindT, nil)
+	// Sessions whose resume names no complete target (none, or the
+	// instance and agent without a swarm, as before issue 17) are in no
+	// target's list.
+	pendingFor(t, s, domain.ResumeTarget{InstanceKey: inst, AgentName: "assistant"}, nil)
+	pendingFor(t, s, domain.ResumeTarget{}, nil)
+	// Parts run together alike across the swarm's kind and name, the
+	// swarm and the instance key, the instance key and the agent.
+	shifted := []domain.ResumeTarget{
+		{SwarmRef: domain.ObjectRef{Kind: "Swarmv", Name: "ictim"}, InstanceKey: inst, AgentName: "assistant"},
+		swarmTarget("victim"+inst[:1], inst[1:], "assistant"),
+		swarmTarget("victim", inst+"a", "ssistant"),
+	}
+	var shiftedSessions []domain.Session
+	for _, tg := range shifted {
+		shiftedSessions = append(shiftedSessions, pendingFor(t, s, tg, nil))
+	}
+
+	eventually(t, pendingCheck(s, victimT, at, victim, victimUser))
+	eventually(t, pendingCheck(s, kindT, at, kind))
+	for i, tg := range shifted {
+		eventually(t, pendingCheck(s, tg, at, shiftedSessions[i]))
+	}
+	// With every session listed under its own target, none is under
+	// another: asserted at once, not eventually (no lag excuses it).
+	noLag := func(check func() string) {
+		t.Helper()
+		if msg := check(); msg != "" {
+			t.Fatal(msg)
+		}
+	}
+	noLag(pendingCheck(s, otherT, at))
+	noLag(pendingCheck(s, victimT, at, victim, victimUser))
+
+	// The other swarm's own consent is its own, and leaves the victim's
+	// list as it was.
+	mine := pendingFor(t, s, otherT, nil)
+	eventually(t, pendingCheck(s, otherT, at, mine))
+	noLag(pendingCheck(s, victimT, at, victim, victimUser))
+
+	for name, tg := range map[string]domain.ResumeTarget{
+		"no swarm":      {InstanceKey: inst, AgentName: "assistant"},
+		"no swarm kind": {SwarmRef: domain.ObjectRef{Name: "victim"}, InstanceKey: inst, AgentName: "assistant"},
+		"no instance":   swarmTarget("victim", "", "assistant"),
+		"no agent":      swarmTarget("victim", inst, ""),
+		"nothing":       {},
+	} {
+		_, _, err := s.ListPendingSessions(ctx, tg, at)
+		wantErr(t, err, domain.ErrInvalidID, "ListPendingSessions of an incomplete target ("+name+")")
+	}
 }
 
 // sweepCheck returns a check for eventually: ListSweepSessions(set,

@@ -156,6 +156,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T) domain.Store) {
 		{"ReuseKeyLeavesPending", testReuseKeyLeavesPending},
 		{"ReuseKeyRace", testReuseKeyRace},
 		{"PendingForInstance", testPendingForInstance},
+		{"PendingPerTarget", testPendingPerTarget},
 		{"SweepSets", testSweepSets},
 		{"SweepSetsFollowWrites", testSweepSetsFollowWrites},
 	}

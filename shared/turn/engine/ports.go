@@ -97,7 +97,7 @@ type Tools interface {
 // Pending gives the auth.pending context block of an instance (its
 // pending consents, no secret), for step.blocks.
 type Pending interface {
-	PendingBlock(ctx context.Context, instanceKey, agentName string) (json.RawMessage, error)
+	PendingBlock(ctx context.Context, key turn.InstanceKey) (json.RawMessage, error)
 }
 
 // Events types the engine reads from a queued event's input.

@@ -196,7 +196,7 @@ func (r *run) step(ctx context.Context, t turn.Turn) error {
 	}
 	// step.blocks
 	if r.e.Pending != nil {
-		block, err := r.e.Pending.PendingBlock(ctx, r.key.Key, r.key.Agent)
+		block, err := r.e.Pending.PendingBlock(ctx, r.key)
 		if err != nil {
 			log.WarnContext(ctx, "auth.pending block unavailable", "err", err)
 		} else if len(block) > 0 {
