@@ -57,8 +57,9 @@
 // # Session indexes
 //
 // A session item's expiresAt (Unix ms), sweepSet (its domain.SweepSet) and
-// pendingFor (a hash of its resume target's instance key and agent name,
-// present only while the session is pending) are copies of what doc and
+// pendingFor (its resume target's domain.ResumeTargetKey, a hash of the
+// swarm, the instance key and the agent name, present only while the
+// session is pending and its target complete) are copies of what doc and
 // status say, written by every write of the item: CreateSession and
 // UpdateSession put the whole item, CompleteSession SETs sweepSet and
 // expiresAt and REMOVEs pendingFor in its update. They key two global
@@ -74,6 +75,15 @@
 // snapshot says pending), one created a moment ago missed. The sweep
 // re-reads each session it lists with a strongly consistent GetItem and
 // acts only on what is stored now (its writes are conditional anyway).
+//
+// pendingFor names the whole target: two swarms that share an instance key
+// and an Agent name are two partitions, and neither's Query reads the
+// other's consent links. Versions before issue 17 wrote a hash of the
+// instance key and agent name alone (64 hex digits, where the target key
+// is "rt-" and 64), so for the sessions they left pending
+// ListPendingSessions queries that key too, at the same time, and keeps
+// only what is the target's; their next write moves them to the new key.
+// The index definition did not change.
 //
 // SweepIndex has four partition key values, one per set. It is not
 // sharded: one value takes about 1,000 writes a second (its sort key
@@ -118,7 +128,8 @@
 //	CompleteSession                  TransactWriteItems [Update session#id (condition: version, status, doc),
 //	                                 Put grant#id (condition: version or absence)]; GetItem session#id first
 //	                                 only when this Store has not seen the session
-//	ListPendingSessions              Query PendingIndex: pendingFor = hash(instance, agent) AND expiresAt >= at
+//	ListPendingSessions              Query PendingIndex: pendingFor = ResumeTargetKey(swarm, instance, agent)
+//	                                 AND expiresAt >= at; alongside, the same with the key before issue 17
 //	ListSweepSessions                Query SweepIndex: sweepSet = set [AND expiresAt <= expiredBy], then
 //	                                 GetItem session#id (consistent) per listed session
 //	ListSessions (operator)          Scan, filter kind; all pages

@@ -52,7 +52,8 @@ const (
 	// [ExpiresAtAttribute] (N), keys only (the sweep reads each session it
 	// lists).
 	SweepIndex = "sweep-by-expiry"
-	// PendingForAttribute holds a pending session's resume target, hashed.
+	// PendingForAttribute holds a pending session's resume target,
+	// hashed: domain.ResumeTargetKey of its swarm, instance key and agent.
 	PendingForAttribute = "pendingFor"
 	// SweepSetAttribute holds a session's domain.SweepSet.
 	SweepSetAttribute = "sweepSet"

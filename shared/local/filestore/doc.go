@@ -20,11 +20,16 @@
 //	reuse/<reuseKey>.json         {"sessionId"}: the session that took a
 //	                              domain.SessionReuseKey (a pointer that a
 //	                              lookup checks against the session)
+//	pending/<targetKey>/<sessionId>
+//	                              empty: the session is (or was a moment
+//	                              ago) pending for the resume target whose
+//	                              domain.ResumeTargetKey is targetKey —
+//	                              the index ListPendingSessions reads on
+//	                              every turn step (see pending.go)
 //	locks/<record>.lock           flock files for conditional writes
 //	                              (tenants.lock for every upload write)
 //
-// Listing pending sessions and the sweep's sets reads sessions/ and
-// filters (see index.go).
+// The sweep's sets read sessions/ and filter (see index.go).
 //
 // Layout under <home>/tenants (same modes), plain JSON, nothing sealed:
 //
