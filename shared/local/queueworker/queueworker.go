@@ -5,8 +5,13 @@
 //
 // An event leaves the queue only once the engine has handled it; a
 // failure is retried with backoff, and an event that keeps failing is
-// moved to <dir>/deadletter (kept, logged, never dropped silently). It
-// never logs an event's input.
+// moved to <dir>/deadletter (kept, logged, never dropped silently): it
+// leaves the queue only once its dead letter is written, under a name of
+// its own. It never logs an event's input.
+//
+// An instance's lock file (<dir>/locks) lives while its events are being
+// handled: the drain that holds it removes it, and Run removes those a
+// crash or an older version left.
 package queueworker
 
 import (
@@ -16,9 +21,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,15 +65,29 @@ type Worker struct {
 	// Polling still finds what other processes queue.
 	Wake <-chan struct{}
 
-	mu        sync.Mutex
-	busy      map[turn.InstanceKey]bool
-	missed    map[turn.InstanceKey]bool // a scan found it busy
-	attempts  map[string]int
-	notBefore map[string]time.Time
+	// now and createFile are the clock and the dead letters' writer
+	// (atomicfile.CreateExclusive); tests replace them.
+	now        func() time.Time
+	createFile func(path string, data []byte, perm fs.FileMode) error
+
+	mu      sync.Mutex
+	busy    map[turn.InstanceKey]bool
+	missed  map[turn.InstanceKey]bool // a scan found it busy
+	failing map[string]*failure       // by event id
 	// acked are the events this worker handled and deleted lately: a scan
 	// that listed the queue before a delete still names them, and a drain
 	// that claims their instance after it must not run them again.
 	acked map[string]time.Time
+}
+
+// failure is what the worker knows of an event that failed.
+type failure struct {
+	attempts  int
+	notBefore time.Time // the backoff
+	cause     error     // of the last attempt
+	// lettered: its dead letter is written; what is left is to delete it
+	// from the queue.
+	lettered bool
 }
 
 // ackedMemory is how long the worker remembers an acknowledged event:
@@ -86,10 +107,16 @@ func (w *Worker) defaults() {
 	if w.Log == nil {
 		w.Log = slog.New(slog.DiscardHandler)
 	}
+	if w.now == nil {
+		w.now = time.Now
+	}
+	if w.createFile == nil {
+		w.createFile = atomicfile.CreateExclusive
+	}
 	w.mu.Lock()
 	if w.busy == nil {
-		w.busy, w.missed, w.attempts, w.notBefore = map[turn.InstanceKey]bool{}, map[turn.InstanceKey]bool{}, map[string]int{}, map[string]time.Time{}
-		w.acked = map[string]time.Time{}
+		w.busy, w.missed = map[turn.InstanceKey]bool{}, map[turn.InstanceKey]bool{}
+		w.failing, w.acked = map[string]*failure{}, map[string]time.Time{}
 	}
 	w.mu.Unlock()
 }
@@ -103,6 +130,7 @@ func (w *Worker) Run(ctx context.Context) {
 	again := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	wg.Go(func() { w.removeIdleLocks(ctx) })
 	for ctx.Err() == nil {
 		events, err := w.Queue.List(ctx)
 		if err != nil && len(events) == 0 {
@@ -200,13 +228,27 @@ func (w *Worker) drain(ctx context.Context, key turn.InstanceKey, evs []domain.E
 	if !ok {
 		return
 	}
-	defer lock.Unlock()
+	// The lock file goes with the lock: a lock file per instance ever
+	// run would pile up. A server that opened it meanwhile and waits
+	// finds, once it holds the lock, that the path no longer names its
+	// file and takes the lock anew (atomicfile.LockFile), so no two
+	// drains of one instance ever hold "the" lock.
+	defer func() {
+		if err := lock.RemoveAndUnlock(); err != nil {
+			w.Log.WarnContext(ctx, "turn worker: lock file not removed", "err", err)
+		}
+	}()
 	for _, ev := range evs {
 		if ctx.Err() != nil {
 			return
 		}
 		w.mu.Lock()
-		wait := time.Until(w.notBefore[ev.ID])
+		f := w.failing[ev.ID]
+		var wait time.Duration
+		var spent bool // failed every attempt: never handled again
+		if f != nil {
+			wait, spent = f.notBefore.Sub(w.now()), f.attempts >= w.MaxAttempts
+		}
 		_, done := w.acked[ev.ID]
 		w.mu.Unlock()
 		if done {
@@ -220,6 +262,14 @@ func (w *Worker) drain(ctx context.Context, key turn.InstanceKey, evs []domain.E
 		}
 		if wait > 0 {
 			return // backing off: later events of the instance wait too
+		}
+		if spent {
+			// Its dead letter or the delete after it failed: retry that,
+			// not the handler (which would cost a model call again).
+			if !w.bury(ctx, ev) {
+				return
+			}
+			continue
 		}
 		err := w.Handle(ctx, ev)
 		if err == nil {
@@ -244,24 +294,66 @@ func (w *Worker) drain(ctx context.Context, key turn.InstanceKey, evs []domain.E
 // (the instance may go on).
 func (w *Worker) failed(ctx context.Context, ev domain.Event, err error) bool {
 	w.mu.Lock()
-	w.attempts[ev.ID]++
-	n := w.attempts[ev.ID]
-	w.notBefore[ev.ID] = time.Now().Add(time.Duration(1<<min(n, 6)) * 100 * time.Millisecond)
+	f := w.failing[ev.ID]
+	if f == nil {
+		f = &failure{}
+		w.failing[ev.ID] = f
+	}
+	f.attempts++
+	f.cause = err
+	n := f.attempts
+	f.notBefore = w.now().Add(backoff(n))
 	w.mu.Unlock()
 	if n < w.MaxAttempts {
 		w.Log.WarnContext(ctx, "turn worker: event failed; will retry", "eventId", ev.ID, "attempt", n, "err", err)
 		return false
 	}
-	w.Log.ErrorContext(ctx, "turn worker: event failed every attempt; moved to the dead letters", "eventId", ev.ID, "attempts", n, "err", err)
-	if derr := w.deadLetter(ev, err); derr != nil {
-		w.Log.ErrorContext(ctx, "turn worker: dead letter not written; the event stays queued", "eventId", ev.ID, "err", derr)
-		return false
+	return w.bury(ctx, ev)
+}
+
+// backoff is the pause after the nth failure of an event: 200 ms,
+// doubling, at most 6.4 s.
+func backoff(n int) time.Duration {
+	return time.Duration(1<<min(n, 6)) * 100 * time.Millisecond
+}
+
+// bury moves an event that failed every attempt to the dead letters:
+// its dead letter first, then its delete from the queue, so that it is
+// never gone from both. When either step fails the event stays queued,
+// and after the backoff the step is tried again (the handler is not);
+// true when the event is gone.
+func (w *Worker) bury(ctx context.Context, ev domain.Event) bool {
+	w.mu.Lock()
+	f := w.failing[ev.ID]
+	lettered, cause, n := f.lettered, f.cause, f.attempts
+	w.mu.Unlock()
+	if !lettered {
+		if derr := w.deadLetter(ev, cause); derr != nil {
+			w.Log.ErrorContext(ctx, "turn worker: event failed every attempt; dead letter not written, the event stays queued and is retried", "eventId", ev.ID, "attempts", n, "err", cause, "writeErr", derr)
+			w.pause(ev.ID)
+			return false
+		}
+		w.mu.Lock()
+		f.lettered = true
+		w.mu.Unlock()
 	}
 	if derr := w.Queue.Delete(ctx, ev.ID); derr != nil && !errors.Is(derr, domain.ErrNotFound) {
+		w.Log.ErrorContext(ctx, "turn worker: dead-lettered event not removed from the queue; retried", "eventId", ev.ID, "err", derr)
+		w.pause(ev.ID)
 		return false
 	}
+	w.Log.ErrorContext(ctx, "turn worker: event failed every attempt; moved to the dead letters", "eventId", ev.ID, "attempts", n, "err", cause)
 	w.forget(ev.ID)
 	return true
+}
+
+// pause backs a failing event off again.
+func (w *Worker) pause(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if f := w.failing[id]; f != nil {
+		f.notBefore = w.now().Add(backoff(f.attempts))
+	}
 }
 
 // remember notes an event as handled and deleted, and lets go of those
@@ -269,7 +361,7 @@ func (w *Worker) failed(ctx context.Context, ev domain.Event, err error) bool {
 func (w *Worker) remember(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	now := time.Now()
+	now := w.now()
 	for old, at := range w.acked {
 		if now.Sub(at) > ackedMemory {
 			delete(w.acked, old)
@@ -280,23 +372,37 @@ func (w *Worker) remember(id string) {
 
 func (w *Worker) forget(id string) {
 	w.mu.Lock()
-	delete(w.attempts, id)
-	delete(w.notBefore, id)
+	delete(w.failing, id)
 	w.mu.Unlock()
 }
 
 // deadLetter keeps the event and the error's text (the engine's errors
-// carry no secret) for an operator.
+// carry no secret) for an operator, in a file of its own: named by the
+// time and the event id's hash, and created exclusively, so that two
+// dead letters written at one clock reading (a coarse clock, several
+// instances failing together) never overwrite each other.
 func (w *Worker) deadLetter(ev domain.Event, cause error) error {
 	dir := filepath.Join(w.Dir, "deadletter")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	b, err := json.Marshal(map[string]any{"event": ev, "error": cause.Error(), "at": time.Now().UTC()})
+	at := w.now().UTC()
+	b, err := json.Marshal(map[string]any{"event": ev, "error": cause.Error(), "at": at})
 	if err != nil {
 		return err
 	}
-	return atomicfile.Replace(filepath.Join(dir, fmt.Sprintf("%d.json", time.Now().UnixNano())), b, 0o600)
+	sum := sha256.Sum256([]byte(ev.ID))
+	base := fmt.Sprintf("%d-%s", at.UnixNano(), hex.EncodeToString(sum[:8]))
+	for i := 0; ; i++ {
+		name := base + ".json"
+		if i > 0 {
+			name = fmt.Sprintf("%s-%d.json", base, i)
+		}
+		err := w.createFile(filepath.Join(dir, name), b, 0o600)
+		if !errors.Is(err, fs.ErrExist) || i == 99 {
+			return err
+		}
+	}
 }
 
 // lock takes the instance's worker lock without waiting: another server
@@ -314,6 +420,36 @@ func (w *Worker) lock(ctx context.Context, key turn.InstanceKey) (*atomicfile.Lo
 		return nil, false
 	}
 	return l, true
+}
+
+// removeIdleLocks removes the lock files no drain holds: those a crash
+// left (the drains remove their own), or an older version, which kept one
+// per instance ever run. Each is taken without waiting and removed while
+// held (Lock.RemoveAndUnlock), so one in use is skipped, and a server
+// about to lock one locks a new file instead. Best effort.
+func (w *Worker) removeIdleLocks(ctx context.Context) {
+	dir := filepath.Join(w.Dir, "locks")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return // none yet
+	}
+	for _, e := range entries {
+		if ctx.Err() != nil {
+			return
+		}
+		if !strings.HasSuffix(e.Name(), ".lock") || e.IsDir() {
+			continue
+		}
+		lctx, cancel := context.WithTimeout(ctx, time.Millisecond)
+		l, err := atomicfile.LockFile(lctx, filepath.Join(dir, e.Name()))
+		cancel()
+		if err != nil {
+			continue // held: in use
+		}
+		if err := l.RemoveAndUnlock(); err != nil {
+			w.Log.WarnContext(ctx, "turn worker: lock file not removed", "err", err)
+		}
+	}
 }
 
 // lockName names an instance's lock file by a hash of its key.

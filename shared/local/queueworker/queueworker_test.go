@@ -96,7 +96,8 @@ func TestFailuresRetryThenDeadLetter(t *testing.T) {
 		_ = q.Enqueue(ctx, event("i1", n))
 	}
 	var handled []string
-	w := &Worker{Queue: q, KeyOf: keyOf, Dir: dir, MaxAttempts: 3, Handle: func(_ context.Context, ev domain.Event) error {
+	clock := newClock()
+	w := &Worker{Queue: q, KeyOf: keyOf, Dir: dir, MaxAttempts: 3, now: clock.now, Handle: func(_ context.Context, ev domain.Event) error {
 		if ev.ID == "i1-0" {
 			return errors.New("model unreachable")
 		}
@@ -107,14 +108,10 @@ func TestFailuresRetryThenDeadLetter(t *testing.T) {
 		if err := w.RunOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if len(handled) > 0 && len(w.attempts) > 0 {
+		if len(handled) > 0 && len(w.failing) > 0 {
 			t.Fatal("a later event ran while an earlier one of its instance was failing")
 		}
-		w.mu.Lock()
-		for id := range w.notBefore {
-			w.notBefore[id] = time.Time{} // skip the backoff
-		}
-		w.mu.Unlock()
+		clock.advance(time.Minute) // past the backoff
 	}
 	if strings.Join(handled, ",") != "i1-1" {
 		t.Fatalf("handled %v", handled)
@@ -325,4 +322,24 @@ func TestStaleListingRunsNothingTwice(t *testing.T) {
 			t.Fatalf("%s ran %d times from a stale listing", id, n)
 		}
 	}
+}
+
+// clock is a settable clock for the backoff and the dead letters' times.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)} }
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
 }
