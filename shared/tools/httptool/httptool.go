@@ -273,7 +273,7 @@ func (r *Runner) run(ctx context.Context, t *bundle.Tool, c Call, raw json.RawMe
 	if int64(len(body)) > r.maxResponse {
 		return nil, toolhooks.NewToolError("UpstreamTooLarge", CodeResponseLimit, fmt.Sprintf("the upstream answer is larger than %d bytes", r.maxResponse))
 	}
-	text := scrub(string(body), token)
+	text := scrubBody(string(body), token)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		code := CodeUpstream
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
@@ -359,14 +359,6 @@ func output(text string) json.RawMessage {
 	return b
 }
 
-// scrub removes the token from upstream text (an echoing or careless
-// upstream must not hand the model the credential).
-func scrub(s, token string) string {
-	if token == "" || len(token) < 8 {
-		return s
-	}
-	return strings.ReplaceAll(s, token, "[REDACTED]")
-}
 
 // Authorization is the authorization object of an authorization_required
 // result: what the user must open, no secret. The runner writes it; the
