@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/turn/model"
@@ -36,7 +37,8 @@ func (k InstanceKey) String() string { return k.Swarm + "/" + k.Key + "/" + k.Ag
 const maxKeyPart = 200
 
 // Validate refuses empty parts, parts holding '/', '\' or control
-// characters (the printable form must split back), and over-long parts.
+// characters (the printable form must split back), parts that are not
+// UTF-8, and over-long parts.
 func (k InstanceKey) Validate() error {
 	for _, p := range []struct{ name, v string }{{"swarm", k.Swarm}, {"instanceKey", k.Key}, {"agent", k.Agent}} {
 		switch {
@@ -46,6 +48,10 @@ func (k InstanceKey) Validate() error {
 			return fmt.Errorf("%w: %s is longer than %d bytes", domain.ErrInvalidID, p.name, maxKeyPart)
 		case strings.ContainsAny(p.v, "/\\") || strings.IndexFunc(p.v, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0:
 			return fmt.Errorf("%w: %s holds '/', '\\' or a control character", domain.ErrInvalidID, p.name)
+		case !utf8.ValidString(p.v):
+			// Stored so, it would be listed with U+FFFD and could not be
+			// addressed again.
+			return fmt.Errorf("%w: %s is not valid UTF-8", domain.ErrInvalidID, p.name)
 		}
 	}
 	return nil

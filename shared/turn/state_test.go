@@ -94,12 +94,14 @@ func TestRebaseForgetsEndedTurns(t *testing.T) {
 
 func TestInstanceKeyValidate(t *testing.T) {
 	for _, k := range []InstanceKey{{}, {Swarm: "s", Key: "a/b", Agent: "x"}, {Swarm: "s", Key: "k", Agent: "a\\b"}, {Swarm: "s", Key: "\x00", Agent: "a"},
-		{Swarm: "s", Key: string(make([]byte, 201)), Agent: "a"}} {
+		{Swarm: "s", Key: string(make([]byte, 201)), Agent: "a"}, {Swarm: "s\xff", Key: "k", Agent: "a"}, {Swarm: "s", Key: "k\xc3", Agent: "a"}} {
 		if err := k.Validate(); !errors.Is(err, domain.ErrInvalidID) {
 			t.Errorf("%q: %v", k.String(), err)
 		}
 	}
-	if err := (InstanceKey{Swarm: "default", Key: "1700000000.000100", Agent: "planner"}).Validate(); err != nil {
-		t.Fatal(err)
+	for _, k := range []InstanceKey{{Swarm: "default", Key: "1700000000.000100", Agent: "planner"}, {Swarm: "팀", Key: "스레드-1", Agent: "도우미"}} {
+		if err := k.Validate(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
