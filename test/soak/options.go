@@ -94,13 +94,13 @@ func (o *options) flags() *flag.FlagSet {
 
 	fs.Float64Var(&o.limits.cpuSlope, "max-cpu-slope", 20, "flat CPU: at most this many percentage points of a core per hour")
 	fs.Float64Var(&o.limits.rssSlope, "max-rss-slope", 64, "flat RSS: at most this many MiB per hour")
-	fs.Float64Var(&o.limits.threadsSlope, "max-threads-slope", 20, "flat threads: at most this many per hour")
+	fs.Float64Var(&o.limits.threadsSlope, "max-threads-slope", 60, "flat threads: at most this many per hour (the runtime adds one now and then under load)")
 	fs.Float64Var(&o.limits.fdsSlope, "max-fds-slope", 20, "flat open files: at most this many per hour")
 	fs.Float64Var(&o.limits.filesSlope, "max-files-slope", 1000, "flat files under the home: at most this many per hour")
 	fs.Float64Var(&o.limits.p50Slope, "max-p50-slope", 100, "flat latency: a route's p50 moves at most this percent of its mean per hour")
 	fs.Float64Var(&o.limits.noise, "noise", 2, "a slope is not flat only beyond this many standard errors of its estimate too")
 	fs.Float64Var(&o.limits.idleCPU, "idle-cpu", 5, "idle CPU within this many percentage points of a core of the baseline")
-	fs.Float64Var(&o.limits.idleRSS, "idle-rss", 64, "idle RSS within this many MiB of the baseline")
+	fs.Float64Var(&o.limits.idleRSS, "idle-rss", 64, "idle RSS within this many MiB of the baseline (loose: Go collects an idle heap only every 2 min and returns memory to the OS gradually)")
 	fs.IntVar(&o.limits.idleFDs, "idle-fds", 10, "idle open files within this many of the baseline")
 	fs.Float64Var(&o.limits.errorRate, "max-error-rate", 0.01, "a route whose requests fail more often than this fraction fails the soak")
 	return fs
