@@ -91,6 +91,9 @@ func New(cfg Config) (*API, error) {
 	if cfg.StreamEvery <= 0 {
 		cfg.StreamEvery = DefaultStreamEvery
 	}
+	if cfg.Stream.Gate == nil {
+		cfg.Stream.Gate = httpx.NewStreamGate(0, 0)
+	}
 	return &API{cfg: cfg, paths: jwtauth.ClaimPaths{Tenant: cfg.TenantClaim, Skills: cfg.SkillsClaim, Subjects: cfg.SubjectsClaim}.WithDefaults()}, nil
 }
 
@@ -120,9 +123,9 @@ func (a *API) Handler() http.Handler {
 	return httpx.Observe(a.cfg.Log, mux)
 }
 
-// maxToolBody bounds an invocation's body: a tool's arguments may be
+// MaxToolBody bounds an invocation's body: a tool's arguments may be
 // larger than the edge's default.
-const maxToolBody = 256 << 10
+const MaxToolBody = 256 << 10
 
 // authed verifies the bearer JWT and hands the handler the caller's
 // principal; the reason code of a refusal is in the 401 body, never the
@@ -241,7 +244,7 @@ type invokeRequest struct {
 
 func (a *API) invoke(w http.ResponseWriter, r *http.Request, p domain.Principal) {
 	var req invokeRequest
-	if !httpx.DecodeJSON(w, r, maxToolBody, &req) {
+	if !httpx.DecodeJSON(w, r, MaxToolBody, &req) {
 		return
 	}
 	if req.ToolName == "" {
@@ -372,7 +375,7 @@ func (exhausted) Allow(context.Context, string, string) (bool, time.Duration, er
 // real hooks and answers {toolCalled, toolReturned} on 200, 403 and 429.
 func (a *API) seam(w http.ResponseWriter, r *http.Request, _ domain.Principal) {
 	var req seamRequest
-	if !httpx.DecodeJSON(w, r, maxToolBody, &req) {
+	if !httpx.DecodeJSON(w, r, MaxToolBody, &req) {
 		return
 	}
 	if req.Principal == "" || req.ToolName == "" {

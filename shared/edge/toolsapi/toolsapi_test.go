@@ -353,7 +353,7 @@ func TestSeamAndCapabilities(t *testing.T) {
 // limits, and answer with the one error body.
 func TestBodiesFollowTheEdgeRules(t *testing.T) {
 	h := newAPI(t, true)
-	bigArgs := `{"toolName":"echo","args":{"q":"` + strings.Repeat("a", maxToolBody) + `"}}`
+	bigArgs := `{"toolName":"echo","args":{"q":"` + strings.Repeat("a", MaxToolBody) + `"}}`
 	for _, tc := range []struct {
 		name, path, token, body, contentType string
 		status                               int
