@@ -24,6 +24,7 @@ import (
 	"github.com/agentauth/agentauth/shared/config"
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/edge/httpapi"
+	"github.com/agentauth/agentauth/shared/edge/httpx"
 	"github.com/agentauth/agentauth/shared/edge/jwtauth"
 	"github.com/agentauth/agentauth/shared/edge/mcpapi"
 	"github.com/agentauth/agentauth/shared/edge/toolsapi"
@@ -133,6 +134,8 @@ type App struct {
 	limiter sweeper
 	// turnRoutes are the turn routes (nil without turns).
 	turnRoutes *turnsapi.API
+	// streams caps the event streams of every stream route.
+	streams *httpx.StreamGate
 }
 
 // sweeper is a limiter whose expired state is removed by a sweep.
@@ -185,8 +188,11 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 		return nil, fmt.Errorf("tool plane:\n%w", err)
 	}
 	a.limiter, _ = tp.limiter.(sweeper)
+	// One cap on the event streams of this process, for every stream
+	// route (per principal and in all).
+	a.streams = httpx.NewStreamGate(0, 0)
 	if cfg.Tools.Routes {
-		if a.Tools, err = buildToolRoutes(cfg.Tools, tp, opts.Native, log); err != nil {
+		if a.Tools, err = buildToolRoutes(cfg.Tools, tp, opts.Native, a.streams, log); err != nil {
 			return nil, fmt.Errorf("tool routes:\n%w", err)
 		}
 		api.Mount(a.Tools.Register)
@@ -206,7 +212,7 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 			return nil, fmt.Errorf("turns:\n%w", err)
 		}
 		a.Turns.Reserve = cfg.TurnReserve
-		routes, err := turnsapi.New(turnsapi.Config{Turns: a.Turns, Caller: opts.RuntimeAuth, Log: log})
+		routes, err := turnsapi.New(turnsapi.Config{Turns: a.Turns, Caller: opts.RuntimeAuth, Log: log, Stream: httpx.StreamLimits{Gate: a.streams}})
 		if err != nil {
 			return nil, err
 		}
@@ -305,7 +311,7 @@ func (c consents) Done(ctx context.Context, id string) (bool, error) {
 }
 
 // buildToolRoutes serves the tool plane over REST behind the JWT verifier.
-func buildToolRoutes(t *config.Tools, tp *toolPlane, native map[string]toolhooks.Invoker, log *slog.Logger) (*toolsapi.API, error) {
+func buildToolRoutes(t *config.Tools, tp *toolPlane, native map[string]toolhooks.Invoker, streams *httpx.StreamGate, log *slog.Logger) (*toolsapi.API, error) {
 	v, err := jwtauth.New(t.JWT)
 	if err != nil {
 		return nil, err
@@ -322,6 +328,7 @@ func buildToolRoutes(t *config.Tools, tp *toolPlane, native map[string]toolhooks
 		Seam:          t.Seam,
 		Metrics:       tp.metrics,
 		Log:           log,
+		Stream:        httpx.StreamLimits{Gate: streams},
 	})
 }
 

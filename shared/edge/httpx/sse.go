@@ -50,6 +50,10 @@ type StreamLimits struct {
 	// MaxDuration ends a stream (with CommentMaxStream); it ends earlier
 	// when the request context's deadline comes first.
 	MaxDuration time.Duration
+	// Gate caps the streams open at once (app shares one among the
+	// process's stream routes); a route given none makes its own with
+	// the default caps.
+	Gate *StreamGate
 }
 
 func (l StreamLimits) withDefaults() StreamLimits {

@@ -42,6 +42,12 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, p domain.Principal)
 	if !ok {
 		return
 	}
+	leave, ok := a.cfg.Stream.Gate.Enter(StreamPrincipal(p))
+	if !ok {
+		a.cfg.Stream.Gate.RefuseTooManyStreams(w, r)
+		return
+	}
+	defer leave()
 	s, err := httpx.OpenStream(w, r, a.cfg.Stream)
 	if err != nil {
 		if errors.Is(err, httpx.ErrNoFlush) {
@@ -70,4 +76,10 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, p domain.Principal)
 		}
 		return false, nil
 	})
+}
+
+// StreamPrincipal is the key a JWT caller's streams are capped by: its
+// tenant and subject (the MCP server's standalone stream uses it too).
+func StreamPrincipal(p domain.Principal) string {
+	return "jwt:" + p.Tenant + "\x00" + p.Subject
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/edge/httpx"
 	"github.com/agentauth/agentauth/shared/edge/jwtauth"
 	"github.com/agentauth/agentauth/shared/testkit/ssetest"
@@ -207,5 +208,42 @@ func TestToolsStreamRefusals(t *testing.T) {
 	c := openStream(t, srv, "admin-a", "?include_disabled=true")
 	if f, ok := c.next(); !ok || !strings.Contains(f.Data, `"old"`) {
 		t.Fatalf("admin with include_disabled: %+v", f)
+	}
+}
+
+// TestToolsStreamsCappedPerPrincipal: one caller may hold only so many
+// tools streams at once (issue 17, item 11); another caller is not
+// affected, and a closed stream frees its place.
+func TestToolsStreamsCappedPerPrincipal(t *testing.T) {
+	hs := newHarness(t, defaultVerifier(), false)
+	gate := httpx.NewStreamGate(2, 10)
+	srv := streamServer(t, hs, 10*time.Millisecond, httpx.StreamLimits{KeepAlive: 20 * time.Millisecond, Gate: gate})
+	first := openStream(t, srv, "alice", "")
+	second := openStream(t, srv, "alice", "")
+	for _, c := range []*sseClient{first, second} {
+		if _, ok := c.next(); !ok || c.resp.StatusCode != 200 {
+			t.Fatalf("a stream under the cap: %d", c.resp.StatusCode)
+		}
+	}
+	third := openStream(t, srv, "alice", "")
+	if third.resp.StatusCode != 429 || third.resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a third stream of alice: %d", third.resp.StatusCode)
+	}
+	if other := openStream(t, srv, "bob", ""); other.resp.StatusCode != 200 {
+		t.Fatalf("bob was refused for alice's streams: %d", other.resp.StatusCode)
+	}
+	first.resp.Body.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, of := gate.Open(StreamPrincipal(domain.Principal{Subject: "alice"})); of < 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a closed stream kept its place")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if again := openStream(t, srv, "alice", ""); again.resp.StatusCode != 200 {
+		t.Fatalf("after one closed: %d", again.resp.StatusCode)
 	}
 }

@@ -50,6 +50,14 @@ const (
 // reconnects with Last-Event-ID loses and repeats none. The events are
 // the stored turn events, which hold no secret.
 func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, key turn.InstanceKey, t turn.Turn, evs []turn.TurnEvent, after int64) {
+	// The callers of the turn routes are the trusted runtime, one
+	// credential: streams are capped per instance watched (and in all).
+	leave, ok := a.cfg.Stream.Gate.Enter("instance:" + key.String())
+	if !ok {
+		a.cfg.Stream.Gate.RefuseTooManyStreams(w, r)
+		return
+	}
+	defer leave()
 	s, err := httpx.OpenStream(w, r, a.cfg.Stream)
 	if err != nil {
 		if errors.Is(err, httpx.ErrNoFlush) {

@@ -450,3 +450,59 @@ func TestEventStreamWhereNothingStreams(t *testing.T) {
 		t.Fatalf("%d %s", w.code, w.body.String())
 	}
 }
+
+// TestEventStreamsCappedPerInstance: the turn routes' callers are one
+// trusted runtime, so their streams are capped per instance watched
+// (issue 17, item 11): over the cap a stream is refused 429 with
+// Retry-After, and a closed stream frees its place.
+func TestEventStreamsCappedPerInstance(t *testing.T) {
+	p := turntest.New(t, turntest.Call("whoami", `{}`))
+	gate := httpx.NewStreamGate(1, 10)
+	api, err := turnsapi.New(turnsapi.Config{Turns: p.Turns, Caller: httpapi.BearerToken{Token: domain.NewSecret(token)}, StreamPoll: 10 * time.Millisecond,
+		Stream: httpx.StreamLimits{Gate: gate}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{Plane: p, h: api.Handler()}
+	srv := httptest.NewServer(h.h)
+	defer srv.Close()
+	want(t, h.do(t, "POST", postEvents, `{"text":"who am i",`+alice+`}`, nil), 202, "", "")
+	h.Deliver(t)
+	var in inspection
+	want(t, h.do(t, "GET", instance, "", &in), 200, "", "")
+	if in.ActiveTurn == nil {
+		t.Fatalf("no active turn: %+v", in)
+	}
+	path := srv.URL + instance + "/turns/" + in.ActiveTurn.ID + "/events"
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	first, err := srv.Client().Do(streamReq(ctx, path, ""))
+	if err != nil || first.StatusCode != 200 {
+		t.Fatalf("first stream: %v %v", first, err)
+	}
+	second, err := srv.Client().Do(streamReq(ctx, path, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second.Body.Close()
+	if second.StatusCode != 429 || second.Header.Get("Retry-After") == "" {
+		t.Fatalf("a second stream of the instance: %d", second.StatusCode)
+	}
+	first.Body.Close()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if total, _ := gate.Open(""); total == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a closed stream kept its place")
+		}
+	}
+	again, err := srv.Client().Do(streamReq(ctx, path, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Body.Close()
+	if again.StatusCode != 200 {
+		t.Fatalf("after the first closed: %d", again.StatusCode)
+	}
+}

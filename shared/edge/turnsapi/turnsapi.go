@@ -77,6 +77,9 @@ func New(cfg Config) (*API, error) {
 	if cfg.StreamPoll <= 0 {
 		cfg.StreamPoll = DefaultStreamPoll
 	}
+	if cfg.Stream.Gate == nil {
+		cfg.Stream.Gate = httpx.NewStreamGate(0, 0)
+	}
 	return &API{cfg: cfg}, nil
 }
 
