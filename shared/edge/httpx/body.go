@@ -1,7 +1,6 @@
 package httpx
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,28 +38,37 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool
 }
 
 // DecodeJSON reads the request body by ReadBody's rules and decodes it
-// strictly into v: one JSON value, no unknown field (at any depth), no
-// data after it. A problem is a 400 that names the field or byte offset,
-// never the input. It writes the error answer itself and reports whether
-// v was filled.
+// strictly into v (Unmarshal): one JSON value, no unknown field and no
+// field name in another case (at any depth), no duplicate key (at any
+// depth), no data after it. A problem is a 400 that names the field, key
+// or byte offset, never the input. It writes the error answer itself and
+// reports whether v was filled.
 func DecodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
 	body, ok := ReadBody(w, r, limit)
 	if !ok {
 		return false
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := Unmarshal(body, v); err != nil {
 		WriteError(w, r, http.StatusBadRequest, CodeInvalidRequest, "request body: "+JSONProblem(err))
 		return false
 	}
-	// Whatever follows the value is refused, even "]" or "}" that
-	// Decoder.More would not report.
-	if len(bytes.TrimSpace(body[dec.InputOffset():])) > 0 {
-		WriteError(w, r, http.StatusBadRequest, CodeInvalidRequest, "request body: unexpected data after the JSON object")
-		return false
-	}
 	return true
+}
+
+// ReadJSON is ReadBody for a route that hands a JSON body on (a tenant
+// upload) to a reader of its own: the body must also be one JSON value
+// without a duplicate key at any depth and nothing after it, else 400
+// as DecodeJSON answers.
+func ReadJSON(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+	body, ok := ReadBody(w, r, limit)
+	if !ok {
+		return nil, false
+	}
+	if err := Unmarshal(body, new(json.RawMessage)); err != nil {
+		WriteError(w, r, http.StatusBadRequest, CodeInvalidRequest, "request body: "+JSONProblem(err))
+		return nil, false
+	}
+	return body, true
 }
 
 // jsonContentType accepts a request without Content-Type (many clients
@@ -74,12 +82,17 @@ func jsonContentType(ct string) bool {
 	return strings.EqualFold(strings.TrimSpace(mt), "application/json")
 }
 
-// JSONProblem describes a decode error by position, field and type, never
-// by echoing the input: the request's own cases here, the rest as a
-// stored record's (domain.JSONErrorWithoutContent).
+// JSONProblem describes a decode error (Unmarshal's) by position, field,
+// key and type, never by echoing a value: the request's own cases here,
+// the rest as a stored record's (domain.JSONErrorWithoutContent).
 func JSONProblem(err error) string {
 	var te *json.UnmarshalTypeError
+	var ke *KeyError
 	switch {
+	case errors.As(err, &ke):
+		return ke.Error()
+	case errors.Is(err, errTrailing):
+		return errTrailing.Error()
 	case errors.Is(err, io.EOF):
 		return "empty body; want a JSON object"
 	case errors.As(err, &te) && te.Field == "":
