@@ -6,10 +6,13 @@
 //     {"error": {"code", "message", "details"?, "requestId"}}. A 5xx
 //     message is fixed by its status, so no handler can put err.Error()
 //     into a response; the request id finds the log line.
-//   - DecodeJSON and ReadBody read a request body by one set of rules:
-//     Content-Type application/json (or none) else 415, a per-route size
-//     limit else 413, and for JSON one object with no unknown field and no
-//     trailing data else 400, naming the field or byte offset.
+//   - DecodeJSON, ReadJSON and ReadBody read a request body by one set of
+//     rules: Content-Type application/json (or none) else 415, a
+//     per-route size limit else 413, and for JSON one value with no
+//     unknown field, no field name in another case, no duplicate key (at
+//     any depth) and no trailing data else 400, naming the field, the key
+//     and its JSONPath, or the byte offset. Unmarshal is the same decoder
+//     for JSON a body holds as raw bytes.
 //   - Observe gives every request its request id and trace id, recovers
 //     panics into a generic 500 and writes one access-log line.
 //
