@@ -231,19 +231,39 @@ func cmdInstances(ctx context.Context, sub string, args []string, stdout io.Writ
 }
 
 // listInstances prints the instances as a table, those of swarm, key and
-// agent when set.
+// agent when set, and then a line for each instance the server could not
+// read (one whose key the server does not know passes every filter).
 func listInstances(ctx context.Context, c *apiClient, swarm, key, agent string, stdout io.Writer) error {
-	var out struct{ Data []instanceView }
+	var out struct {
+		Data       []instanceView
+		Unreadable []struct{ Swarm, InstanceKey, Agent, ID, Reason string }
+	}
 	if err := c.call(ctx, "GET", "/v1/instances", nil, &out); err != nil {
 		return fmt.Errorf("instances list: %w", err)
+	}
+	skip := func(s, k, a string) bool {
+		return swarm != "" && s != swarm || key != "" && k != key || agent != "" && a != agent
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SWARM\tINSTANCE\tAGENT\tSTATUS\tACTIVE TURN\tUPDATED")
 	for _, in := range out.Data {
-		if swarm != "" && in.Swarm != swarm || key != "" && in.InstanceKey != key || agent != "" && in.Agent != agent {
+		if skip(in.Swarm, in.InstanceKey, in.Agent) {
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.Swarm, in.InstanceKey, in.Agent, in.Status, orDash(in.ActiveTurn), fmtTime(&in.UpdatedAt))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, u := range out.Unreadable {
+		name := "instance " + u.ID
+		if u.Swarm != "" {
+			if skip(u.Swarm, u.InstanceKey, u.Agent) {
+				continue
+			}
+			name = fmt.Sprintf("%s/%s/%s (%s)", u.Swarm, u.InstanceKey, u.Agent, u.ID)
+		}
+		fmt.Fprintf(stdout, "unreadable: %s: %s\n", name, u.Reason)
+	}
+	return nil
 }

@@ -21,8 +21,12 @@ type Store interface {
 	// stored instance version equals c.Expect (0: no instance yet);
 	// otherwise ErrStale, and nothing is written.
 	Commit(ctx context.Context, c Commit) error
-	// List returns every instance record.
-	List(ctx context.Context) ([]Instance, error)
+	// List returns every instance record the store can read, and names
+	// each instance it cannot (a corrupt record, a failed read) in the
+	// second result, so one bad instance never hides the others. An
+	// instance listed there is one Load refuses. The error is for the
+	// listing as a whole (the store unreachable, ctx done).
+	List(ctx context.Context) ([]Instance, []Unreadable, error)
 	// Delete removes the instance and everything of it (OAuth grants are
 	// not the turn store's and stay).
 	Delete(ctx context.Context, key InstanceKey) error
@@ -31,6 +35,21 @@ type Store interface {
 	// events routes and live streams poll it. domain.ErrNotFound when the
 	// instance or the turn is unknown.
 	TurnEvents(ctx context.Context, key InstanceKey, turnID string, after int64) (Turn, []TurnEvent, error)
+}
+
+// Unreadable is an instance Store.List could not read.
+type Unreadable struct {
+	// Key is the instance's key when the store could still read it (the
+	// file store keeps it apart from the state); zero otherwise.
+	Key InstanceKey
+	// ID is the store's own name for the instance, never empty: the file
+	// store's directory, the DynamoDB store's key hash (12 hex digits).
+	ID string
+	// Reason says what is wrong and where, safe to show an operator: never
+	// stored content, a path outside the store or a secret.
+	Reason string
+	// Err is the store's error, for the log.
+	Err error
 }
 
 // ErrStale: another writer moved the instance on since it was loaded; the

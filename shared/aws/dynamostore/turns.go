@@ -682,25 +682,45 @@ func (s *Store) deleteItems(ctx context.Context, pks []string) int {
 	return failed
 }
 
-// List scans the table for instance items.
-func (t turnStore) List(ctx context.Context) ([]turn.Instance, error) {
+// List scans the table for instance items. An item that does not decode
+// is named by its key hash (12 hex digits) among the unreadable; the
+// others are listed all the same.
+func (t turnStore) List(ctx context.Context) ([]turn.Instance, []turn.Unreadable, error) {
 	var out []turn.Instance
+	var unreadable []turn.Unreadable
 	bad, err := t.s.scanKind(ctx, kindTurnInstance, turnInstPrefix, func(string) error { return nil },
-		func(_ string, item map[string]types.AttributeValue) error {
+		func(h string, item map[string]types.AttributeValue) error {
 			var d instDoc
 			if err := t.decodeDoc(ctx, item, kindTurnInstance, &d); err != nil {
-				return err
+				if ctx.Err() != nil {
+					return errStop{ctx.Err()}
+				}
+				id := h[:min(12, len(h))]
+				unreadable = append(unreadable, turn.Unreadable{ID: id, Reason: unreadableReason(err),
+					Err: fmt.Errorf("dynamostore: list turn instances: instance %s: %w", id, err)})
+				return nil
 			}
 			out = append(out, d.Instance)
 			return nil
 		})
 	if err != nil {
-		return nil, fmt.Errorf("dynamostore: list turn instances: %w", err)
+		return nil, nil, fmt.Errorf("dynamostore: list turn instances: %w", err)
 	}
-	if len(bad) > 0 {
-		return out, fmt.Errorf("dynamostore: list turn instances: %w", errors.Join(bad...))
+	for _, e := range bad { // an instance item under a key of another shape
+		unreadable = append(unreadable, turn.Unreadable{ID: "unknown", Reason: "an instance item whose key is not an instance's",
+			Err: fmt.Errorf("dynamostore: list turn instances: %w", e)})
 	}
-	return out, nil
+	return out, unreadable, nil
+}
+
+// unreadableReason is the safe part of an instance item's read error: a
+// corrupt record's own description (attribute names, never values), or
+// that the read failed.
+func unreadableReason(err error) string {
+	if errors.Is(err, domain.ErrCorrupt) {
+		return err.Error()
+	}
+	return "its document could not be read"
 }
 
 // Delete removes the instance item on condition of the version read, then

@@ -273,7 +273,9 @@ var errNotHere = errors.New("not used by the stream")
 func (f *fakeTurns) Post(context.Context, string, string, turn.Incoming) (domain.Event, error) {
 	return domain.Event{}, errNotHere
 }
-func (f *fakeTurns) List(context.Context) ([]turn.Instance, error)             { return nil, errNotHere }
+func (f *fakeTurns) List(context.Context) ([]turn.Instance, []turn.Unreadable, error) {
+	return nil, nil, errNotHere
+}
 func (f *fakeTurns) Pause(context.Context, turn.InstanceKey) error             { return errNotHere }
 func (f *fakeTurns) Resume(context.Context, turn.InstanceKey) error            { return errNotHere }
 func (f *fakeTurns) Terminate(context.Context, turn.InstanceKey, string) error { return errNotHere }

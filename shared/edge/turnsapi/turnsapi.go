@@ -36,7 +36,9 @@ import (
 // and queues an event, the rest is the engine's instance lifecycle.
 type Turns interface {
 	Post(ctx context.Context, swarm, instanceKey string, in turn.Incoming) (domain.Event, error)
-	List(ctx context.Context) ([]turn.Instance, error)
+	// List returns the readable instances and names the unreadable ones
+	// (turn.Store.List).
+	List(ctx context.Context) ([]turn.Instance, []turn.Unreadable, error)
 	Inspect(ctx context.Context, key turn.InstanceKey) (turn.State, error)
 	// TurnEvents reads one kept turn and its events after after (the
 	// events routes poll it: it reads that turn only).
@@ -284,8 +286,22 @@ func viewInstance(in turn.Instance) instanceView {
 		ActiveTurn: in.ActiveTurn, CreatedAt: in.CreatedAt, UpdatedAt: in.UpdatedAt}
 }
 
+// unreadableView names an instance the store could not read: its key
+// when the store still knows it, the store's id for it, and a reason
+// that holds no stored content.
+type unreadableView struct {
+	Swarm       string `json:"swarm,omitempty"`
+	InstanceKey string `json:"instanceKey,omitempty"`
+	Agent       string `json:"agent,omitempty"`
+	ID          string `json:"id"`
+	Reason      string `json:"reason"`
+}
+
+// list answers 200 with the instances the store could read in data and
+// the ones it could not in unreadable (always an array), so one bad
+// instance never hides the others.
 func (a *API) list(w http.ResponseWriter, r *http.Request) {
-	list, err := a.cfg.Turns.List(r.Context())
+	list, bad, err := a.cfg.Turns.List(r.Context())
 	if err != nil {
 		a.fail(w, r, turn.InstanceKey{}, err)
 		return
@@ -294,7 +310,16 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 	for _, in := range list {
 		out = append(out, viewInstance(in))
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"data": out})
+	unreadable := make([]unreadableView, 0, len(bad))
+	for _, u := range bad {
+		attrs := []any{"route", r.Pattern, "id", u.ID, "err", u.Err}
+		if u.Key != (turn.InstanceKey{}) {
+			attrs = append(attrs, "instance", u.Key.String())
+		}
+		a.cfg.Log.WarnContext(r.Context(), "instance unreadable", attrs...)
+		unreadable = append(unreadable, unreadableView{Swarm: u.Key.Swarm, InstanceKey: u.Key.Key, Agent: u.Key.Agent, ID: u.ID, Reason: u.Reason})
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"data": out, "unreadable": unreadable})
 }
 
 // turnView is a turn without its conversation: counters, outcome and the

@@ -279,8 +279,11 @@ func testListAndDelete(t *testing.T, s turn.Store) {
 	b.Agent = "other"
 	must(t, s.Commit(ctx, First(a)), "a")
 	must(t, s.Commit(ctx, First(b)), "b")
-	list, err := s.List(ctx)
+	list, bad, err := s.List(ctx)
 	must(t, err, "List")
+	if len(bad) != 0 {
+		t.Fatalf("List found unreadable instances in a store without any: %+v", bad)
+	}
 	found := 0
 	for _, in := range list {
 		if in.Key == a || in.Key == b {
@@ -300,6 +303,59 @@ func testListAndDelete(t *testing.T, s turn.Store) {
 	load(t, s, b)
 	// A deleted instance starts over.
 	must(t, s.Commit(ctx, First(a)), "re-create")
+}
+
+// Canary is what a corrupter passed to RunUnreadable writes into the
+// record it breaks: no reason or error may show it.
+const Canary = "s3cret-canary-6d1f"
+
+// RunUnreadable checks that one instance the store cannot read never
+// hides the others: List answers the rest and names that one (its key
+// when the store can still tell it, its store id always) with a reason
+// that shows none of the stored content; Load refuses it as
+// domain.ErrCorrupt, and the others load and commit as before. corrupt
+// breaks the stored record of k on s's backend (writing Canary in it) so
+// that it no longer decodes. It returns what List said of that instance,
+// for checks of the store's own.
+func RunUnreadable(t *testing.T, s turn.Store, corrupt func(t *testing.T, k turn.InstanceKey)) turn.Unreadable {
+	t.Helper()
+	ctx := context.Background()
+	keys := []turn.InstanceKey{Key(t), Key(t), Key(t)}
+	for i := range keys {
+		keys[i].Agent = fmt.Sprint("agent-", i)
+		must(t, s.Commit(ctx, First(keys[i])), "first commit")
+	}
+	good, broken := []turn.InstanceKey{keys[0], keys[2]}, keys[1]
+	corrupt(t, broken)
+
+	list, bad, err := s.List(ctx)
+	must(t, err, "List with one unreadable instance")
+	listed := map[turn.InstanceKey]bool{}
+	for _, in := range list {
+		listed[in.Key] = true
+	}
+	if !listed[good[0]] || !listed[good[1]] || listed[broken] {
+		t.Fatalf("List: %+v; want %v and %v, not %v", list, good[0], good[1], broken)
+	}
+	if len(bad) != 1 {
+		t.Fatalf("List named %d unreadable instances, want 1: %+v", len(bad), bad)
+	}
+	u := bad[0]
+	if u.ID == "" || u.Reason == "" || u.Err == nil || u.Key != (turn.InstanceKey{}) && u.Key != broken {
+		t.Fatalf("unreadable %+v, want the id, a reason, the error and the key %v or none", u, broken)
+	}
+	for what, text := range map[string]string{"reason": u.Reason, "error": u.Err.Error()} {
+		if strings.Contains(text, Canary) {
+			t.Fatalf("the %s shows the stored content: %s", what, text)
+		}
+	}
+	if _, err := s.Load(ctx, broken); !errors.Is(err, domain.ErrCorrupt) {
+		t.Fatalf("Load of the unreadable instance: %v, want ErrCorrupt", err)
+	}
+	for _, k := range good {
+		must(t, s.Commit(ctx, next(load(t, s, k), nil)), "commit to a readable instance")
+	}
+	return u
 }
 
 // testTurnEvents: one turn's events after a seq, while it runs and once it

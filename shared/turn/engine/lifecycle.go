@@ -123,11 +123,12 @@ func (e *Engine) Inspect(ctx context.Context, key turn.InstanceKey) (turn.State,
 	return e.Store.Load(ctx, key)
 }
 
-// List returns every instance's record (no history: Inspect one for it).
-func (e *Engine) List(ctx context.Context) ([]turn.Instance, error) {
-	list, err := e.Store.List(ctx)
+// List returns every readable instance's record (no history: Inspect one
+// for it) and names the instances the store could not read.
+func (e *Engine) List(ctx context.Context) ([]turn.Instance, []turn.Unreadable, error) {
+	list, bad, err := e.Store.List(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("engine: list instances: %w", err)
+		return nil, nil, fmt.Errorf("engine: list instances: %w", err)
 	}
-	return list, nil
+	return list, bad, nil
 }
