@@ -5,6 +5,14 @@
 // closed), the per-(principal, tool) rate limit, schema validation, the
 // content-free audit (via "mcp").
 //
+// The caller is the one each request's verified token names, never the
+// one that opened its session: every tools/list and tools/call is
+// answered from the principal of its own request (the session is bound to
+// the token's subject; scopes, tenant, skills and OAuth subjects are the
+// request's). A session lives until it idles out, its client deletes it
+// or the token that opened it expires; sessions are capped per principal
+// and in all, and initialize is rate limited per principal.
+//
 // A tool error is a result with isError and the tool's (truncated)
 // message; a refusal (forbidden, rate limited) is such a result too,
 // never a hang or a bare protocol error. A tool that needs the user's
@@ -13,23 +21,27 @@
 // the auth session as the elicitation id; other clients get an isError
 // result with the link. A call retried after the consent runs.
 //
-// This package never returns or logs a token, and never logs a tool's
-// arguments or output.
+// This package never returns or logs a token or a session id, and never
+// logs a tool's arguments or output.
 package mcpapi
 
 import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentauth/agentauth/shared/domain"
@@ -59,15 +71,29 @@ type Config struct {
 	// Consents reports when a consent is over, for
 	// notifications/elicitation/complete (nil: none sent).
 	Consents Consents
+	// Revision names the tool plane's current state (the bundle and
+	// uploads revision): the sessions' tool lists are resolved again only
+	// when it changed, so an idle session costs no resolution (and no
+	// metrics line). Nil: they are resolved every ManifestEvery.
+	Revision func(ctx context.Context) string
 	// WatchEvery and ManifestEvery pace what a session-keeping server
 	// watches (watch.go; defaults 1 s and 5 s).
 	WatchEvery, ManifestEvery time.Duration
-	Log                       *slog.Logger
+	// Now is the clock of token expiry and the initialize rate limit
+	// (time.Now when nil).
+	Now func() time.Time
+	Log *slog.Logger
 }
 
-// Server builds the MCP server of each caller.
+// Server builds the MCP server of each session (or, stateless, of each
+// request).
 type Server struct {
 	cfg Config
+	// sdkLog is cfg.Log as the SDK gets it (sdkLogger).
+	sdkLog *slog.Logger
+
+	mu      sync.Mutex
+	leftOut map[string]bool // tools already logged as left out of the list
 }
 
 // New returns the MCP server builder.
@@ -78,77 +104,155 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg}, nil
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.WatchEvery <= 0 {
+		cfg.WatchEvery = defaultWatchEvery
+	}
+	if cfg.ManifestEvery <= 0 {
+		cfg.ManifestEvery = defaultManifestEvery
+	}
+	return &Server{cfg: cfg, sdkLog: sdkLogger(cfg.Log), leftOut: map[string]bool{}}, nil
 }
 
-// caller is one caller's MCP server, with what a session-keeping server
-// watches for it (watch.go): the tools it listed, the consents it sent
-// URL elicitations for.
-type caller struct {
-	s   *Server
-	p   domain.Principal
-	srv *mcp.Server
-
-	mu      sync.Mutex
-	listed  map[string]string // tool name → the tool as listed (JSON), to see changes
-	pending map[string]bool   // elicitation ids (auth sessions) not yet complete
+// newMCPServer builds the SDK server of one session. It has no side
+// effect: no goroutine, no resolution; the session is watched once it has
+// initialized (watch.go). tools/list and tools/call are answered by the
+// middleware, from each request's caller, never from tools registered on
+// the server: its registry only carries the list_changed signal.
+func (s *Server) newMCPServer(sess *session) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "agentauth", Title: "agentauth tool plane", Version: s.cfg.Version},
+		&mcp.ServerOptions{
+			Logger: s.sdkLog,
+			// The SDK's default (logging) plus tools, which no registered
+			// tool announces here; list_changed only where a session can
+			// hear it.
+			Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{ListChanged: !sess.stateless}},
+		})
+	sess.srv = srv
+	srv.AddReceivingMiddleware(s.middleware(sess))
+	return srv
 }
 
-// newCaller builds the MCP server of one caller: its tools, each call
-// through the tool hooks as p. A tool whose input schema is not a JSON
-// object (MCP requires one) is left out, and logged.
-func (s *Server) newCaller(ctx context.Context, p domain.Principal) *caller {
-	c := &caller{s: s, p: p, listed: map[string]string{}, pending: map[string]bool{},
-		srv: mcp.NewServer(&mcp.Implementation{Name: "agentauth", Title: "agentauth tool plane", Version: s.cfg.Version},
-			&mcp.ServerOptions{Logger: s.cfg.Log})}
-	c.sync(ctx, s.cfg.Tools.Manifest(ctx, p, "mcp"))
-	return c
+// errNoCaller answers a request that reached a server without a verified
+// caller (not reached over HTTP: the bearer check comes first).
+var errNoCaller = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the request names no verified caller"}
+
+// middleware answers tools/list and tools/call as the request's caller,
+// and registers a session that initialized for the watch.
+func (s *Server) middleware(sess *session) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			switch method {
+			case "initialize", "tools/list", "tools/call":
+			default:
+				return next(ctx, method, req)
+			}
+			p, ok := sess.principalOf(req)
+			if !ok {
+				return nil, errNoCaller
+			}
+			sess.seen(p)
+			switch method {
+			case "tools/list":
+				return s.listTools(ctx, sess, p), nil
+			case "tools/call":
+				ctr, _ := req.(*mcp.CallToolRequest)
+				if ctr == nil || ctr.Params == nil {
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs params"}
+				}
+				return s.callTool(ctx, sess, p, ctr)
+			}
+			res, err := next(ctx, method, req)
+			if err == nil && sess.onInitialized != nil {
+				if ss, _ := req.GetSession().(*mcp.ServerSession); ss != nil {
+					sess.onInitialized(sess, ss, p)
+				}
+			}
+			return res, err
+		}
+	}
 }
 
-// sync makes the server's tools the manifest's: new and changed tools are
-// (re)added, gone ones removed — and the SDK tells the sessions that can
-// hear it (notifications/tools/list_changed). It reports whether anything
-// changed.
-func (c *caller) sync(ctx context.Context, manifest []discovery.ToolManifestEntry) bool {
-	want := map[string]*mcp.Tool{}
-	handlers := map[string]mcp.ToolHandler{}
+// listing is the caller's tools as MCP lists them: the manifest's tools
+// whose input schema is a JSON object (MCP requires one; the others are
+// left out, and logged once), and search_skills unless a tool of the
+// caller's takes its name; sorted by name.
+func (s *Server) listing(ctx context.Context, manifest []discovery.ToolManifestEntry) []*mcp.Tool {
+	tools := make([]*mcp.Tool, 0, len(manifest)+1)
+	hidden := false
 	for _, e := range manifest {
 		t, err := toolOf(e)
 		if err != nil {
-			c.s.cfg.Log.WarnContext(ctx, "tool left out of the MCP tool list", "tool", e.Name, "err", err)
+			s.logLeftOut(ctx, e.Name, err)
 			continue
 		}
-		want[e.Name], handlers[e.Name] = t, c.handler(e.Name)
+		hidden = hidden || e.Name == SkillsTool
+		tools = append(tools, t)
 	}
-	if _, taken := want[SkillsTool]; taken {
-		c.s.cfg.Log.WarnContext(ctx, "a tool named like the skills search hides it", "tool", SkillsTool)
+	if hidden {
+		s.logLeftOut(ctx, SkillsTool, errors.New("a tool named like the skills search hides it"))
 	} else {
-		want[SkillsTool], handlers[SkillsTool] = skillsSearch, c.searchSkills()
+		tools = append(tools, skillsSearch)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	changed := false
-	var gone []string
-	for name := range c.listed {
-		if _, ok := want[name]; !ok {
-			gone = append(gone, name)
-			delete(c.listed, name)
+	slices.SortFunc(tools, func(a, b *mcp.Tool) int { return strings.Compare(a.Name, b.Name) })
+	return tools
+}
+
+// logLeftOut logs a tool left out of the list once per process (the list
+// is resolved on every tools/list), up to a bound.
+func (s *Server) logLeftOut(ctx context.Context, name string, why error) {
+	s.mu.Lock()
+	seen := s.leftOut[name]
+	if !seen {
+		if len(s.leftOut) >= 1024 {
+			clear(s.leftOut)
+		}
+		s.leftOut[name] = true
+	}
+	s.mu.Unlock()
+	if !seen {
+		s.cfg.Log.WarnContext(ctx, "tool left out of the MCP tool list", "tool", name, "err", why)
+	}
+}
+
+// fingerprint names a tool list, to see a change.
+func fingerprint(tools []*mcp.Tool) string {
+	b, _ := json.Marshal(tools)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12])
+}
+
+// listTools answers tools/list: the request's caller's tools. The list
+// is private to the caller (cacheScope), and what the session was last
+// told, for the watch's list_changed.
+func (s *Server) listTools(ctx context.Context, sess *session, p domain.Principal) *mcp.ListToolsResult {
+	tools := s.listing(ctx, s.cfg.Tools.Manifest(ctx, p, "mcp"))
+	sess.listed(fingerprint(tools), p)
+	return &mcp.ListToolsResult{Tools: tools, Cacheable: mcp.Cacheable{CacheScope: "private"}}
+}
+
+// callTool answers tools/call as the request's caller: a tool its list
+// does not have is the protocol's unknown-tool error (-32602), as the SDK
+// answers it; the others run through the tool hooks.
+func (s *Server) callTool(ctx context.Context, sess *session, p domain.Principal, req *mcp.CallToolRequest) (mcp.Result, error) {
+	name := req.Params.Name
+	found := false // as listing lists it: a tool whose schema MCP cannot carry is not there
+	for _, e := range s.cfg.Tools.Manifest(ctx, p, "mcp") {
+		if _, err := toolOf(e); err == nil && e.Name == name {
+			found = true
+			break
 		}
 	}
-	if len(gone) > 0 {
-		c.srv.RemoveTools(gone...)
-		changed = true
+	switch {
+	case name == SkillsTool && !found:
+		return s.searchSkills(ctx, p, req.Params.Arguments)
+	case !found:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
 	}
-	for name, t := range want {
-		b, _ := json.Marshal(t)
-		if c.listed[name] == string(b) {
-			continue
-		}
-		c.listed[name] = string(b)
-		c.srv.AddTool(t, handlers[name])
-		changed = true
-	}
-	return changed
+	out := s.cfg.Tools.Call(ctx, p, name, newCallID(), req.Params.Arguments, Via)
+	return s.result(ctx, sess, req, out)
 }
 
 // SkillsTool is the name of the skills search the server adds to every
@@ -172,35 +276,32 @@ var skillsSearch = &mcp.Tool{
 }
 
 // searchSkills answers search_skills: the caller's skills for q.
-func (c *caller) searchSkills() mcp.ToolHandler {
-	s, p := c.s, c.p
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		var in struct {
-			Q    string `json:"q"`
-			TopK *int   `json:"top_k"`
-		}
-		dec := json.NewDecoder(bytes.NewReader(req.Params.Arguments))
-		dec.DisallowUnknownFields()
-		if len(req.Params.Arguments) > 0 {
-			if err := dec.Decode(&in); err != nil {
-				return errorResult(toolhooks.ErrorResult("InvalidArgs", toolhooks.CodeInvalidArgs,
-					`the arguments must be {"q": string, "top_k"?: integer}`, toolhooks.DefaultErrorMessageLimit)), nil
-			}
-		}
-		topK := 0
-		if in.TopK != nil {
-			if *in.TopK < 1 || *in.TopK > skills.MaxTopK {
-				return errorResult(toolhooks.ErrorResult("InvalidArgs", toolhooks.CodeInvalidArgs,
-					fmt.Sprintf("top_k must be from 1 to %d", skills.MaxTopK), toolhooks.DefaultErrorMessageLimit)), nil
-			}
-			topK = *in.TopK
-		}
-		b, err := json.Marshal(map[string]any{"data": s.cfg.Tools.SearchSkills(ctx, p, in.Q, topK)})
-		if err != nil {
-			return nil, err
-		}
-		return okResult(toolhooks.Result{Status: "ok", Output: b}), nil
+func (s *Server) searchSkills(ctx context.Context, p domain.Principal, args json.RawMessage) (*mcp.CallToolResult, error) {
+	var in struct {
+		Q    string `json:"q"`
+		TopK *int   `json:"top_k"`
 	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.DisallowUnknownFields()
+	if len(args) > 0 {
+		if err := dec.Decode(&in); err != nil {
+			return errorResult(toolhooks.ErrorResult("InvalidArgs", toolhooks.CodeInvalidArgs,
+				`the arguments must be {"q": string, "top_k"?: integer}`, toolhooks.DefaultErrorMessageLimit)), nil
+		}
+	}
+	topK := 0
+	if in.TopK != nil {
+		if *in.TopK < 1 || *in.TopK > skills.MaxTopK {
+			return errorResult(toolhooks.ErrorResult("InvalidArgs", toolhooks.CodeInvalidArgs,
+				fmt.Sprintf("top_k must be from 1 to %d", skills.MaxTopK), toolhooks.DefaultErrorMessageLimit)), nil
+		}
+		topK = *in.TopK
+	}
+	b, err := json.Marshal(map[string]any{"data": s.cfg.Tools.SearchSkills(ctx, p, in.Q, topK)})
+	if err != nil {
+		return nil, err
+	}
+	return okResult(toolhooks.Result{Status: "ok", Output: b}), nil
 }
 
 // toolOf is a manifest entry as an MCP tool.
@@ -228,17 +329,8 @@ func toolOf(e discovery.ToolManifestEntry) (*mcp.Tool, error) {
 	return t, nil
 }
 
-// handler runs a call of tool name through the tool hooks as the caller.
-func (c *caller) handler(name string) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		out := c.s.cfg.Tools.Call(ctx, c.p, name, newCallID(), req.Params.Arguments, Via)
-		return c.result(ctx, req, out)
-	}
-}
-
 // result is the MCP answer to an outcome of the hooks.
-func (c *caller) result(ctx context.Context, req *mcp.CallToolRequest, out toolhooks.Outcome) (*mcp.CallToolResult, error) {
-	s := c.s
+func (s *Server) result(ctx context.Context, sess *session, req *mcp.CallToolRequest, out toolhooks.Outcome) (*mcp.CallToolResult, error) {
 	if r, refused := toolhooks.RefusalResult(out, "the caller", toolhooks.DefaultErrorMessageLimit); refused {
 		return errorResult(r), nil
 	}
@@ -247,7 +339,7 @@ func (c *caller) result(ctx context.Context, req *mcp.CallToolRequest, out toolh
 		s.cfg.Log.ErrorContext(ctx, "tool hooks gave no result", "verdict", string(out.Verdict))
 		return errorResult(toolhooks.ErrorResult("Internal", toolhooks.CodeTool, "the call ended without a result", toolhooks.DefaultErrorMessageLimit)), nil
 	case out.Verdict == toolhooks.VerdictOK && out.Result.Status == toolhooks.ResultAuthorizationRequired:
-		return c.consent(req, *out.Result)
+		return consent(sess, req, *out.Result)
 	case out.Verdict == toolhooks.VerdictOK:
 		return okResult(*out.Result), nil
 	}
@@ -257,20 +349,20 @@ func (c *caller) result(ctx context.Context, req *mcp.CallToolRequest, out toolh
 // consent answers a call whose tool needs the user's consent: URL
 // elicitation for a client that declared it, else an isError result with
 // the link and the authorization_required object.
-func (c *caller) consent(req *mcp.CallToolRequest, r toolhooks.Result) (*mcp.CallToolResult, error) {
+func consent(sess *session, req *mcp.CallToolRequest, r toolhooks.Result) (*mcp.CallToolResult, error) {
 	var a httptool.Authorization
 	if json.Unmarshal(r.Authorization, &a) != nil || a.AuthorizationURL == "" {
 		return errorResult(toolhooks.ErrorResult("AuthError", toolhooks.CodeTool, "the tool needs the user's consent but named no authorization link", toolhooks.DefaultErrorMessageLimit)), nil
 	}
-	msg := a.Message
+	// The sentences below end the message: its own final period would
+	// make two.
+	msg := strings.TrimRight(strings.TrimSpace(a.Message), ".")
 	if msg == "" {
 		msg = "This tool needs your authorization"
 	}
 	if elicitsURL(req) {
 		if a.AuthSessionID != "" {
-			c.mu.Lock()
-			c.pending[a.AuthSessionID] = true // watch.go tells the session when it completes
-			c.mu.Unlock()
+			sess.elicited(a.AuthSessionID) // watch.go tells the session when it completes
 		}
 		return nil, mcp.URLElicitationRequiredError([]*mcp.ElicitParams{{
 			Mode: "url", URL: a.AuthorizationURL, ElicitationID: a.AuthSessionID,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,20 +26,33 @@ var yes, no = true, false
 // answering one kind of outcome. It records the calls it was asked.
 type fakeTools struct {
 	mu    sync.Mutex
-	calls []string // tool, via, args
+	calls []string // tool, via, args, subject
+	// callers are the principals of the calls and searches, in order.
+	callers []domain.Principal
+	// manifests counts the manifests resolved.
+	manifests int
 	// granted makes whoami run (the consent happened); extra lists one
 	// more tool (an upload).
 	granted, extra bool
+	// consentMessage is whoami's consent message.
+	consentMessage string
 }
 
-func (f *fakeTools) Manifest(context.Context, domain.Principal, string) []discovery.ToolManifestEntry {
+// scopedTool is listed only to a caller with the profile.read scope.
+const scopedTool = "scoped"
+
+func (f *fakeTools) Manifest(_ context.Context, p domain.Principal, _ string) []discovery.ToolManifestEntry {
 	obj := json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)
 	f.mu.Lock()
 	extra := f.extra
+	f.manifests++
 	f.mu.Unlock()
 	var more []discovery.ToolManifestEntry
 	if extra {
 		more = append(more, discovery.ToolManifestEntry{ToolID: "acme:uploaded", Name: "uploaded", Description: "a tenant's upload", InputSchema: obj})
+	}
+	if slices.Contains(p.Scopes, "profile.read") {
+		more = append(more, discovery.ToolManifestEntry{ToolID: "demo:scoped", Name: scopedTool, Description: "needs profile.read to be seen", InputSchema: obj})
 	}
 	return append(more, []discovery.ToolManifestEntry{
 		{ToolID: "demo:echo", Name: "echo", Description: "says it back", InputSchema: obj,
@@ -54,6 +68,7 @@ func (f *fakeTools) Manifest(context.Context, domain.Principal, string) []discov
 func (f *fakeTools) SearchSkills(_ context.Context, p domain.Principal, q string, topK int) []skills.Result {
 	f.mu.Lock()
 	f.calls = append(f.calls, fmt.Sprintf("skills %q %d %s", q, topK, p.Subject))
+	f.callers = append(f.callers, p)
 	f.mu.Unlock()
 	return []skills.Result{{Skill: skills.Skill{Name: "refunds", Description: "how to refund", Content: "step 1"}, RelevanceScore: 0.9}}
 }
@@ -61,13 +76,17 @@ func (f *fakeTools) SearchSkills(_ context.Context, p domain.Principal, q string
 func (f *fakeTools) Call(_ context.Context, p domain.Principal, name, callID string, args json.RawMessage, via string) toolhooks.Outcome {
 	f.mu.Lock()
 	f.calls = append(f.calls, name+" "+via+" "+string(args)+" "+p.Subject)
-	granted := f.granted
+	f.callers = append(f.callers, p)
+	granted, message := f.granted, f.consentMessage
 	f.mu.Unlock()
+	if message == "" {
+		message = "Connect your demo account"
+	}
 	ok := func(out string) toolhooks.Outcome {
 		return toolhooks.Outcome{Verdict: toolhooks.VerdictOK, Result: &toolhooks.Result{Status: "ok", Output: json.RawMessage(out)}}
 	}
 	switch name {
-	case "echo":
+	case "echo", scopedTool:
 		return ok(`{"said":` + string(args) + `}`)
 	case "fail":
 		r := toolhooks.ErrorResult("UpstreamError", "E_UPSTREAM", "the upstream answered 502", 40)
@@ -80,8 +99,9 @@ func (f *fakeTools) Call(_ context.Context, p domain.Principal, name, callID str
 		if granted {
 			return ok(`{"name":"Alice"}`)
 		}
-		return toolhooks.Outcome{Verdict: toolhooks.VerdictOK, Result: &toolhooks.Result{Status: toolhooks.ResultAuthorizationRequired,
-			Authorization: json.RawMessage(`{"oauthAppRef":"OAuthApp/demo-user","authSessionId":"as-123","authorizationUrl":"https://idp.example/auth?client_id=x&state=s","message":"Connect your demo account"}`)}}
+		authz, _ := json.Marshal(map[string]string{"oauthAppRef": "OAuthApp/demo-user", "authSessionId": "as-123",
+			"authorizationUrl": "https://idp.example/auth?client_id=x&state=s", "message": message})
+		return toolhooks.Outcome{Verdict: toolhooks.VerdictOK, Result: &toolhooks.Result{Status: toolhooks.ResultAuthorizationRequired, Authorization: authz}}
 	}
 	return toolhooks.Outcome{Verdict: "unheard-of"}
 }
@@ -95,7 +115,7 @@ func connect(t *testing.T, tools *fakeTools, urlElicitation bool) *mcp.ClientSes
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	srv := s.newCaller(ctx, domain.Principal{Subject: "agent-7"}).srv
+	srv := s.newMCPServer(&session{fixed: &domain.Principal{Subject: "agent-7"}})
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := srv.Connect(ctx, st, nil)
 	if err != nil {
@@ -244,7 +264,7 @@ func TestUnknownVerdictIsAnErrorResult(t *testing.T) {
 		t.Fatal("a call of an unlisted tool succeeded")
 	}
 	s, _ := New(Config{Tools: &fakeTools{}})
-	r, err := s.newCaller(context.Background(), domain.Principal{Subject: "x"}).result(context.Background(), nil, toolhooks.Outcome{Verdict: "unheard-of"})
+	r, err := s.result(context.Background(), &session{}, nil, toolhooks.Outcome{Verdict: "unheard-of"})
 	if err != nil || !r.IsError {
 		t.Fatalf("an unknown verdict: %v %+v", err, r)
 	}

@@ -2,9 +2,13 @@ package mcpapi
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentauth/agentauth/shared/domain"
 )
 
 // Consents tells whether a consent (an auth session) is over: the user
@@ -17,80 +21,139 @@ type Consents interface {
 const (
 	defaultWatchEvery    = time.Second
 	defaultManifestEvery = 5 * time.Second
-	// idleGrace ends a watch whose server never got a session.
-	idleGrace = time.Minute
-	// maxWatch bounds a watch however long its sessions live.
-	maxWatch = 24 * time.Hour
+	// roundTimeout bounds the calls of one watch round.
+	roundTimeout = 10 * time.Second
 )
 
-// watch serves what only a server with sessions can: it tells the
-// caller's sessions when its tool list changed (a tenant upload, a
-// deletion: notifications/tools/list_changed, sent by the SDK as sync
-// changes the tools) and when a consent it sent a URL elicitation for is
-// over (notifications/elicitation/complete). It reads the caller's
-// manifest every manifestEvery and the pending consents every tick, and
-// ends when the server's last session has closed.
-func (c *caller) watch(consents Consents, every, manifestEvery time.Duration) {
-	if every <= 0 {
-		every = defaultWatchEvery
-	}
-	if manifestEvery <= 0 {
-		manifestEvery = defaultManifestEvery
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), maxWatch)
-	defer cancel()
-	start, lastManifest, hadSession := time.Now(), time.Now(), false
+// listChangedSignal is the one tool registered on a session's SDK
+// server: adding it is how the SDK is made to send the session
+// notifications/tools/list_changed (it has no other way to send one). The
+// list and calls never read the registry (mcpapi.go), so no client sees
+// it.
+var listChangedSignal = &mcp.Tool{Name: "agentauth_list_changed", InputSchema: json.RawMessage(`{"type":"object"}`)}
+
+func noTool(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return nil, errors.New("not a tool")
+}
+
+// watch is the one loop of all the live sessions of a handler. Each round
+// (every WatchEvery) it closes the sessions whose opening token has
+// expired and sends notifications/elicitation/complete for the consents
+// that are over; every ManifestEvery it resolves again the tool list of
+// each session that listed its tools — only when the tool plane's
+// revision moved or the session's caller changed (with no Revision, every
+// time) — and sends notifications/tools/list_changed to the sessions
+// whose list changed. It ends when no session is live; the next
+// initialize starts it again.
+func (r *registry) watch() {
+	every := r.s.cfg.WatchEvery
 	t := time.NewTicker(every)
 	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+	lists := int(max(1, r.s.cfg.ManifestEvery/every))
+	for n := 1; ; n++ {
+		<-t.C
+		if !r.round(n%lists == 0) {
 			return
-		case <-t.C:
-		}
-		sessions := 0
-		for range c.srv.Sessions() {
-			sessions++
-		}
-		switch {
-		case sessions > 0:
-			hadSession = true
-		case hadSession || time.Since(start) > idleGrace:
-			return
-		}
-		if time.Since(lastManifest) >= manifestEvery {
-			lastManifest = time.Now()
-			if c.sync(ctx, c.s.cfg.Tools.Manifest(ctx, c.p, "mcp")) {
-				c.s.cfg.Log.InfoContext(ctx, "MCP tool list changed", "principal", c.p.Subject, "sessions", sessions)
-			}
-		}
-		if consents != nil {
-			c.completeConsents(ctx, consents)
 		}
 	}
 }
 
-// completeConsents sends notifications/elicitation/complete for each
-// pending consent that is over, to every session of the caller.
-func (c *caller) completeConsents(ctx context.Context, consents Consents) {
-	c.mu.Lock()
-	var ids []string
-	for id := range c.pending {
-		ids = append(ids, id)
+// round is one round of the watch; it reports whether the loop goes on.
+func (r *registry) round(checkLists bool) bool {
+	defer r.rounds.Add(1)
+	ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
+	defer cancel()
+	revChanged := false
+	if checkLists && r.s.cfg.Revision != nil {
+		rev := r.s.cfg.Revision(ctx)
+		r.mu.Lock()
+		revChanged, r.lastRev = rev != r.lastRev, rev
+		r.mu.Unlock()
 	}
-	c.mu.Unlock()
-	for _, id := range ids {
-		done, err := consents.Done(ctx, id)
-		if err != nil || !done {
+	now := r.s.cfg.Now()
+	var expired, pending, relist []*session
+	r.mu.Lock()
+	if len(r.live) == 0 {
+		r.running = false
+		r.mu.Unlock()
+		return false
+	}
+	for _, sess := range r.live {
+		if !sess.expires.IsZero() && !now.Before(sess.expires) && sess.closing.CompareAndSwap(false, true) {
+			expired = append(expired, sess)
 			continue
 		}
-		c.mu.Lock()
-		delete(c.pending, id)
-		c.mu.Unlock()
-		for ss := range c.srv.Sessions() {
-			if err := ss.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: id}); err != nil {
-				c.s.cfg.Log.WarnContext(ctx, "elicitation complete not delivered", "authSessionId", id, "err", err)
-			}
+		sess.mu.Lock()
+		if len(sess.pending) > 0 {
+			pending = append(pending, sess)
+		}
+		if checkLists && sess.listFP != "" && (revChanged || sess.dirty || r.s.cfg.Revision == nil) {
+			relist = append(relist, sess)
+		}
+		sess.mu.Unlock()
+	}
+	r.mu.Unlock()
+	for _, sess := range expired {
+		// Close waits for the session's calls in flight: not in the loop.
+		go sess.ss.Close()
+	}
+	for _, sess := range pending {
+		r.completeConsents(ctx, sess)
+	}
+	for _, sess := range relist {
+		r.relist(ctx, sess)
+	}
+	return true
+}
+
+// relist resolves the session's caller's tools again and tells the
+// session when they are not what it was last told.
+func (r *registry) relist(ctx context.Context, sess *session) {
+	sess.mu.Lock()
+	p := sess.latest
+	sess.mu.Unlock()
+	fp := fingerprint(r.s.listing(ctx, r.s.cfg.Tools.Manifest(ctx, p, "mcp")))
+	sess.mu.Lock()
+	changed := fp != sess.listFP
+	sess.listFP, sess.listFor, sess.dirty = fp, p, false
+	sess.mu.Unlock()
+	if changed {
+		sess.srv.AddTool(listChangedSignal, noTool) // the SDK sends list_changed
+		r.s.cfg.Log.InfoContext(ctx, "MCP tool list changed", "principal", p.Subject)
+	}
+}
+
+// completeConsents sends notifications/elicitation/complete for each of
+// the session's pending consents that is over; a consent the store no
+// longer knows is dropped.
+func (r *registry) completeConsents(ctx context.Context, sess *session) {
+	consents := r.s.cfg.Consents
+	sess.mu.Lock()
+	ids := make([]string, 0, len(sess.pending))
+	for id := range sess.pending {
+		ids = append(ids, id)
+	}
+	if consents == nil {
+		clear(sess.pending)
+	}
+	sess.mu.Unlock()
+	if consents == nil {
+		return
+	}
+	for _, id := range ids {
+		done, err := consents.Done(ctx, id)
+		gone := errors.Is(err, domain.ErrNotFound)
+		if !done && !gone {
+			continue
+		}
+		sess.mu.Lock()
+		delete(sess.pending, id)
+		sess.mu.Unlock()
+		if gone {
+			continue
+		}
+		if err := sess.ss.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: id}); err != nil {
+			r.s.cfg.Log.WarnContext(ctx, "elicitation complete not delivered", "principal", sess.key, "err", err)
 		}
 	}
 }
