@@ -226,7 +226,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	}
 	var res oauth.Result
 	var ref domain.ObjectRefLike
-	if err := json.Unmarshal(req.OAuthAppRef, &ref); err != nil {
+	if err := httpx.Unmarshal(req.OAuthAppRef, &ref); err != nil {
 		res = oauth.ErrorResult(oauth.CodeOAuthAppNotFound, "oauthAppRef: "+strings.TrimPrefix(err.Error(), "json: "))
 	} else if ref.Kind != "OAuthApp" {
 		res = oauth.ErrorResult(oauth.CodeOAuthAppNotFound, fmt.Sprintf("oauthAppRef: kind must be OAuthApp, not %q", ref.Kind))

@@ -44,8 +44,9 @@ func adminRefusal(p domain.Principal, tenantClaim string) string {
 
 func (a *API) upload(w http.ResponseWriter, r *http.Request, p domain.Principal, tenant, kind string) {
 	// The bytes go to the plane, which validates the spec as the bundle
-	// does (unknown fields included); the edge checks type and size.
-	body, ok := httpx.ReadBody(w, r, domain.MaxTenantSpecBytes)
+	// does (unknown fields included); the edge checks type and size, and
+	// that it is one JSON value with no duplicate key.
+	body, ok := httpx.ReadJSON(w, r, domain.MaxTenantSpecBytes)
 	if !ok {
 		return
 	}
