@@ -12,7 +12,8 @@
 // long as its instance: Delete removes it, lock file included, and whoever
 // holds the lock of a directory with no instance in it (a refused first
 // commit, a read that raced a delete, a crash before the first commit)
-// removes it too.
+// removes it too (on Windows the lock file, and so the directory, stay:
+// atomicfile.Lock.RemoveAndUnlock).
 //
 // Memory: a Store keeps the states it has read, least recently used out
 // first, up to CacheBytes of the files they were read from (default
