@@ -215,6 +215,12 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 				httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, "request body: turn.resume needs "+strings.Join(missing, ", "))
 				return
 			}
+			if k := rs.SwarmRef.Kind; k != "Swarm" {
+				// Events are delivered by swarm name: a resume target of
+				// another kind would wake the swarm of that name.
+				httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, fmt.Sprintf(`request body: turn.resume.swarmRef must name a Swarm ("Swarm/<name>"), not a %q`, k))
+				return
+			}
 			tr.Resume = &domain.ResumeInfo{
 				SwarmRef:    rs.SwarmRef.ObjectRef,
 				InstanceKey: rs.InstanceKey,

@@ -167,6 +167,7 @@ func TestTokenMalformedRequests(t *testing.T) {
 		{"minTtl not a number", `{"oauthAppRef":"OAuthApp/team","minTtlSeconds":"5"}`, nil, 400, "invalidRequest", "minTtlSeconds"},
 		{"resume incomplete", `{"oauthAppRef":"OAuthApp/team","turn":{"resume":{"agentName":"a"}}}`, nil, 400, "invalidRequest", "swarmRef, instanceKey"},
 		{"unknown field in swarmRef", `{"oauthAppRef":"OAuthApp/team","turn":{"resume":{"swarmRef":{"kind":"Swarm","name":"s","x":1},"instanceKey":"i","agentName":"a"}}}`, nil, 400, "invalidRequest", `unknown field "x"`},
+		{"resume not a Swarm", `{"oauthAppRef":"OAuthApp/team","turn":{"resume":{"swarmRef":"Team/victim","instanceKey":"i","agentName":"a"}}}`, nil, 400, "invalidRequest", `must name a Swarm`},
 		{"trailing data", `{"oauthAppRef":"OAuthApp/team"} {}`, nil, 400, "invalidRequest", "after the JSON"},
 		{"trailing bracket", `{"oauthAppRef":"OAuthApp/team"}]`, nil, 400, "invalidRequest", "after the JSON"},
 		{"wrong content type", `{}`, map[string]string{"Content-Type": "text/plain"}, 415, "unsupportedMediaType", "application/json"},

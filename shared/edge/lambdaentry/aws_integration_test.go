@@ -178,11 +178,11 @@ spec:
 		t.Fatalf("a repeated request got another session: %v, first %v", again, out)
 	}
 	exactly("token, pending session reused", runtimeCount, map[string]int{"dynamodb.GetItem": 3})
-	resp, err := httpadapter.NewV2(runtime).ProxyWithContext(ctx, v2Event("GET", "/v1/oauth/pending?instanceKey=i-1&agentName=planner", ""))
+	resp, err := httpadapter.NewV2(runtime).ProxyWithContext(ctx, v2Event("GET", "/v1/oauth/pending?swarmRef=Swarm/default&instanceKey=i-1&agentName=planner", ""))
 	if err != nil || resp.StatusCode != 200 || !strings.Contains(resp.Body, out["authSessionId"].(string)) {
 		t.Fatalf("auth.pending: %v %d %s", err, resp.StatusCode, resp.Body)
 	}
-	exactly("auth.pending", runtimeCount, map[string]int{"dynamodb.Query": 1})
+	exactly("auth.pending", runtimeCount, map[string]int{"dynamodb.Query": 2}) // the target's key, and the key before issue 17 (its sessions expire within 10 min)
 	au, _ := url.Parse(out["authorizationUrl"].(string))
 
 	callbackCount.Reset()
