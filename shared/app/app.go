@@ -196,7 +196,7 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 			return nil, fmt.Errorf("tool routes:\n%w", err)
 		}
 		api.Mount(a.Tools.Register)
-		mcp, err := buildMCP(cfg, b, a.Tools, mgr, opts.Lambda, log)
+		mcp, err := buildMCP(cfg, b, a.Tools, tp.plane, mgr, opts.Lambda, log)
 		if err != nil {
 			return nil, fmt.Errorf("MCP server:\n%w", err)
 		}
@@ -274,7 +274,7 @@ func buildToolPlane(ctx context.Context, t *config.Tools, b *bundle.Bundle, toke
 // refused there). In Lambda it is stateless — no session another
 // function instance would lack — and answers JSON; the local server keeps
 // sessions in the process.
-func buildMCP(cfg config.Config, b *bundle.Bundle, tools *toolsapi.API, mgr *oauth.Manager, lambda bool, log *slog.Logger) (func(*http.ServeMux), error) {
+func buildMCP(cfg config.Config, b *bundle.Bundle, tools *toolsapi.API, plane *toolplane.Plane, mgr *oauth.Manager, lambda bool, log *slog.Logger) (func(*http.ServeMux), error) {
 	resource := cfg.Tools.MCPResource
 	if resource == "" {
 		resource = strings.TrimRight(cfg.PublicURL, "/") + mcpapi.Path
@@ -285,12 +285,16 @@ func buildMCP(cfg config.Config, b *bundle.Bundle, tools *toolsapi.API, mgr *oau
 	if err != nil {
 		return nil, err
 	}
-	srv, err := mcpapi.New(mcpapi.Config{Tools: tools, Version: b.Revision, Consents: consents{mgr}, Log: log})
+	// The sessions' tool lists are resolved again only when the plane's
+	// revision moves (a bundle, an upload), never on an idle poll.
+	revision := func(ctx context.Context) string { return plane.Snapshot(ctx).Revision }
+	srv, err := mcpapi.New(mcpapi.Config{Tools: tools, Version: b.Revision, Consents: consents{mgr}, Revision: revision, Log: log})
 	if err != nil {
 		return nil, err
 	}
 	hc := mcpapi.HTTPConfig{Verifier: v, Resource: resource, AuthorizationServers: []string{jc.Issuer}, Stateless: lambda,
-		Paths: jwtauth.ClaimPaths{Tenant: cfg.Tools.TenantClaim, Skills: cfg.Tools.SkillsClaim, Subjects: cfg.Tools.SubjectsClaim}.WithDefaults()}
+		Paths:          jwtauth.ClaimPaths{Tenant: cfg.Tools.TenantClaim, Skills: cfg.Tools.SkillsClaim, Subjects: cfg.Tools.SubjectsClaim}.WithDefaults(),
+		AllowedOrigins: cfg.Tools.MCP.AllowedOrigins, Sessions: cfg.Tools.MCP.Sessions}
 	register, err := srv.Routes(hc)
 	if err != nil {
 		return nil, fmt.Errorf("%s %q: %w", config.MCPResource, resource, err)

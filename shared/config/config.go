@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/edge/jwtauth"
+	"github.com/agentauth/agentauth/shared/edge/mcpapi"
 	"github.com/agentauth/agentauth/shared/tools/ratelimit"
 )
 
@@ -44,6 +45,12 @@ const (
 	JWTIssuer             = "AGENTAUTH_JWT_ISSUER"
 	JWTAudience           = "AGENTAUTH_JWT_AUDIENCE"
 	MCPResource           = "AGENTAUTH_MCP_RESOURCE"
+	MCPAllowedOrigins     = "AGENTAUTH_MCP_ALLOWED_ORIGINS"
+	MCPSessionIdle        = "AGENTAUTH_MCP_SESSION_IDLE_SECONDS"
+	MCPMaxSessions        = "AGENTAUTH_MCP_MAX_SESSIONS"
+	MCPMaxSessionsPer     = "AGENTAUTH_MCP_MAX_SESSIONS_PER_PRINCIPAL"
+	MCPMaxStreamsPer      = "AGENTAUTH_MCP_MAX_STREAMS_PER_PRINCIPAL"
+	MCPInitializeRate     = "AGENTAUTH_MCP_INITIALIZE_RATE"
 	TenantClaim           = "AGENTAUTH_TENANT_CLAIM"
 	SkillsClaim           = "AGENTAUTH_SKILLS_CLAIM"
 	SubjectsClaim         = "AGENTAUTH_SUBJECTS_CLAIM"
@@ -98,6 +105,12 @@ func Variables() []Var {
 		{Name: JWTIssuer, Doc: "required iss of agent JWTs (required with " + JWKSURL + ")"},
 		{Name: JWTAudience, Doc: "required aud of agent JWTs (required with " + JWKSURL + ")"},
 		{Name: MCPResource, Lambda: "<public URL>/mcp", Local: "<public URL>/mcp", Doc: "the MCP server's resource URL (RFC 8707): the aud its JWTs must carry, named by its protected resource metadata"},
+		{Name: MCPAllowedOrigins, Doc: "comma-separated browser origins (scheme://host[:port]) that may call /mcp; a request with another Origin header is refused (403), one without passes"},
+		{Name: MCPSessionIdle, Lambda: mcpSeconds(mcpapi.DefaultIdleTimeout), Local: mcpSeconds(mcpapi.DefaultIdleTimeout), Doc: "seconds an MCP session may go without a request before it is closed (10-86400; agentauth serve: the Lambda keeps no session)"},
+		{Name: MCPMaxSessions, Lambda: strconv.Itoa(mcpapi.DefaultMaxSessions), Local: strconv.Itoa(mcpapi.DefaultMaxSessions), Doc: "MCP sessions a process keeps at most; past it initialize is refused with 503 (1-100000; agentauth serve)"},
+		{Name: MCPMaxSessionsPer, Lambda: strconv.Itoa(mcpapi.DefaultMaxSessionsPerPrincipal), Local: strconv.Itoa(mcpapi.DefaultMaxSessionsPerPrincipal), Doc: "MCP sessions one caller (JWT sub) holds at most; past it initialize is refused with 429 (1-10000; agentauth serve)"},
+		{Name: MCPMaxStreamsPer, Lambda: strconv.Itoa(mcpapi.DefaultMaxStreamsPerPrincipal), Local: strconv.Itoa(mcpapi.DefaultMaxStreamsPerPrincipal), Doc: "open MCP GET streams one caller holds at most; past it a GET is refused with 429 (1-10000; agentauth serve)"},
+		{Name: MCPInitializeRate, Lambda: mcpapi.DefaultInitializeRate, Local: mcpapi.DefaultInitializeRate, Doc: "MCP initialize rate per caller: <calls>/<s|m|h>[:<burst>]; past it 429 with Retry-After (agentauth serve)"},
 		{Name: TenantClaim, Lambda: jwtauth.DefaultTenantClaim, Local: jwtauth.DefaultTenantClaim, Doc: "dot path of the caller's tenant in the agent JWT"},
 		{Name: SkillsClaim, Lambda: jwtauth.DefaultSkillsClaim, Local: jwtauth.DefaultSkillsClaim, Doc: "dot path of the caller's skill allow list (a list, or a comma-separated string)"},
 		{Name: SubjectsClaim, Lambda: "agentauth_subjects", Local: "agentauth_subjects", Doc: "dot path of the caller's OAuth subjects, {\"global\": …, \"user\": …}, for the tokens of http tools"},
@@ -163,7 +176,10 @@ type Tools struct {
 	Routes bool
 	JWT    jwtauth.Config
 	// MCPResource is the MCP server's resource URL ("": <public URL>/mcp).
-	MCPResource                             string
+	MCPResource string
+	// MCP bounds the MCP server.
+	MCP MCP
+
 	TenantClaim, SkillsClaim, SubjectsClaim string
 	Seam                                    bool
 	Limits                                  ratelimit.Limits
@@ -172,6 +188,16 @@ type Tools struct {
 	// Metrics is emf, log or off.
 	Metrics string
 }
+
+// MCP is what bounds the MCP server (shared/edge/mcpapi): its allowed
+// browser origins and its sessions.
+type MCP struct {
+	AllowedOrigins []string
+	Sessions       mcpapi.SessionLimits
+}
+
+// mcpSeconds is a duration as the variables write it.
+func mcpSeconds(d time.Duration) string { return strconv.Itoa(int(d / time.Second)) }
 
 // LocalSecrets is the local secrets directory: AGENTAUTH_SECRETS, else
 // <home>/secrets (after flags have set the home).
@@ -240,12 +266,35 @@ func (r *reader) tools() *Tools {
 		r.errs = append(r.errs, fmt.Errorf("%s / %s: %w", ToolRateLimit, ToolRateLimits, err))
 	}
 	t.UploadsCheckEvery = time.Duration(r.intIn(UploadsCheckSeconds, 1, 3600)) * time.Second
+	t.MCP = r.mcp()
 	switch t.Metrics = r.str(Metrics); t.Metrics {
 	case "emf", "log", "off":
 	default:
 		r.fail(Metrics, "want emf, log or off")
 	}
 	return t
+}
+
+// mcp reads the MCP server's bounds.
+func (r *reader) mcp() MCP {
+	var m MCP
+	for o := range strings.SplitSeq(r.get(MCPAllowedOrigins), ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			m.AllowedOrigins = append(m.AllowedOrigins, o)
+		}
+	}
+	if _, err := mcpapi.ParseOrigins(m.AllowedOrigins); err != nil {
+		r.fail(MCPAllowedOrigins, "want comma-separated origins, each scheme://host[:port] (http or https, no path)")
+	}
+	m.Sessions.IdleTimeout = time.Duration(r.intIn(MCPSessionIdle, 10, 86400)) * time.Second
+	m.Sessions.MaxSessions = r.intIn(MCPMaxSessions, 1, 100000)
+	m.Sessions.MaxPerPrincipal = r.intIn(MCPMaxSessionsPer, 1, 10000)
+	m.Sessions.MaxStreamsPerPrincipal = r.intIn(MCPMaxStreamsPer, 1, 10000)
+	var err error
+	if m.Sessions.InitializeRate, err = ratelimit.ParseLimit(r.str(MCPInitializeRate)); err != nil {
+		r.fail(MCPInitializeRate, err.Error())
+	}
+	return m
 }
 
 // reader collects every problem instead of stopping at the first.

@@ -111,6 +111,29 @@ func TestEveryProblemAtOnceByName(t *testing.T) {
 	}
 }
 
+// TestMCP: the MCP server's bounds, by default the server's own defaults.
+func TestMCP(t *testing.T) {
+	c, err := FromEnv(env(nil), Local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := c.Tools.MCP; m.AllowedOrigins != nil || m.Sessions.IdleTimeout != 10*time.Minute || m.Sessions.MaxSessions != 1000 ||
+		m.Sessions.MaxPerPrincipal != 16 || m.Sessions.MaxStreamsPerPrincipal != 16 || m.Sessions.InitializeRate.Burst != 10 {
+		t.Fatalf("defaults: %+v", m)
+	}
+	c, err = FromEnv(env(map[string]string{MCPAllowedOrigins: " https://app.example ,,http://localhost:5173", MCPSessionIdle: "60",
+		MCPMaxSessions: "50", MCPMaxSessionsPer: "2", MCPMaxStreamsPer: "3", MCPInitializeRate: "6/m:1"}), Lambda)
+	if err == nil || strings.Count(err.Error(), "\n") != 0 { // only the public URL is missing
+		t.Fatalf("%v", err)
+	}
+	m := c.Tools.MCP
+	if !slices.Equal(m.AllowedOrigins, []string{"https://app.example", "http://localhost:5173"}) || m.Sessions.IdleTimeout != time.Minute ||
+		m.Sessions.MaxSessions != 50 || m.Sessions.MaxPerPrincipal != 2 || m.Sessions.MaxStreamsPerPrincipal != 3 ||
+		m.Sessions.InitializeRate.Burst != 1 || m.Sessions.InitializeRate.Rate != 0.1 {
+		t.Fatalf("set: %+v", m)
+	}
+}
+
 func TestValues(t *testing.T) {
 	tools := map[string]string{JWKSURL: "http://127.0.0.1:9090/jwks", JWTIssuer: "i", JWTAudience: "a"}
 	for _, tc := range []struct {
@@ -136,6 +159,16 @@ func TestValues(t *testing.T) {
 		// (and checked) without the REST routes.
 		{"tool variables checked without JWKS", map[string]string{Metrics: "nonsense"}, Metrics},
 		{"AWS needs the rest", with(nil, Table, "t", QueueURL, "q"), KMSKeyID},
+		{"MCP origins", with(nil, MCPAllowedOrigins, "https://app.example, http://localhost:5173"), ""},
+		{"MCP origin with a path", with(nil, MCPAllowedOrigins, "https://app.example/app"), MCPAllowedOrigins},
+		{"MCP origin without a scheme", with(nil, MCPAllowedOrigins, "app.example"), MCPAllowedOrigins},
+		{"MCP idle 10", with(nil, MCPSessionIdle, "10"), ""},
+		{"MCP idle 9", with(nil, MCPSessionIdle, "9"), MCPSessionIdle},
+		{"MCP sessions 0", with(nil, MCPMaxSessions, "0"), MCPMaxSessions},
+		{"MCP sessions per principal 0", with(nil, MCPMaxSessionsPer, "0"), MCPMaxSessionsPer},
+		{"MCP streams per principal 0", with(nil, MCPMaxStreamsPer, "0"), MCPMaxStreamsPer},
+		{"MCP initialize rate", with(nil, MCPInitializeRate, "5/s:1"), ""},
+		{"MCP initialize rate in words", with(nil, MCPInitializeRate, "five a minute"), MCPInitializeRate},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := FromEnv(env(tc.env), Local)

@@ -36,6 +36,8 @@ type fakeTools struct {
 	granted, extra bool
 	// consentMessage is whoami's consent message.
 	consentMessage string
+	// quiet records nothing (a benchmark's many calls).
+	quiet bool
 }
 
 // scopedTool is listed only to a caller with the profile.read scope.
@@ -75,8 +77,10 @@ func (f *fakeTools) SearchSkills(_ context.Context, p domain.Principal, q string
 
 func (f *fakeTools) Call(_ context.Context, p domain.Principal, name, callID string, args json.RawMessage, via string) toolhooks.Outcome {
 	f.mu.Lock()
-	f.calls = append(f.calls, name+" "+via+" "+string(args)+" "+p.Subject)
-	f.callers = append(f.callers, p)
+	if !f.quiet {
+		f.calls = append(f.calls, name+" "+via+" "+string(args)+" "+p.Subject)
+		f.callers = append(f.callers, p)
+	}
 	granted, message := f.granted, f.consentMessage
 	f.mu.Unlock()
 	if message == "" {
