@@ -94,6 +94,34 @@ func liveHeap() uint64 {
 	return m.HeapAlloc
 }
 
+// TestLiveHeapIsBounded: a store that has read 400 long instances (49 MB
+// of snapshots) holds about its cache bound of them, not all (issue 16:
+// 31.8 MB of a 45 MB live heap was this cache). Unbounded it held 65 MB.
+func TestLiveHeapIsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes and reads 49 MB")
+	}
+	const n, limit = 400, 32 << 20 // twice the default bound
+	dir := t.TempDir()
+	keys := writeInstances(t, dir, longConversation(t, turn.InstanceKey{Swarm: "default", Key: "k", Agent: "assistant"}, 50), n)
+	before := liveHeap()
+	s, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if _, err := s.Load(context.Background(), k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := int64(liveHeap()) - int64(before)
+	runtime.KeepAlive(s)
+	t.Logf("%d instances read: %.1f MB of live heap held", n, float64(held)/1e6)
+	if held > limit {
+		t.Fatalf("the store holds %.1f MB of live heap after reading %d instances, want at most %.1f", float64(held)/1e6, n, float64(limit)/1e6)
+	}
+}
+
 // BenchmarkHeapFor400Instances: the live heap a store holds once it has
 // read 400 instances of 50 turns each (123 kB of snapshot each), with the
 // default bound, with none, and unbounded as it was before the bound:
