@@ -9,7 +9,10 @@
 // error quotes attribute values, SQS a message body, and an endpoint that
 // misbehaves whatever it likes. This package must never put an error's
 // message, or any text of an error it does not know, into a description.
-// The cause stays reachable with errors.Is and errors.As.
+// The cause stays reachable with errors.Is and errors.As. Where a
+// description reaches more than a log line (a model adapter's error ends
+// in a turn failure), DescribeListed and Listed keep even the error code
+// to the values a service documents.
 package awserr
 
 import (
@@ -59,7 +62,35 @@ func Code(err error) string {
 //
 // A network error keeps its text (it names addresses, never request
 // content); any other error is named by its Go type only.
-func Describe(err error) string {
+func Describe(err error) string { return describe(err, Token) }
+
+// DescribeListed is Describe naming an API error's code only when known
+// lists it (Listed): for a description that reaches more than a log line
+// — a model adapter's error becomes a turn failure — where a server's
+// own words must not go, be it through the code.
+func DescribeListed(err error, known map[string]bool) string {
+	return describe(err, func(code string) string { return Listed(code, known) })
+}
+
+// OtherCode stands for an error code a server sent that is not on the
+// list a description keeps (Listed).
+const OtherCode = "other"
+
+// Listed is code when known lists it, OtherCode for any other code, and
+// "" for none: a server's error code kept to the values its service
+// documents, since a misbehaving endpoint controls the code as much as
+// the message.
+func Listed(code string, known map[string]bool) string {
+	switch {
+	case code == "":
+		return ""
+	case known[code]:
+		return code
+	}
+	return OtherCode
+}
+
+func describe(err error, code func(string) string) string {
 	var parts []string
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -74,7 +105,7 @@ func Describe(err error) string {
 	)
 	switch {
 	case errors.As(err, &api):
-		s := "api error " + Token(api.ErrorCode())
+		s := "api error " + code(api.ErrorCode())
 		if errors.As(err, &resp) {
 			s += fmt.Sprintf(" (status %d, request id %s)", resp.HTTPStatusCode(), Token(resp.ServiceRequestID()))
 		}

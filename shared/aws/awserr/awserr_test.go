@@ -181,3 +181,34 @@ func TestDescribeOtherErrors(t *testing.T) {
 		t.Fatal("Safe(nil) is not nil")
 	}
 }
+
+// DescribeListed and Listed keep a server's error code only when the
+// caller's list holds it (issue 17 item 9: a model adapter's error
+// becomes a turn failure, and the endpoint chooses the code).
+func TestDescribeListed(t *testing.T) {
+	known := map[string]bool{"ValidationException": true}
+	for _, tc := range []struct {
+		name, typ, code, mentions string
+	}{
+		{"listed", "ValidationException", "ValidationException", "api error ValidationException (status 400, request id R1)"},
+		{"not listed", "IgnorePreviousInstructions", OtherCode, "api error other (status 400, request id R1)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := put(context.Background(), newClient(t, jsonError(400, tc.typ, "R1"), 1))
+			if got := Listed(Code(err), known); got != tc.code {
+				t.Fatalf("Listed = %q, want %q", got, tc.code)
+			}
+			s := DescribeListed(err, known)
+			if !strings.Contains(s, tc.mentions) || strings.Contains(s, "IgnorePrevious") || strings.Contains(s, canary) {
+				t.Fatalf("DescribeListed = %q, want it to mention %q and nothing the server chose", s, tc.mentions)
+			}
+			// Describe, for logs, names every code (as a token).
+			if !strings.Contains(Describe(err), "api error "+tc.typ) {
+				t.Fatalf("Describe = %q", Describe(err))
+			}
+		})
+	}
+	if Listed("", known) != "" {
+		t.Fatal("no code became one")
+	}
+}

@@ -384,13 +384,28 @@ var retryableCodes = map[string]bool{
 	"ModelTimeoutException":       true,
 }
 
+// knownCodes are the error codes Converse documents and the common
+// errors of every AWS API (signing, credentials): the only codes an error
+// carries, in its Code and its message. A model error ends in a turn
+// failure, which API callers, webhooks and — through a delegation —
+// another agent's model read, and the endpoint (an emulator, a proxy: the
+// Model's endpoint is configurable) chooses the code: any other is
+// awserr.OtherCode.
+var knownCodes = map[string]bool{
+	"AccessDeniedException": true, "InternalServerException": true, "ModelErrorException": true,
+	"ModelNotReadyException": true, "ModelTimeoutException": true, "ResourceNotFoundException": true,
+	"ServiceQuotaExceededException": true, "ServiceUnavailableException": true, "ThrottlingException": true,
+	"ValidationException": true,
+	// Common errors.
+	"ExpiredTokenException": true, "IncompleteSignature": true, "InternalFailure": true, "InvalidClientTokenId": true,
+	"InvalidSignatureException": true, "MissingAuthenticationTokenException": true, "NotAuthorized": true,
+	"RequestExpired": true, "ServiceUnavailable": true, "UnrecognizedClientException": true,
+}
+
 // callError maps an SDK error: the code decides, then the status; a call
 // that got no answer is retryable unless the caller's context ended.
 func callError(ctx context.Context, err error) *model.Error {
-	e := &model.Error{Message: "converse: " + awserr.Describe(err)}
-	if c := awserr.Code(err); c != "" {
-		e.Code = awserr.Token(c)
-	}
+	e := &model.Error{Message: "converse: " + awserr.DescribeListed(err, knownCodes), Code: awserr.Listed(awserr.Code(err), knownCodes)}
 	var resp *awshttp.ResponseError
 	if errors.As(err, &resp) {
 		e.Status = resp.HTTPStatusCode()

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentauth/agentauth/shared/aws/awserr"
 	"github.com/agentauth/agentauth/shared/turn/message"
 	"github.com/agentauth/agentauth/shared/turn/model"
 )
@@ -166,7 +167,8 @@ rules:
 	t.Run("429 is retryable and its message stays out", func(t *testing.T) {
 		_, err := m.Call(ctx, model.Request{Messages: []message.Message{user("u", "throttle me")}})
 		var me *model.Error
-		if !errors.As(err, &me) || me.Status != 429 || !me.Retryable || me.Code != "mock_error" || strings.Contains(err.Error(), "throttle me") || strings.Contains(err.Error(), apiKey) {
+		// fakellm's code, mock_error, is none OpenAI documents: other.
+		if !errors.As(err, &me) || me.Status != 429 || !me.Retryable || me.Code != awserr.OtherCode || strings.Contains(err.Error(), "throttle me") || strings.Contains(err.Error(), apiKey) {
 			t.Fatalf("%#v", err)
 		}
 	})

@@ -19,9 +19,12 @@
 //     model.Error all the same.
 //
 // It must never log the API key, send it anywhere but the Authorization
-// header, or put it or the request's content into an error: errors carry
-// the HTTP status, the provider's error code and request id, never the
-// provider's message (servers echo request content in theirs).
+// header of a request to the configured endpoint (redirects are not
+// followed: one would take the header and the conversation with it), or
+// put it or the request's content into an error: errors carry the HTTP
+// status, the provider's error code when it is one OpenAI documents and
+// its request id, never the provider's message (servers echo request
+// content in theirs).
 package openai
 
 import (
@@ -86,10 +89,16 @@ func New(cfg Config) (*Model, error) {
 	if cfg.Model == "" {
 		return nil, errors.New("openai model: no model id")
 	}
-	client := cfg.HTTPClient
-	if client == nil {
-		client = &http.Client{}
+	client := &http.Client{}
+	if cfg.HTTPClient != nil {
+		c := *cfg.HTTPClient // a copy: the caller's client keeps its own redirect rule
+		client = &c
 	}
+	// A redirect is answered as an error, never followed: net/http would
+	// send the Authorization header along to the same host (over plain
+	// http too, after an https endpoint) and a 307 or 308 the
+	// conversation to wherever it points.
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &Model{cfg: cfg, endpoint: strings.TrimSuffix(cfg.BaseURL, "/") + "/chat/completions", client: client}, nil
 }
 
@@ -194,6 +203,9 @@ func (m *Model) Call(ctx context.Context, req model.Request) (model.Response, er
 		return model.Response{}, m.transportError(ctx, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		return model.Response{}, redirectError(resp)
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return model.Response{}, statusError(resp)
 	}
@@ -389,6 +401,16 @@ func finish(r string) model.FinishReason {
 	return model.FinishOther // content_filter, and what a server invents
 }
 
+// redirectError is a 3xx answer, which the client did not follow. Where
+// it points is left out (the server chose it); the fix is the endpoint.
+func redirectError(resp *http.Response) *model.Error {
+	return &model.Error{
+		Status: resp.StatusCode,
+		Message: fmt.Sprintf("chat completions: the endpoint redirected (HTTP %d), and redirects are not followed: "+
+			"they would take the API key and the conversation along; set the Model's endpoint to the URL it redirects to", resp.StatusCode),
+	}
+}
+
 // statusError maps a non-2xx answer: status, the provider's code, its
 // retry hint — and not its message.
 func statusError(resp *http.Response) *model.Error {
@@ -409,17 +431,64 @@ func statusError(resp *http.Response) *model.Error {
 	}
 }
 
-// errorCode is the code (else the type) of an error body: OpenAI's and
-// LiteLLM's {"error":{"code","type"}}, vLLM's top-level {"code","type"};
-// a code may be a number.
+// knownCodes are the error codes and types OpenAI documents for its API
+// (and vLLM's error types): the only codes an error carries. A model
+// error ends in a turn failure, which API callers, webhooks and — through
+// a delegation — another agent's model read, so an endpoint's own words
+// never get there: any other code is awserr.OtherCode.
+var knownCodes = map[string]bool{
+	// error.type
+	"invalid_request_error": true, "authentication_error": true, "permission_error": true,
+	"not_found_error": true, "conflict_error": true, "rate_limit_error": true, "insufficient_quota": true,
+	"server_error": true, "api_error": true, "service_unavailable_error": true, "requests": true, "tokens": true,
+	// error.code
+	"invalid_api_key": true, "invalid_organization": true, "model_not_found": true, "context_length_exceeded": true,
+	"rate_limit_exceeded": true, "billing_hard_limit_reached": true, "invalid_value": true, "invalid_type": true,
+	"missing_required_parameter": true, "unknown_parameter": true, "unsupported_parameter": true,
+	"unsupported_value": true, "integer_below_min_value": true, "integer_above_max_value": true,
+	"string_above_max_length": true, "array_above_max_length": true, "empty_array": true, "invalid_prompt": true,
+	"content_filter": true, "content_policy_violation": true, "server_is_overloaded": true, "slow_down": true,
+	"unsupported_country_region_territory": true, "account_deactivated": true,
+	// vLLM's error types
+	"BadRequestError": true, "NotFoundError": true, "InternalServerError": true,
+}
+
+// knownCode is code when knownCodes lists it or it is an HTTP status
+// (vLLM and LiteLLM send the status as the code), else
+// awserr.OtherCode; "" stays "".
+func knownCode(code string) string {
+	if len(code) == 3 && code[0] >= '1' && code[0] <= '5' && code[1] >= '0' && code[1] <= '9' && code[2] >= '0' && code[2] <= '9' {
+		return code
+	}
+	return awserr.Listed(code, knownCodes)
+}
+
+// errorCode is the code, else the type, of an error body that knownCode
+// keeps (OtherCode when it keeps neither): OpenAI's and LiteLLM's
+// {"error":{"code","type"}}, vLLM's top-level {"code","type"}; a code
+// may be a number.
 func errorCode(raw []byte) string {
+	code, typ := bodyCode(raw)
+	for _, c := range []string{knownCode(code), knownCode(typ)} {
+		if c != "" && c != awserr.OtherCode {
+			return c
+		}
+	}
+	if code != "" || typ != "" {
+		return awserr.OtherCode
+	}
+	return ""
+}
+
+// bodyCode is the code and the type an error body names.
+func bodyCode(raw []byte) (code, typ string) {
 	var body struct {
 		Error json.RawMessage `json:"error"`
 		Code  json.RawMessage `json:"code"`
 		Type  json.RawMessage `json:"type"`
 	}
 	if json.Unmarshal(raw, &body) != nil {
-		return ""
+		return "", ""
 	}
 	var inner struct {
 		Code json.RawMessage `json:"code"`
@@ -428,10 +497,7 @@ func errorCode(raw []byte) string {
 	if json.Unmarshal(body.Error, &inner) == nil && (scalar(inner.Code) != "" || scalar(inner.Type) != "") {
 		body.Code, body.Type = inner.Code, inner.Type
 	}
-	if c := scalar(body.Code); c != "" {
-		return c
-	}
-	return scalar(body.Type)
+	return scalar(body.Code), scalar(body.Type)
 }
 
 // scalar is a JSON string or number as a short token ("" otherwise):
