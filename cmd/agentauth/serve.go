@@ -36,12 +36,18 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
 	fs.StringVar(&cfg.PublicURL, "public-url", cfg.PublicURL, "public base URL for callbacks (default http://<addr>)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	debugAddr := fs.String("debug-addr", "", "serve /debug/vars (goroutines, heap) and /debug/pprof on this loopback address, e.g. 127.0.0.1:6060 (default: off)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
 		return usageError{fmt.Sprintf("serve: --log-level %q: want debug, info, warn or error", *level)}
+	}
+	if *debugAddr != "" {
+		if err := checkDebugAddr(*debugAddr); err != nil {
+			return err
+		}
 	}
 	if cfg.AWS != nil {
 		return usageError{fmt.Sprintf("serve runs on the embedded backends in --home; unset %s (the AWS backends are for the Lambda functions)", config.Table)}
@@ -101,6 +107,15 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfg.PublicURL, cfg.BundleDir, a.Bundle.Revision, len(a.Bundle.OAuthApps), cfg.Home, h.Keyring.CurrentID(), tokenNote(cfg, created), toolsNote(cfg, a), turnsNote(a))
 	log.Info("agentauth started", "addr", ln.Addr().String(), "publicUrl", cfg.PublicURL, "bundleRevision", a.Bundle.Revision, "oauthApps", len(a.Bundle.OAuthApps), "keyId", h.Keyring.CurrentID())
 
+	if *debugAddr != "" {
+		dln, dsrv, err := listenDebug(*debugAddr)
+		if err != nil {
+			return err
+		}
+		defer dsrv.Close()
+		go func() { _ = dsrv.Serve(dln) }()
+		log.Info("debug endpoints on", "addr", dln.Addr().String())
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
