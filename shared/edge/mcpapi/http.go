@@ -174,7 +174,8 @@ func (s *Server) handler(hc HTTPConfig) (*routes, error) {
 	// The SDK's bearer middleware binds a stateful session to the caller
 	// who opened it (TokenInfo.UserID: the token's subject): another
 	// subject's token with that Mcp-Session-Id is refused. Its TokenInfo
-	// carries each request's principal to the handlers. It reads the
+	// carries each request's principal and context (request and trace
+	// ids) to the handlers. It reads the
 	// principal the check below has already built; the token is verified
 	// once.
 	bind := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
@@ -182,7 +183,7 @@ func (s *Server) handler(hc HTTPConfig) (*routes, error) {
 		if !ok {
 			return nil, auth.ErrInvalidToken
 		}
-		return &auth.TokenInfo{UserID: p.Subject, Scopes: p.Scopes, Extra: map[string]any{principalExtra: p}}, nil
+		return &auth.TokenInfo{UserID: p.Subject, Scopes: p.Scopes, Extra: map[string]any{principalExtra: p, requestExtra: ctx}}, nil
 	}, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metadataURL, AllowMissingExpiration: true})
 	g.next = bind(sdk)
 	rt.mcp = checkOrigin(origins, s.bearer(hc, metadataURL, g))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentauth/agentauth/shared/edge/httpx"
 	"github.com/agentauth/agentauth/shared/edge/jwtauth"
 )
 
@@ -113,7 +114,7 @@ func newHarness(t testing.TB, hc harnessConfig) *harness {
 	}
 	mux := http.NewServeMux()
 	h.rt.register(mux)
-	srv := httptest.NewUnstartedServer(mux)
+	srv := httptest.NewUnstartedServer(httpx.Observe(nil, mux))
 	srv.Config.WriteTimeout = hc.writeTimeout
 	srv.Start()
 	h.url = srv.URL

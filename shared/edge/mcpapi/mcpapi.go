@@ -154,6 +154,7 @@ func (s *Server) middleware(sess *session) mcp.Middleware {
 				return nil, errNoCaller
 			}
 			sess.seen(p)
+			ctx = withRequest(ctx, req)
 			switch method {
 			case "tools/list":
 				return s.listTools(ctx, sess, p), nil

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/edge/httpx"
 	"github.com/agentauth/agentauth/shared/tools/discovery"
 	"github.com/agentauth/agentauth/shared/tools/skills"
 	"github.com/agentauth/agentauth/shared/tools/toolhooks"
@@ -27,8 +28,10 @@ var yes, no = true, false
 type fakeTools struct {
 	mu    sync.Mutex
 	calls []string // tool, via, args, subject
-	// callers are the principals of the calls and searches, in order.
-	callers []domain.Principal
+	// callers are the principals of the calls and searches, in order;
+	// requestIDs the request ids (httpx) of the calls' contexts.
+	callers    []domain.Principal
+	requestIDs []string
 	// manifests counts the manifests resolved.
 	manifests int
 	// granted makes whoami run (the consent happened); extra lists one
@@ -75,11 +78,12 @@ func (f *fakeTools) SearchSkills(_ context.Context, p domain.Principal, q string
 	return []skills.Result{{Skill: skills.Skill{Name: "refunds", Description: "how to refund", Content: "step 1"}, RelevanceScore: 0.9}}
 }
 
-func (f *fakeTools) Call(_ context.Context, p domain.Principal, name, callID string, args json.RawMessage, via string) toolhooks.Outcome {
+func (f *fakeTools) Call(ctx context.Context, p domain.Principal, name, callID string, args json.RawMessage, via string) toolhooks.Outcome {
 	f.mu.Lock()
 	if !f.quiet {
 		f.calls = append(f.calls, name+" "+via+" "+string(args)+" "+p.Subject)
 		f.callers = append(f.callers, p)
+		f.requestIDs = append(f.requestIDs, httpx.RequestID(ctx))
 	}
 	granted, message := f.granted, f.consentMessage
 	f.mu.Unlock()

@@ -77,9 +77,39 @@ func (l SessionLimits) withDefaults() (SessionLimits, error) {
 	return l, l.InitializeRate.Validate()
 }
 
-// principalExtra is the key of the request's principal in the SDK's
-// TokenInfo.Extra, which the SDK hands every request's handlers.
-const principalExtra = "agentauth.principal"
+// Keys of the SDK's TokenInfo.Extra, which the SDK hands the handlers of
+// every request: the request's principal, and its HTTP context.
+const (
+	principalExtra = "agentauth.principal"
+	requestExtra   = "agentauth.request"
+)
+
+// requestContext is a handler's context with the values of its own HTTP
+// request first: the SDK runs a session's handlers in a context made from
+// the request that opened it, so its request id, trace id and log
+// attributes would be that request's. Cancellation stays the handler's.
+type requestContext struct {
+	context.Context
+	request context.Context
+}
+
+func (c requestContext) Value(key any) any {
+	if v := c.request.Value(key); v != nil {
+		return v
+	}
+	return c.Context.Value(key)
+}
+
+// withRequest is ctx with the values of req's HTTP request, when it came
+// over HTTP.
+func withRequest(ctx context.Context, req mcp.Request) context.Context {
+	if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
+		if rc, ok := ex.TokenInfo.Extra[requestExtra].(context.Context); ok {
+			return requestContext{ctx, rc}
+		}
+	}
+	return ctx
+}
 
 // session is what the server keeps of one MCP session beside the SDK:
 // the caller of its last request, what it was last told its tools are,

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -99,6 +100,27 @@ func TestHTTPEachRequestIsServedAsItsOwnCaller(t *testing.T) {
 		if p := h.tools.lastCaller(); p.Tenant != tc.tenant {
 			t.Fatalf("%s: the skills search ran for tenant %q", tc.token, p.Tenant)
 		}
+	}
+}
+
+// TestHTTPCallsCarryTheirOwnRequestID (issue 17, point 3): a call runs in
+// a context with its own request's values — request id, trace id, log
+// attributes — not those of the request that opened the session.
+func TestHTTPCallsCarryTheirOwnRequestID(t *testing.T) {
+	h := newHarness(t, harnessConfig{})
+	c := h.raw(t, "tok-alice")
+	c.open()
+	for _, id := range []string{"call-a", "call-b"} {
+		c.id++
+		if resp, body := c.post(`{"jsonrpc":"2.0","id":`+strconv.Itoa(c.id)+`,"method":"tools/call","params":{"name":"echo","arguments":{}}}`,
+			"X-Request-Id", id); resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+	}
+	h.tools.mu.Lock()
+	defer h.tools.mu.Unlock()
+	if !slices.Equal(h.tools.requestIDs, []string{"call-a", "call-b"}) {
+		t.Fatalf("the calls ran with request ids %q", h.tools.requestIDs)
 	}
 }
 
