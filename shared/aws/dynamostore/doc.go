@@ -213,9 +213,12 @@
 // An item whose doc is over BlobThreshold (32 KB) keeps it in S3 when the
 // store has Blobs (Turns(blobs); AGENTAUTH_TURN_BUCKET): the object
 // turns/<h>/<e>/<sha256 of the doc> is written before the transaction and
-// the item holds its key in blob instead of doc; a read checks the
-// object's hash against its name (missing or changed: ErrCorrupt) and
-// keeps it in a bounded per-Store cache. The instance item is offloaded
+// the item holds its key in blob instead of doc; a read refuses a key
+// that is not its own instance incarnation's folder and a SHA-256 name
+// (ErrCorrupt, the object never read: an item naming another instance's
+// object would read it as its own), checks the object's hash against its
+// name (missing or changed: ErrCorrupt) and keeps it in a bounded
+// per-Store cache. The instance item is offloaded
 // the same way. Delete removes the instance's folder; an object a failed
 // commit wrote, or one no item names any more, stays until then. Without
 // Blobs an item whose doc is over 300 KB (DynamoDB's limit is 400 KB)

@@ -145,6 +145,33 @@ func turnLogPK(h, turnID string, i int) string {
 // instance hash, epoch its epoch (so Delete removes exactly them).
 func blobPrefix(h, epoch string) string { return "turns/" + h + "/" + epoch + "/" }
 
+// instBlobPrefix is the blob prefix of h's instance item, by the epoch
+// attribute it carries beside its doc (which may itself be a blob); ""
+// when it has none, and no blob lies under "".
+func instBlobPrefix(h string, item map[string]types.AttributeValue) string {
+	e, ok := item[attrEpoch].(*types.AttributeValueMemberS)
+	if !ok || e.Value == "" {
+		return ""
+	}
+	return blobPrefix(h, e.Value)
+}
+
+// blobUnder reports whether key names a blob of the incarnation whose
+// prefix is under: under, then a SHA-256 in lowercase hex, and nothing
+// else — what docItem writes.
+func blobUnder(key, under string) bool {
+	name, ok := strings.CutPrefix(key, under)
+	if under == "" || !ok || len(name) != sha256.Size*2 {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // docItem is a turn item holding v as JSON in doc — or, over
 // BlobThreshold with Blobs, in the S3 object the item names (written
 // first: a crash before the transaction leaves an object no item names,
@@ -175,15 +202,16 @@ func sha256Hex(b []byte) string {
 }
 
 // decodeDoc decodes a turn item's doc, reading it from S3 when the item
-// names a blob: the object must hash to its name (what was written is
-// what is read, or the item is corrupt).
-func (t turnStore) decodeDoc(ctx context.Context, item map[string]types.AttributeValue, kind string, v any) error {
+// names a blob: the blob must lie under the prefix of the item's instance
+// incarnation (blobPrefix: under) and the object hash to its name (what
+// was written is what is read, or the item is corrupt).
+func (t turnStore) decodeDoc(ctx context.Context, item map[string]types.AttributeValue, kind, under string, v any) error {
 	if err := checkKind(item, kind); err != nil {
 		return err
 	}
 	var doc []byte
 	if key, ok := item[attrBlob].(*types.AttributeValueMemberS); ok {
-		b, err := t.blob(ctx, key.Value)
+		b, err := t.blob(ctx, key.Value, under)
 		if err != nil {
 			return err
 		}
@@ -203,7 +231,12 @@ func (t turnStore) decodeDoc(ctx context.Context, item map[string]types.Attribut
 
 // blob reads the object key names, from the cache when this Store has
 // read or written it (content-addressed: a name never changes content).
-func (t turnStore) blob(ctx context.Context, key string) ([]byte, error) {
+// A key outside under is never read, nor looked up: an item that names
+// another instance's object (or any other) would read it as its own.
+func (t turnStore) blob(ctx context.Context, key, under string) ([]byte, error) {
+	if !blobUnder(key, under) {
+		return nil, fmt.Errorf("%w: a turn item names an S3 object outside its instance's prefix", domain.ErrCorrupt)
+	}
 	if b, ok := t.s.blobCache.get(key); ok {
 		return b, nil
 	}
@@ -249,7 +282,7 @@ func (t turnStore) getInst(ctx context.Context, h string) (instDoc, bool, error)
 	if out.Item == nil {
 		return instDoc{}, false, nil
 	}
-	d, err := t.decodeInst(ctx, out.Item)
+	d, err := t.decodeInst(ctx, h, out.Item)
 	if err != nil {
 		return instDoc{}, false, err
 	}
@@ -257,11 +290,12 @@ func (t turnStore) getInst(ctx context.Context, h string) (instDoc, bool, error)
 	return d, true, nil
 }
 
-// decodeInst decodes an instance item. The known cache keeps the item, not
-// the decoded doc: a State handed to a caller shares the doc's maps.
-func (t turnStore) decodeInst(ctx context.Context, item map[string]types.AttributeValue) (instDoc, error) {
+// decodeInst decodes the instance item of h. The known cache keeps the
+// item, not the decoded doc: a State handed to a caller shares the doc's
+// maps.
+func (t turnStore) decodeInst(ctx context.Context, h string, item map[string]types.AttributeValue) (instDoc, error) {
 	var d instDoc
-	if err := t.decodeDoc(ctx, item, kindTurnInstance, &d); err != nil {
+	if err := t.decodeDoc(ctx, item, kindTurnInstance, instBlobPrefix(h, item), &d); err != nil {
 		return instDoc{}, err
 	}
 	v, err := needN(item, attrVersion)
@@ -308,6 +342,7 @@ func (t turnStore) Load(ctx context.Context, k turn.InstanceKey) (turn.State, er
 // loadParts builds the State of d, reading the items it names; missing
 // reports that one of them is gone.
 func (t turnStore) loadParts(ctx context.Context, h string, d instDoc) (turn.State, bool, error) {
+	bp := blobPrefix(h, d.Epoch)
 	h = itemsKey(h, d)
 	var pks []string
 	if d.HasBase {
@@ -346,7 +381,7 @@ func (t turnStore) loadParts(ctx context.Context, h string, d instDoc) (turn.Sta
 		if !ok {
 			return false, nil
 		}
-		return true, t.decodeDoc(ctx, item, kind, v)
+		return true, t.decodeDoc(ctx, item, kind, bp, v)
 	}
 	if d.HasBase {
 		if ok, err := get(turnBasePK(h, d.Gen), kindTurnBase, &st.Base); !ok || err != nil {
@@ -402,7 +437,7 @@ func (t turnStore) TurnEvents(ctx context.Context, k turn.InstanceKey, turnID st
 		if !live && !slices.Contains(d.Ended, turnID) {
 			return turn.Turn{}, nil, fmt.Errorf("dynamostore: turn %q of instance %s: %w", turnID, h[:12], domain.ErrNotFound)
 		}
-		ih := itemsKey(h, d)
+		ih, bp := itemsKey(h, d), blobPrefix(h, d.Epoch)
 		var pks []string
 		if !live {
 			pks = append(pks, turnRecPK(ih, turnID))
@@ -419,14 +454,14 @@ func (t turnStore) TurnEvents(ctx context.Context, k turn.InstanceKey, turnID st
 			continue // a commit forgot the turn meanwhile: read the instance again
 		}
 		if !live {
-			if err := t.decodeDoc(ctx, items[pks[0]], kindTurnRecord, &tn); err != nil {
+			if err := t.decodeDoc(ctx, items[pks[0]], kindTurnRecord, bp, &tn); err != nil {
 				return turn.Turn{}, nil, err
 			}
 		}
 		var evs []turn.TurnEvent
 		for i := from; i < d.TurnEvents[turnID]; i++ {
 			var ev turn.TurnEvent
-			if err := t.decodeDoc(ctx, items[turnLogPK(ih, turnID, i)], kindTurnEvent, &ev); err != nil {
+			if err := t.decodeDoc(ctx, items[turnLogPK(ih, turnID, i)], kindTurnEvent, bp, &ev); err != nil {
 				return turn.Turn{}, nil, err
 			}
 			if ev.Seq > after {
@@ -489,7 +524,7 @@ func (t turnStore) Commit(ctx context.Context, c turn.Commit) error {
 	// A new instance needs no read: the condition is the item's absence.
 	var old instDoc
 	if item, ok := t.s.known.turnInst(h); ok && c.Expect != 0 {
-		if d, err := t.decodeInst(ctx, item); err == nil {
+		if d, err := t.decodeInst(ctx, h, item); err == nil {
 			old = d
 		}
 	}
@@ -691,7 +726,7 @@ func (t turnStore) List(ctx context.Context) ([]turn.Instance, []turn.Unreadable
 	bad, err := t.s.scanKind(ctx, kindTurnInstance, turnInstPrefix, func(string) error { return nil },
 		func(h string, item map[string]types.AttributeValue) error {
 			var d instDoc
-			if err := t.decodeDoc(ctx, item, kindTurnInstance, &d); err != nil {
+			if err := t.decodeDoc(ctx, item, kindTurnInstance, instBlobPrefix(h, item), &d); err != nil {
 				if ctx.Err() != nil {
 					return errStop{ctx.Err()}
 				}
