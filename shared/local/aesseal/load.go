@@ -201,7 +201,7 @@ func encodeKeyFile(key []byte) []byte {
 
 // readKeyFile reads a key file, refusing one that others can read.
 func readKeyFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := atomicfile.Open(path) // never a link planted in the home
 	if err != nil {
 		return nil, fmt.Errorf("aesseal: read key: %w", err)
 	}

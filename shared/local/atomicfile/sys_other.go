@@ -14,3 +14,12 @@ const (
 func tryLock(*os.File) (bool, error) { return true, nil }
 
 func syncDir(string) error { return nil }
+
+// openNoFollow: the platform cannot refuse a symbolic link at open.
+const openNoFollow = 0
+
+// ownerOf: owners are not compared on this platform.
+func ownerOf(os.FileInfo) (int, bool) { return 0, false }
+
+// modesMeanAccess: modes are not checked here.
+const modesMeanAccess = false

@@ -38,3 +38,18 @@ func syncDir(dir string) error {
 	defer d.Close()
 	return d.Sync()
 }
+
+// openNoFollow makes an open refuse a symbolic link at the path.
+const openNoFollow = syscall.O_NOFOLLOW
+
+// ownerOf is the user id that owns fi's file.
+func ownerOf(fi os.FileInfo) (int, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}
+
+// modesMeanAccess: modes are who may write.
+const modesMeanAccess = true

@@ -43,3 +43,13 @@ func tryLock(f *os.File) (bool, error) {
 
 // Windows cannot fsync a directory; rename is durable there without it.
 func syncDir(string) error { return nil }
+
+// openNoFollow: Windows opens have no O_NOFOLLOW; CheckPrivateDir still
+// refuses linked state directories.
+const openNoFollow = 0
+
+// ownerOf: owners are not compared on Windows (ACLs, not modes).
+func ownerOf(os.FileInfo) (int, bool) { return 0, false }
+
+// modesMeanAccess: Windows reports 0777 for directories: access is ACLs.
+const modesMeanAccess = false

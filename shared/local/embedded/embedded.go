@@ -8,13 +8,16 @@ package embedded
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/agentauth/agentauth/shared/local/aesseal"
+	"github.com/agentauth/agentauth/shared/local/atomicfile"
 	"github.com/agentauth/agentauth/shared/local/filelimit"
 	"github.com/agentauth/agentauth/shared/local/filequeue"
 	"github.com/agentauth/agentauth/shared/local/filestore"
@@ -40,6 +43,9 @@ type Backends struct {
 func Open(ctx context.Context, home, envKey string, create bool) (*Backends, error) {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("home %s: %w", home, err)
+	}
+	if err := CheckHome(home); err != nil {
+		return nil, err
 	}
 	st, err := filestore.New(home)
 	if err != nil {
@@ -70,6 +76,36 @@ func Open(ctx context.Context, home, envKey string, create bool) (*Backends, err
 		return nil, err
 	}
 	return &Backends{Home: home, Store: st, Keyring: kr, Queue: q, Turns: turns}, nil
+}
+
+// CheckHome refuses a home other local users could write in: a home writable
+// by group or others or owned by another user, or a directory in it (its
+// top level, and oauth's) that is such a directory or a symbolic link. Such
+// a home would let them queue an event that runs as a turn, or plant a key
+// or a grant. The home itself may be a link the user made; what is inside
+// may not.
+func CheckHome(home string) error {
+	if err := atomicfile.CheckPrivateDir(home, true); err != nil {
+		return fmt.Errorf("home: %w", err)
+	}
+	for _, dir := range []string{home, filepath.Join(home, "oauth")} {
+		entries, err := os.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("home: %w", err)
+		}
+		for _, e := range entries {
+			if !e.IsDir() && e.Type()&fs.ModeSymlink == 0 {
+				continue // files are opened without following links
+			}
+			if err := atomicfile.CheckPrivateDir(filepath.Join(dir, e.Name()), false); err != nil {
+				return fmt.Errorf("home: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // checkKeys refuses to start when a record is sealed under a key we do

@@ -95,7 +95,7 @@ func (f *Limiter) Allow(ctx context.Context, principal, tool string) (bool, time
 
 // readTAT returns the TAT stored at path, 0 when there is none.
 func readTAT(path string) (int64, error) {
-	b, err := os.ReadFile(path)
+	b, err := atomicfile.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}

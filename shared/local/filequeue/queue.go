@@ -269,7 +269,7 @@ func (q *Queue) scan(ctx context.Context) ([]record, []error, error) {
 			continue
 		}
 		path := filepath.Join(q.dir, name)
-		data, err := os.ReadFile(path)
+		data, err := atomicfile.ReadFile(path) // a link dropped in is refused, never run
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // acknowledged meanwhile
 		}
@@ -360,7 +360,7 @@ func (q *Queue) moveOldTombstones(ctx context.Context, names []string) error {
 
 func (q *Queue) moveOldTombstone(name string) error {
 	path := filepath.Join(q.dir, name)
-	data, err := os.ReadFile(path)
+	data, err := atomicfile.ReadFile(path)
 	if err != nil {
 		return err
 	}
@@ -508,7 +508,7 @@ func (q *Queue) sweepSome(ctx context.Context, d *os.File) (done bool, err error
 func (q *Queue) Delete(ctx context.Context, id string) error {
 	name := fileName(id)
 	path := filepath.Join(q.dir, name)
-	data, err := os.ReadFile(path)
+	data, err := atomicfile.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if tomb, terr := q.tombstone(name); terr == nil && tomb != nil {
 			return nil

@@ -130,7 +130,7 @@ func decodeRecord[T any](data []byte, kind, id string) (T, error) {
 // readFile reads path and returns its content with the stamp of the inode
 // that was read.
 func readFile(path string) ([]byte, fileStamp, error) {
-	f, err := os.Open(path)
+	f, err := atomicfile.Open(path)
 	if err != nil {
 		return nil, fileStamp{}, err
 	}

@@ -205,7 +205,7 @@ func (s *Store) TenantRevision(context.Context) (int64, error) {
 }
 
 func (s *Store) readTenantRevision() (int64, error) {
-	data, err := os.ReadFile(filepath.Join(s.tenantsDir, tenantRevisionFile))
+	data, err := atomicfile.ReadFile(filepath.Join(s.tenantsDir, tenantRevisionFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
@@ -302,7 +302,7 @@ func readTenantFile(kindDir, tenantDirName, kind string, fe fs.DirEntry) (domain
 	if !fe.Type().IsRegular() || !strings.HasSuffix(fe.Name(), tenantExt) {
 		return domain.TenantResource{}, strayFile(path)
 	}
-	data, err := os.ReadFile(path)
+	data, err := atomicfile.ReadFile(path)
 	if err != nil {
 		return domain.TenantResource{}, err
 	}

@@ -260,7 +260,7 @@ func (s *Store) forget(dir string) {
 
 func readSnapshot(dir string) (turn.State, error) {
 	st := turn.NewState()
-	raw, err := os.ReadFile(filepath.Join(dir, snapshotFile))
+	raw, err := atomicfile.ReadFile(filepath.Join(dir, snapshotFile))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return st, nil
@@ -286,7 +286,7 @@ var errJournalShrank = errors.New("journal shorter than read before")
 
 // readJournal folds the journal's whole lines from offset into st.
 func readJournal(dir string, st turn.State, offset int64) (turn.State, int64, error) {
-	f, err := os.Open(filepath.Join(dir, journalFile))
+	f, err := atomicfile.Open(filepath.Join(dir, journalFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		if offset > 0 {
 			return st, 0, errJournalShrank
@@ -460,7 +460,7 @@ func (s *Store) List(ctx context.Context) ([]turn.Instance, []turn.Unreadable, e
 // once, whole, by the first commit); zero when it does not read.
 func readKey(dir string) turn.InstanceKey {
 	var k turn.InstanceKey
-	b, err := os.ReadFile(filepath.Join(dir, keyFile))
+	b, err := atomicfile.ReadFile(filepath.Join(dir, keyFile))
 	if err != nil || json.Unmarshal(b, &k) != nil || k.Validate() != nil {
 		return turn.InstanceKey{}
 	}
