@@ -87,11 +87,19 @@ func OpenBackends(ctx context.Context, cfg config.Config, counter *awscount.Coun
 		}
 		return FromAWS(b), nil
 	}
-	h, err := embedded.Open(ctx, cfg.Home, cfg.MasterKey.Reveal(), true)
+	h, err := OpenEmbedded(ctx, cfg, true)
 	if err != nil {
 		return nil, err
 	}
 	return FromEmbedded(h, cfg.LocalSecrets()), nil
+}
+
+// OpenEmbedded opens the embedded backends in cfg.Home with the
+// configured event queue's dedup window (create: the master key may be
+// created on a fresh home). agentauth serve, bench and the admin commands
+// open their home through it, so the window is wired here only.
+func OpenEmbedded(ctx context.Context, cfg config.Config, create bool) (*embedded.Backends, error) {
+	return embedded.Open(ctx, cfg.Home, cfg.MasterKey.Reveal(), create, embedded.WithQueueDedupWindow(cfg.QueueDedupWindow))
 }
 
 // OpenAWS opens the AWS backends a names (also for `agentauth keys
@@ -167,7 +175,8 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 		log.Warn("bundle warning", "warning", w)
 	}
 	mgr, err := oauth.New(oauth.Config{Bundle: b, Store: be.Store, Sealer: be.GrantSealer, SessionSealer: be.SessionSealer,
-		Queue: be.Queue, StateKeys: be.StateKeys, BaseURL: cfg.PublicURL, Logger: log, MaxWait: cfg.MaxWait})
+		Queue: be.Queue, StateKeys: be.StateKeys, BaseURL: cfg.PublicURL, Logger: log, MaxWait: cfg.MaxWait,
+		SessionRetention: cfg.SessionRetention})
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +205,7 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 			return nil, fmt.Errorf("tool routes:\n%w", err)
 		}
 		api.Mount(a.Tools.Register)
-		mcp, err := buildMCP(cfg, b, a.Tools, tp.plane, mgr, opts.Lambda, log)
+		mcp, err := buildMCP(cfg, b, a.Tools, tp.plane, mgr, a.streams, opts.Lambda, log)
 		if err != nil {
 			return nil, fmt.Errorf("MCP server:\n%w", err)
 		}
@@ -274,7 +283,7 @@ func buildToolPlane(ctx context.Context, t *config.Tools, b *bundle.Bundle, toke
 // refused there). In Lambda it is stateless — no session another
 // function instance would lack — and answers JSON; the local server keeps
 // sessions in the process.
-func buildMCP(cfg config.Config, b *bundle.Bundle, tools *toolsapi.API, plane *toolplane.Plane, mgr *oauth.Manager, lambda bool, log *slog.Logger) (func(*http.ServeMux), error) {
+func buildMCP(cfg config.Config, b *bundle.Bundle, tools *toolsapi.API, plane *toolplane.Plane, mgr *oauth.Manager, streams *httpx.StreamGate, lambda bool, log *slog.Logger) (func(*http.ServeMux), error) {
 	resource := cfg.Tools.MCPResource
 	if resource == "" {
 		resource = strings.TrimRight(cfg.PublicURL, "/") + mcpapi.Path
@@ -294,7 +303,7 @@ func buildMCP(cfg config.Config, b *bundle.Bundle, tools *toolsapi.API, plane *t
 	}
 	hc := mcpapi.HTTPConfig{Verifier: v, Resource: resource, AuthorizationServers: []string{jc.Issuer}, Stateless: lambda,
 		Paths:          jwtauth.ClaimPaths{Tenant: cfg.Tools.TenantClaim, Skills: cfg.Tools.SkillsClaim, Subjects: cfg.Tools.SubjectsClaim}.WithDefaults(),
-		AllowedOrigins: cfg.Tools.MCP.AllowedOrigins, Sessions: cfg.Tools.MCP.Sessions}
+		AllowedOrigins: cfg.Tools.MCP.AllowedOrigins, Sessions: cfg.Tools.MCP.Sessions, Streams: streams}
 	register, err := srv.Routes(hc)
 	if err != nil {
 		return nil, fmt.Errorf("%s %q: %w", config.MCPResource, resource, err)

@@ -34,6 +34,9 @@ const (
 	MaxWait      = "AGENTAUTH_MAX_WAIT_SECONDS"
 	RuntimeToken = "AGENTAUTH_RUNTIME_TOKEN"
 
+	SessionRetention = "AGENTAUTH_SESSION_RETENTION"
+	QueueDedupWindow = "AGENTAUTH_QUEUE_DEDUP_WINDOW"
+
 	Table             = "AGENTAUTH_TABLE"
 	KMSKeyID          = "AGENTAUTH_KMS_KEY_ID"
 	QueueURL          = "AGENTAUTH_QUEUE_URL"
@@ -49,7 +52,6 @@ const (
 	MCPSessionIdle        = "AGENTAUTH_MCP_SESSION_IDLE_SECONDS"
 	MCPMaxSessions        = "AGENTAUTH_MCP_MAX_SESSIONS"
 	MCPMaxSessionsPer     = "AGENTAUTH_MCP_MAX_SESSIONS_PER_PRINCIPAL"
-	MCPMaxStreamsPer      = "AGENTAUTH_MCP_MAX_STREAMS_PER_PRINCIPAL"
 	MCPInitializeRate     = "AGENTAUTH_MCP_INITIALIZE_RATE"
 	TenantClaim           = "AGENTAUTH_TENANT_CLAIM"
 	SkillsClaim           = "AGENTAUTH_SKILLS_CLAIM"
@@ -95,6 +97,8 @@ func Variables() []Var {
 		{Name: PublicURL, Lambda: "required", Local: "http://<listen address>", Doc: "public base URL of the callback routes, as browsers reach it"},
 		{Name: MaxWait, Lambda: "55", Local: "55", Doc: "cap in seconds on GET /v1/oauth/sessions/{id}?wait= (0-55)"},
 		{Name: RuntimeToken, Local: "generated into <home>/runtime-token", Secret: true, Doc: "bearer token of the runtime routes on the local server (API Gateway IAM in AWS)"},
+		{Name: SessionRetention, Lambda: "24h", Local: "24h", Doc: "how long a finished OAuth session is kept after its expiry before the sweep deletes it (a Go duration, 1m-8760h); the sessions level off after about 10m + this (AWS: DynamoDB's TTL removes it 24 h after its expiry at the latest)"},
+		{Name: QueueDedupWindow, Lambda: "24h", Local: "24h", Doc: "how long the home's event queue keeps a handled event's id to deduplicate a redelivery (a Go duration, 1m-8760h; swept every quarter of it, at most hourly); a redelivery later than this runs again (embedded backends; SQS FIFO deduplicates for its own 5 minutes)"},
 		{Name: Table, Doc: "DynamoDB table: set it to use the AWS backends (then the next three are required)"},
 		{Name: KMSKeyID, Doc: "KMS key (id or ARN) of the grants' envelope encryption"},
 		{Name: QueueURL, Doc: "SQS FIFO queue URL for agent events (auth.granted)"},
@@ -109,7 +113,6 @@ func Variables() []Var {
 		{Name: MCPSessionIdle, Lambda: mcpSeconds(mcpapi.DefaultIdleTimeout), Local: mcpSeconds(mcpapi.DefaultIdleTimeout), Doc: "seconds an MCP session may go without a request before it is closed (10-86400; agentauth serve: the Lambda keeps no session)"},
 		{Name: MCPMaxSessions, Lambda: strconv.Itoa(mcpapi.DefaultMaxSessions), Local: strconv.Itoa(mcpapi.DefaultMaxSessions), Doc: "MCP sessions a process keeps at most; past it initialize is refused with 503 (1-100000; agentauth serve)"},
 		{Name: MCPMaxSessionsPer, Lambda: strconv.Itoa(mcpapi.DefaultMaxSessionsPerPrincipal), Local: strconv.Itoa(mcpapi.DefaultMaxSessionsPerPrincipal), Doc: "MCP sessions one caller (JWT sub) holds at most; past it initialize is refused with 429 (1-10000; agentauth serve)"},
-		{Name: MCPMaxStreamsPer, Lambda: strconv.Itoa(mcpapi.DefaultMaxStreamsPerPrincipal), Local: strconv.Itoa(mcpapi.DefaultMaxStreamsPerPrincipal), Doc: "open MCP GET streams one caller holds at most; past it a GET is refused with 429 (1-10000; agentauth serve)"},
 		{Name: MCPInitializeRate, Lambda: mcpapi.DefaultInitializeRate, Local: mcpapi.DefaultInitializeRate, Doc: "MCP initialize rate per caller: <calls>/<s|m|h>[:<burst>]; past it 429 with Retry-After (agentauth serve)"},
 		{Name: TenantClaim, Lambda: jwtauth.DefaultTenantClaim, Local: jwtauth.DefaultTenantClaim, Doc: "dot path of the caller's tenant in the agent JWT"},
 		{Name: SkillsClaim, Lambda: jwtauth.DefaultSkillsClaim, Local: jwtauth.DefaultSkillsClaim, Doc: "dot path of the caller's skill allow list (a list, or a comma-separated string)"},
@@ -151,6 +154,12 @@ type Config struct {
 	MaxWait time.Duration
 	// RuntimeToken is the local runtime credential (empty: the home's file).
 	RuntimeToken domain.Secret
+	// SessionRetention is how long after its expiry a finished OAuth
+	// session is kept (oauth.Config.SessionRetention).
+	SessionRetention time.Duration
+	// QueueDedupWindow is how long the embedded event queue keeps a
+	// handled event's id (filequeue.WithDedupWindow).
+	QueueDedupWindow time.Duration
 	// AWS is set when AGENTAUTH_TABLE is: the AWS backends.
 	AWS *AWS
 	// TurnReserve is the time a turn step needs: with less left before
@@ -227,6 +236,8 @@ func FromEnv(getenv func(string) string, p Profile) (Config, error) {
 		r.fail(PublicURL, "is required (the public base URL of the callback routes)")
 	}
 	c.MaxWait = time.Duration(r.intIn(MaxWait, 0, 55)) * time.Second
+	c.SessionRetention = r.durationIn(SessionRetention, time.Minute, 8760*time.Hour)
+	c.QueueDedupWindow = r.durationIn(QueueDedupWindow, time.Minute, 8760*time.Hour)
 	if r.get(Table) != "" {
 		c.AWS = &AWS{Table: r.get(Table), KMSKeyID: r.get(KMSKeyID), QueueURL: r.get(QueueURL),
 			SessionKeysSecret: r.get(SessionKeysSecret), SecretPrefix: r.str(SecretPrefix), TurnBucket: r.get(TurnBucket)}
@@ -289,7 +300,6 @@ func (r *reader) mcp() MCP {
 	m.Sessions.IdleTimeout = time.Duration(r.intIn(MCPSessionIdle, 10, 86400)) * time.Second
 	m.Sessions.MaxSessions = r.intIn(MCPMaxSessions, 1, 100000)
 	m.Sessions.MaxPerPrincipal = r.intIn(MCPMaxSessionsPer, 1, 10000)
-	m.Sessions.MaxStreamsPerPrincipal = r.intIn(MCPMaxStreamsPer, 1, 10000)
 	var err error
 	if m.Sessions.InitializeRate, err = ratelimit.ParseLimit(r.str(MCPInitializeRate)); err != nil {
 		r.fail(MCPInitializeRate, err.Error())
@@ -326,6 +336,27 @@ func (r *reader) intIn(name string, lo, hi int) int {
 		r.fail(name, fmt.Sprintf("want a whole number from %d to %d", lo, hi))
 	}
 	return n
+}
+
+// durationIn is a Go duration (5m, 24h) from lo to hi.
+func (r *reader) durationIn(name string, lo, hi time.Duration) time.Duration {
+	d, err := time.ParseDuration(r.str(name))
+	if err != nil || d < lo || d > hi {
+		r.fail(name, fmt.Sprintf("want a Go duration from %s to %s, like 5m or 24h", fmtDuration(lo), fmtDuration(hi)))
+	}
+	return d
+}
+
+// fmtDuration writes whole minutes and hours as people do (1m, 24h), not
+// as time.Duration does (1m0s, 24h0m0s).
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
 }
 
 func (r *reader) flag(name string) bool {

@@ -118,17 +118,17 @@ func TestMCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	if m := c.Tools.MCP; m.AllowedOrigins != nil || m.Sessions.IdleTimeout != 10*time.Minute || m.Sessions.MaxSessions != 1000 ||
-		m.Sessions.MaxPerPrincipal != 16 || m.Sessions.MaxStreamsPerPrincipal != 16 || m.Sessions.InitializeRate.Burst != 10 {
+		m.Sessions.MaxPerPrincipal != 8 || m.Sessions.InitializeRate.Burst != 10 {
 		t.Fatalf("defaults: %+v", m)
 	}
 	c, err = FromEnv(env(map[string]string{MCPAllowedOrigins: " https://app.example ,,http://localhost:5173", MCPSessionIdle: "60",
-		MCPMaxSessions: "50", MCPMaxSessionsPer: "2", MCPMaxStreamsPer: "3", MCPInitializeRate: "6/m:1"}), Lambda)
+		MCPMaxSessions: "50", MCPMaxSessionsPer: "2", MCPInitializeRate: "6/m:1"}), Lambda)
 	if err == nil || strings.Count(err.Error(), "\n") != 0 { // only the public URL is missing
 		t.Fatalf("%v", err)
 	}
 	m := c.Tools.MCP
 	if !slices.Equal(m.AllowedOrigins, []string{"https://app.example", "http://localhost:5173"}) || m.Sessions.IdleTimeout != time.Minute ||
-		m.Sessions.MaxSessions != 50 || m.Sessions.MaxPerPrincipal != 2 || m.Sessions.MaxStreamsPerPrincipal != 3 ||
+		m.Sessions.MaxSessions != 50 || m.Sessions.MaxPerPrincipal != 2 ||
 		m.Sessions.InitializeRate.Burst != 1 || m.Sessions.InitializeRate.Rate != 0.1 {
 		t.Fatalf("set: %+v", m)
 	}
@@ -166,7 +166,6 @@ func TestValues(t *testing.T) {
 		{"MCP idle 9", with(nil, MCPSessionIdle, "9"), MCPSessionIdle},
 		{"MCP sessions 0", with(nil, MCPMaxSessions, "0"), MCPMaxSessions},
 		{"MCP sessions per principal 0", with(nil, MCPMaxSessionsPer, "0"), MCPMaxSessionsPer},
-		{"MCP streams per principal 0", with(nil, MCPMaxStreamsPer, "0"), MCPMaxStreamsPer},
 		{"MCP initialize rate", with(nil, MCPInitializeRate, "5/s:1"), ""},
 		{"MCP initialize rate in words", with(nil, MCPInitializeRate, "five a minute"), MCPInitializeRate},
 	} {
@@ -298,6 +297,38 @@ func TestDocsListEveryVariable(t *testing.T) {
 	for _, m := range envName.FindAllString(string(doc), -1) {
 		if !slices.Contains(names, m) && !slices.Contains(harnessOnly, m) {
 			t.Errorf("docs/configuration.md names %s, which agentauth does not read", m)
+		}
+	}
+}
+
+// TestRetentionWindows: the finished sessions' retention and the queue's
+// dedup window are Go durations of at least a minute, 24 h by default;
+// a bad one is named by its variable, with the accepted range.
+func TestRetentionWindows(t *testing.T) {
+	for _, p := range []Profile{Local, Lambda} {
+		c, _ := FromEnv(env(map[string]string{PublicURL: "https://auth.example"}), p)
+		if c.SessionRetention != 24*time.Hour || c.QueueDedupWindow != 24*time.Hour {
+			t.Fatalf("profile %d defaults: retention %s, dedup window %s", p, c.SessionRetention, c.QueueDedupWindow)
+		}
+	}
+	c, err := FromEnv(env(map[string]string{SessionRetention: "5m", QueueDedupWindow: " 90s "}), Local)
+	if err != nil || c.SessionRetention != 5*time.Minute || c.QueueDedupWindow != 90*time.Second {
+		t.Fatalf("set: retention %s, dedup window %s, %v", c.SessionRetention, c.QueueDedupWindow, err)
+	}
+	for _, name := range []string{SessionRetention, QueueDedupWindow} {
+		for _, bad := range []string{"0", "5", "59s", "-5m", "8761h", "1d", "soon"} {
+			_, err := FromEnv(env(map[string]string{name: bad}), Local)
+			if err == nil {
+				t.Errorf("%s=%q accepted", name, bad)
+				continue
+			}
+			want := name + ": want a Go duration from 1m to 8760h, like 5m or 24h"
+			if err.Error() != want {
+				t.Errorf("%s=%q: error %q, want %q", name, bad, err, want)
+			}
+		}
+		if _, err := FromEnv(env(map[string]string{name: "1m"}), Local); err != nil {
+			t.Errorf("%s=1m (the minimum): %v", name, err)
 		}
 	}
 }

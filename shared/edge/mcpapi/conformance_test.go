@@ -158,7 +158,7 @@ func TestHTTPRequestWithoutSessionIs400(t *testing.T) {
 	if resp, body := c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"`); resp.StatusCode != 400 {
 		t.Fatalf("a body that is not JSON: %d %s", resp.StatusCode, body)
 	}
-	if n, _ := h.rt.reg.counts(); n != 0 {
+	if n := h.rt.reg.count(); n != 0 {
 		t.Fatalf("%d sessions opened by requests that were not initialize", n)
 	}
 	c.open()

@@ -60,6 +60,10 @@ type HTTPConfig struct {
 	Stateless bool
 	// Sessions bounds the sessions of a session-keeping server.
 	Sessions SessionLimits
+	// Streams caps the open GET streams per caller and in all: the
+	// process's one gate, which every stream route shares (nil: one of
+	// its own, with the default caps).
+	Streams *httpx.StreamGate
 }
 
 // Route paths.
@@ -140,7 +144,10 @@ func (s *Server) handler(hc HTTPConfig) (*routes, error) {
 		ResourceName:           "agentauth tool plane",
 	})
 
-	g := &gate{s: s, stateless: hc.Stateless, keepAlive: lim.KeepAlive, versions: negotiated(hc.Stateless)}
+	g := &gate{s: s, stateless: hc.Stateless, keepAlive: lim.KeepAlive, versions: negotiated(hc.Stateless), streams: hc.Streams}
+	if g.streams == nil {
+		g.streams = httpx.NewStreamGate(0, 0)
+	}
 	if g.keepAlive <= 0 {
 		g.keepAlive = httpx.DefaultKeepAlive
 	}
@@ -290,7 +297,8 @@ func checkOrigin(allowed map[string]bool, next http.Handler) http.Handler {
 // gate is what the server checks before the SDK sees a request: the
 // protocol revision, the body's size, and — keeping sessions — that a
 // request without a session is an initialize, the initialize rate, the
-// session and stream caps; it gives the SDK's writes a stream writer.
+// session caps, the stream caps (the process's stream gate); it gives the
+// SDK's writes a stream writer.
 type gate struct {
 	s         *Server
 	next      http.Handler
@@ -298,6 +306,7 @@ type gate struct {
 	keepAlive time.Duration
 	versions  []string
 	reg       *registry
+	streams   *httpx.StreamGate
 }
 
 // serverSlot carries the server the SDK builds a request's session on.
@@ -328,12 +337,14 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		g.next.ServeHTTP(w, r)
 	case r.Method == http.MethodGet:
-		release, refused := g.reg.openStream(p.Subject)
-		if refused != nil {
-			refuse(w, refused, nil)
+		// The standalone stream, or a resumed one: an event stream like
+		// the tools and turn streams, under the same caps.
+		leave, ok := g.streams.Enter(toolsapi.StreamPrincipal(p))
+		if !ok {
+			g.streams.RefuseTooManyStreams(w, r)
 			return
 		}
-		defer release()
+		defer leave()
 		g.serve(w, r, g.keepAlive)
 	case r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "":
 		g.open(w, r, p)

@@ -88,6 +88,7 @@ type harnessConfig struct {
 	watchEvery, manifestEvery time.Duration
 	// writeTimeout is the http.Server's WriteTimeout (0: none).
 	writeTimeout time.Duration
+	streams      *httpx.StreamGate
 	log          *slog.Logger
 }
 
@@ -108,7 +109,7 @@ func newHarness(t testing.TB, hc harnessConfig) *harness {
 		t.Fatal(err)
 	}
 	h.rt, err = s.handler(HTTPConfig{Verifier: tokens, Resource: resource, AuthorizationServers: []string{"https://issuer.example.test"},
-		AllowedOrigins: hc.origins, Stateless: hc.stateless, Sessions: hc.limits})
+		AllowedOrigins: hc.origins, Stateless: hc.stateless, Sessions: hc.limits, Streams: hc.streams})
 	if err != nil {
 		t.Fatal(err)
 	}

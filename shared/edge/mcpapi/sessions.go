@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
 	"reflect"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/edge/httpx"
 	"github.com/agentauth/agentauth/shared/tools/ratelimit"
 )
 
@@ -26,11 +26,10 @@ const (
 	// DefaultMaxSessions bounds the sessions of a process.
 	DefaultMaxSessions = 1000
 	// DefaultMaxSessionsPerPrincipal bounds one caller's (one token
-	// subject's) sessions.
-	DefaultMaxSessionsPerPrincipal = 16
-	// DefaultMaxStreamsPerPrincipal bounds one caller's open GET streams
-	// (the standalone stream, resumptions).
-	DefaultMaxStreamsPerPrincipal = 16
+	// subject's) sessions: as many as the event streams a caller may
+	// hold (httpx.DefaultStreamsPerPrincipal), so each session can keep
+	// its GET stream.
+	DefaultMaxSessionsPerPrincipal = httpx.DefaultStreamsPerPrincipal
 	// DefaultInitializeRate is the rate of initialize per caller, in the
 	// rate limit's notation (shared/tools/ratelimit.ParseLimit).
 	DefaultInitializeRate = "20/m:10"
@@ -39,8 +38,8 @@ const (
 // SessionLimits bound what a session-keeping server holds; a zero field
 // takes its default. A stateless server keeps no session and applies none.
 type SessionLimits struct {
-	IdleTimeout                                          time.Duration
-	MaxSessions, MaxPerPrincipal, MaxStreamsPerPrincipal int
+	IdleTimeout                  time.Duration
+	MaxSessions, MaxPerPrincipal int
 	// InitializeRate limits initialize per caller (a zero Rate: the
 	// default).
 	InitializeRate ratelimit.Limit
@@ -61,9 +60,6 @@ func (l SessionLimits) withDefaults() (SessionLimits, error) {
 	}
 	if l.MaxPerPrincipal <= 0 {
 		l.MaxPerPrincipal = DefaultMaxSessionsPerPrincipal
-	}
-	if l.MaxStreamsPerPrincipal <= 0 {
-		l.MaxStreamsPerPrincipal = DefaultMaxStreamsPerPrincipal
 	}
 	if l.InitializeRate.Rate == 0 {
 		var err error
@@ -187,8 +183,8 @@ func (sess *session) elicited(id string) {
 }
 
 // registry is the sessions of one session-keeping handler: the caps, the
-// initialize rate limit, the open GET streams, and the one watch loop of
-// all live sessions (watch.go).
+// initialize rate limit, and the one watch loop of all live sessions
+// (watch.go).
 type registry struct {
 	s       *Server
 	lim     SessionLimits
@@ -198,7 +194,6 @@ type registry struct {
 	live     map[string]*session // by session id (never logged)
 	perKey   map[string]int      // live and reserved sessions by principal key
 	reserved int                 // initializes in flight
-	streams  map[string]int      // open GET streams by principal key
 	running  bool                // the watch loop runs
 	lastRev  string              // the tool plane's revision the lists were last checked at
 	rounds   atomic.Int64        // watch rounds done (tests wait on it)
@@ -209,7 +204,7 @@ func newRegistry(s *Server, lim SessionLimits) (*registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &registry{s: s, lim: lim, limiter: limiter, live: map[string]*session{}, perKey: map[string]int{}, streams: map[string]int{}}
+	r := &registry{s: s, lim: lim, limiter: limiter, live: map[string]*session{}, perKey: map[string]int{}}
 	if s.cfg.Revision != nil {
 		r.lastRev = s.cfg.Revision(context.Background())
 	}
@@ -310,34 +305,11 @@ func (r *registry) closed(id string) {
 	r.dropKey(r.perKey, sess.key)
 }
 
-// openStream counts a GET stream of the caller; release ends it.
-func (r *registry) openStream(key string) (release func(), _ *refusal) {
+// count reports the live sessions (tests).
+func (r *registry) count() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.streams[key] >= r.lim.MaxStreamsPerPrincipal {
-		return nil, &refusal{status: http.StatusTooManyRequests, message: fmt.Sprintf(
-			"this caller has %d open MCP streams (GET), the most it may hold: close one first", r.lim.MaxStreamsPerPrincipal)}
-	}
-	r.streams[key]++
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			r.dropKey(r.streams, key)
-		})
-	}, nil
-}
-
-// counts reports the live sessions and open streams (tests).
-func (r *registry) counts() (sessions, streams int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for v := range maps.Values(r.streams) {
-		n += v
-	}
-	return len(r.live), n
+	return len(r.live)
 }
 
 // expiryOf is a token's exp claim (zero when absent or not a number):

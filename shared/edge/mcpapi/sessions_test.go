@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/edge/httpx"
 	"github.com/agentauth/agentauth/shared/tools/ratelimit"
 )
 
@@ -147,7 +148,7 @@ func TestHTTPSessionEnds(t *testing.T) {
 				t.Fatalf("tools/list: %d %s", resp.StatusCode, body)
 			}
 			h.clock.Advance(tc.advance)
-			waitFor(t, "the session to close", func() bool { n, _ := h.rt.reg.counts(); return n == 0 })
+			waitFor(t, "the session to close", func() bool { return h.rt.reg.count() == 0 })
 			if resp, body := c.call("tools/list", `{}`); resp.StatusCode != http.StatusNotFound {
 				t.Fatalf("a request on the closed session: %d %s", resp.StatusCode, body)
 			}
@@ -214,7 +215,7 @@ func TestHTTPSessionCaps(t *testing.T) {
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("DELETE: %v %v", err, resp)
 	}
-	waitFor(t, "the deleted session to be forgotten", func() bool { n, _ := h.rt.reg.counts(); return n == 2 })
+	waitFor(t, "the deleted session to be forgotten", func() bool { return h.rt.reg.count() == 2 })
 	h.raw(t, "tok-alice").open()
 }
 
@@ -314,7 +315,7 @@ func TestHTTPSessionIDsAreNeverLogged(t *testing.T) {
 	if _, err := http.DefaultClient.Do(req); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the session to close", func() bool { n, _ := h.rt.reg.counts(); return n == 0 })
+	waitFor(t, "the session to close", func() bool { return h.rt.reg.count() == 0 })
 	if out := logs.String(); out == "" || strings.Contains(out, c.session) {
 		t.Fatalf("the session id %s is in the log (or nothing was logged):\n%s", c.session, out)
 	}
@@ -348,11 +349,14 @@ func openStream(t *testing.T, h *harness, c *rawClient) (status int, lines <-cha
 	return resp.StatusCode, out, cancel
 }
 
-// TestHTTPStreamsPerPrincipal (issue 17, point 11): a caller's open GET
-// streams are capped (429, a JSON-RPC error); another caller's are not;
-// a stream that ends frees its place.
+// TestHTTPStreamsPerPrincipal (issue 17, point 11): the GET streams are
+// event streams under the process's caps (the gate the tools and turn
+// streams share): over a caller's cap, 429 tooManyStreams with
+// Retry-After; another caller's are not affected; a stream that ends
+// frees its place.
 func TestHTTPStreamsPerPrincipal(t *testing.T) {
-	h := newHarness(t, harnessConfig{limits: SessionLimits{MaxStreamsPerPrincipal: 1}})
+	gate := httpx.NewStreamGate(1, 0)
+	h := newHarness(t, harnessConfig{streams: gate})
 	a1, a2, b := h.raw(t, "tok-alice"), h.raw(t, "tok-alice"), h.raw(t, "tok-bob")
 	for _, c := range []*rawClient{a1, a2, b} {
 		c.open()
@@ -363,14 +367,14 @@ func TestHTTPStreamsPerPrincipal(t *testing.T) {
 	}
 	if status, lines, _ := openStream(t, h, a2); status != http.StatusTooManyRequests {
 		t.Fatalf("alice's second stream: %d, want 429", status)
-	} else if body := strings.Join(collect(lines), "\n"); !strings.Contains(body, "open MCP streams") {
+	} else if body := strings.Join(collect(lines), "\n"); !strings.Contains(body, httpx.CodeTooManyStreams) {
 		t.Fatalf("the refusal: %s", body)
 	}
 	if status, _, _ := openStream(t, h, b); status != 200 {
 		t.Fatalf("bob's stream: %d", status)
 	}
 	stop()
-	waitFor(t, "alice's stream to end", func() bool { _, n := h.rt.reg.counts(); return n == 1 })
+	waitFor(t, "alice's stream to end", func() bool { total, _ := gate.Open(""); return total == 1 })
 	if status, _, _ := openStream(t, h, a2); status != 200 {
 		t.Fatalf("alice's stream once the first ended: %d", status)
 	}
