@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/observe/logging"
@@ -372,12 +373,45 @@ func errorResult(code, msg string) json.RawMessage {
 // the conversation at the step's end (stepResults), so the model reads
 // the results in the order of its calls, whichever finished first.
 func (r *run) callDone(c *turn.Commit, t *turn.Turn, cl turn.Call) {
+	data := map[string]any{"callId": cl.ID, "tool": cl.Tool, "step": cl.Step}
 	typ := turn.EvToolCompleted
 	if cl.State == turn.CallError {
 		typ = turn.EvToolFailed
 		t.Errors++
+		// What failed, for watchers and operators: the code and the
+		// message the model is given (tool errors are scrubbed of
+		// credentials where they are made), cut short.
+		data["code"], data["message"] = errorOf(cl.Result)
 	}
-	r.emit(c, t, typ, map[string]any{"callId": cl.ID, "tool": cl.Tool, "step": cl.Step})
+	r.emit(c, t, typ, data)
+}
+
+// eventMessageLimit bounds the error message a tool.failed event and its
+// log line carry (the model gets the tool's own limit).
+const eventMessageLimit = 300
+
+// errorOf reads the code and the message of an error result in the tool
+// hooks' shape ({"status":"error","error":{"code","message"}}), the
+// message cut to eventMessageLimit bytes on a rune boundary.
+func errorOf(result json.RawMessage) (code, msg string) {
+	var r struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(result, &r) != nil {
+		return "", ""
+	}
+	msg = r.Error.Message
+	if len(msg) > eventMessageLimit {
+		cut := eventMessageLimit
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "…"
+	}
+	return r.Error.Code, msg
 }
 
 // stepResults appends to c, in the order the model made the calls, the

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/local/turnfile"
@@ -380,4 +381,42 @@ func TestAFailedTurnAnswersEveryCall(t *testing.T) {
 	}
 	_ = domain.Event{}
 	_ = turnfile.New
+}
+
+// TestToolFailedSaysWhat: a failed call's tool.failed event carries the
+// error's code and its message, cut short on a rune boundary (issue 18,
+// item 3: only the scripted model's reply revealed it).
+func TestToolFailedSaysWhat(t *testing.T) {
+	f := newFixture(t, callTools("echo", "ghost"), say("done"))
+	long := strings.Repeat("é", 400)
+	f.e.Tools = &failingTools{msg: long}
+	f.send(t, "ev-1", "go")
+	st := f.state(t)
+	var failed []map[string]any
+	for _, e := range st.TurnEvents[lastTurn(st).ID] {
+		if e.Type == turn.EvToolFailed {
+			var d map[string]any
+			_ = json.Unmarshal(e.Data, &d)
+			failed = append(failed, d)
+		}
+	}
+	if len(failed) != 2 {
+		t.Fatalf("tool.failed events: %v", failed)
+	}
+	for _, d := range failed {
+		msg, _ := d["message"].(string)
+		if d["code"] != "E_TOOL_UPSTREAM" || !strings.HasPrefix(msg, "é") || len(msg) > eventMessageLimit+len("…") || !utf8.ValidString(msg) || !strings.HasSuffix(msg, "…") {
+			t.Fatalf("tool.failed data %v (message %d bytes)", d, len(msg))
+		}
+	}
+}
+
+// failingTools fails every call with msg.
+type failingTools struct {
+	fakeTools
+	msg string
+}
+
+func (f *failingTools) Invoke(context.Context, Invocation) Outcome {
+	return Outcome{Kind: OutcomeError, Result: errorResult("E_TOOL_UPSTREAM", f.msg)}
 }

@@ -414,12 +414,19 @@ func idempotencyKey(turnID, callID string) string {
 // message, its event.
 func (r *run) outcome(ctx context.Context, cl turn.Call) error {
 	cl.UpdatedAt = r.e.now()
-	return r.commit(ctx, func(c *turn.Commit) {
+	err := r.commit(ctx, func(c *turn.Commit) {
 		tt := r.st.Turns[cl.TurnID]
 		c.Calls = []turn.Call{cl}
 		r.callDone(c, &tt, cl)
 		c.Turn = &tt
 	})
+	if err == nil && cl.State == turn.CallError {
+		t := r.st.Turns[cl.TurnID]
+		code, msg := errorOf(cl.Result)
+		r.e.log().WarnContext(ctx, "tool call failed", "turnId", t.ID, "traceId", t.TraceID, "callId", cl.ID, "tool", cl.Tool,
+			"step", cl.Step, "code", code, "message", msg)
+	}
+	return err
 }
 
 // park records a call waiting for the user's consent and tells watchers
