@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/agentauth/agentauth/shared/app"
 	"github.com/agentauth/agentauth/shared/config"
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/local/atomicfile"
@@ -30,9 +31,10 @@ func homeFlag(fs *flag.FlagSet, cfg *config.Config) {
 	fs.StringVar(&cfg.Home, "home", cfg.Home, "agentauth home")
 }
 
-// openHome opens the home's embedded backends (see shared/local/embedded).
+// openHome opens the home's embedded backends (see shared/local/embedded)
+// as configured (app.OpenEmbedded).
 func openHome(ctx context.Context, cfg config.Config, create bool) (*embedded.Backends, error) {
-	return embedded.Open(ctx, cfg.Home, cfg.MasterKey.Reveal(), create)
+	return app.OpenEmbedded(ctx, cfg, create)
 }
 
 func newFlags(name string) *flag.FlagSet {

@@ -57,6 +57,9 @@ type Config struct {
 	// MaxWait bounds a session-status long poll (default and at most
 	// MaxWait, 55 s).
 	MaxWait time.Duration
+	// SessionRetention is how long after its expiry a finished session is
+	// kept before the cleanup deletes it (default SessionRetention, 24 h).
+	SessionRetention time.Duration
 }
 
 // Manager is the OAuthManager.
@@ -121,6 +124,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.RefreshLeaseTTL <= 0 {
 		cfg.RefreshLeaseTTL = 30 * time.Second
+	}
+	if cfg.SessionRetention <= 0 {
+		cfg.SessionRetention = SessionRetention
 	}
 	var owner [8]byte
 	_, _ = rand.Read(owner[:])

@@ -81,15 +81,18 @@ func (r CleanupReport) String() string {
 		r.Expired, r.Recovered, r.Deleted, r.EventsDelivered, r.Unreadable)
 }
 
-// SessionRetention is how long a finished session is kept (so a replayed
-// callback is answered "already used", and for the operator) before
-// cleanup deletes it.
+// SessionRetention is the default of how long after its expiry a
+// finished session is kept (so a replayed callback is answered "already
+// used", and for the operator) before cleanup deletes it;
+// Config.SessionRetention sets another. The finished sessions level off at
+// about the sessions begun in SessionTTL + retention.
 const SessionRetention = 24 * time.Hour
 
 // CleanupExpiredSessions marks pending sessions past their expiry as
 // expired, settles exchanges a crash interrupted, delivers auth.granted
 // events whose first delivery failed, and
-// deletes finished sessions whose expiry is SessionRetention or more ago.
+// deletes finished sessions whose expiry is the retention
+// (Config.SessionRetention) or more ago.
 // It reads the store's sweep sets (domain.SessionIndex), so its cost
 // follows the sessions it acts on, not how many the store holds.
 func (m *Manager) CleanupExpiredSessions(ctx context.Context) (CleanupReport, error) {
@@ -169,7 +172,7 @@ func (m *Manager) CleanupExpiredSessions(ctx context.Context) (CleanupReport, er
 		rep.EventsDelivered++
 	}
 
-	old, err := list(domain.SweepFinished, now.Add(-SessionRetention))
+	old, err := list(domain.SweepFinished, now.Add(-m.cfg.SessionRetention))
 	if err != nil {
 		return rep, err
 	}

@@ -344,3 +344,48 @@ func TestPendingBlockIsPerSwarm(t *testing.T) {
 		t.Fatalf("a target without its swarm: %+v %v, want ErrInvalidID", block, err)
 	}
 }
+
+// TestCleanupKeepsFinishedSessionsForTheConfiguredRetention: with
+// Config.SessionRetention set, the cleanup deletes a finished session
+// that long after its expiry, not SessionRetention (24 h) after; at the
+// default it keeps it.
+func TestCleanupKeepsFinishedSessionsForTheConfiguredRetention(t *testing.T) {
+	const retention = 5 * time.Minute
+	for _, tc := range []struct {
+		name      string
+		retention time.Duration // 0: the default
+		deleted   int           // by the cleanup just past retention after the expiry
+	}{
+		{"configured", retention, 1},
+		{"default", 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			m, err := New(Config{
+				Bundle: h.bundle, Store: h.store, Sealer: h.keyring, Queue: h.queue,
+				StateKeys: h.keyring.DerivedKeys("state"), BaseURL: "http://127.0.0.1:8080",
+				Now: h.clock.Now, SessionRetention: tc.retention,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = m.Close(context.Background()) })
+			h.m = m
+			h.consent("global", "team") // one completed session
+			ctx := context.Background()
+			h.clock.Advance(DefaultSessionTTL + retention - time.Second)
+			if rep, err := m.CleanupExpiredSessions(ctx); err != nil || rep.Deleted != 0 {
+				t.Fatalf("cleanup a second before the retention ends: %+v %v", rep, err)
+			}
+			h.clock.Advance(2 * time.Second)
+			rep, err := m.CleanupExpiredSessions(ctx)
+			if err != nil || rep.Deleted != tc.deleted {
+				t.Fatalf("cleanup past %s after the expiry: %+v %v, want %d deleted", retention, rep, err, tc.deleted)
+			}
+			left, _, err := h.store.ListSessions(ctx)
+			if err != nil || len(left) != 1-tc.deleted {
+				t.Fatalf("%d sessions left (%v), want %d", len(left), err, 1-tc.deleted)
+			}
+		})
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/agentauth/agentauth/shared/local/aesseal"
 	"github.com/agentauth/agentauth/shared/local/atomicfile"
@@ -36,11 +37,32 @@ type Backends struct {
 	Turns *turnfile.Store
 }
 
+// Option sets an optional setting of Open.
+type Option func(*settings)
+
+type settings struct {
+	queue []filequeue.Option
+}
+
+// WithQueueDedupWindow opens the event queue with that dedup window
+// (filequeue.WithDedupWindow); 0 keeps filequeue.DedupWindow.
+func WithQueueDedupWindow(d time.Duration) Option {
+	return func(s *settings) {
+		if d != 0 {
+			s.queue = append(s.queue, filequeue.WithDedupWindow(d))
+		}
+	}
+}
+
 // Open opens home. envKey is the value of GOONDAN_OAUTH_KEY ("" for the
 // key file). create allows creating the master key on a fresh home. Every
 // record must be sealed under a loaded key: a wrong or missing key is an
 // error, never a new key over existing grants.
-func Open(ctx context.Context, home, envKey string, create bool) (*Backends, error) {
+func Open(ctx context.Context, home, envKey string, create bool, opts ...Option) (*Backends, error) {
+	var set settings
+	for _, o := range opts {
+		o(&set)
+	}
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("home %s: %w", home, err)
 	}
@@ -67,7 +89,7 @@ func Open(ctx context.Context, home, envKey string, create bool) (*Backends, err
 	if err := checkKeys(ctx, st, kr, envKey != ""); err != nil {
 		return nil, err
 	}
-	q, err := filequeue.New(filepath.Join(home, "queue"))
+	q, err := filequeue.New(filepath.Join(home, "queue"), set.queue...)
 	if err != nil {
 		return nil, err
 	}

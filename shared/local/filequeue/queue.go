@@ -5,12 +5,14 @@
 //
 // Layout: a queued event is <dir>/<h>.json, h a hash of its ID. An
 // acknowledged (deleted) event leaves a tombstone, <dir>/acked/<h>.json,
-// for DedupWindow, so that an Enqueue of its ID is still deduplicated;
+// for the dedup window (DedupWindow unless WithDedupWindow sets another),
+// so that an Enqueue of its ID is still deduplicated;
 // the tombstone's modification time is its ack time. A scan reads the
 // queued events only: what it costs grows with what is pending, never
 // with what was handled: it stats the tombstone of each queued event's
 // ID, and never lists or reads the tombstones. Expired ones are removed
-// by an hourly sweep that Lists take a bounded step of at a time. A queue
+// by a sweep (hourly, or every quarter of a shorter window) that Lists
+// take a bounded step of at a time. A queue
 // written by a version that kept tombstones beside the events is
 // converted as it is scanned.
 //
@@ -41,8 +43,9 @@ import (
 	"github.com/agentauth/agentauth/shared/local/atomicfile"
 )
 
-// DedupWindow is how long an acknowledged (deleted) event's ID keeps
-// deduplicating: an Enqueue of that ID within the window is still a no-op.
+// DedupWindow is the default of how long an acknowledged (deleted)
+// event's ID keeps deduplicating: an Enqueue of that ID within the window
+// is still a no-op. WithDedupWindow sets another.
 const DedupWindow = 24 * time.Hour
 
 const (
@@ -58,11 +61,13 @@ const (
 	// staleTempAge is how old a temporary file must be before scan takes
 	// it for the leftover of a crash rather than a write in progress.
 	staleTempAge = time.Hour
-	// sweepEvery is how often a process starts a pass over the
-	// tombstones to remove the expired ones: a pass stats every
+	// maxSweepEvery is how often, at most, a process starts a pass over
+	// the tombstones to remove the expired ones: a pass stats every
 	// tombstone, and an expired tombstone left a little longer changes
-	// nothing (see settled).
-	sweepEvery = time.Hour
+	// nothing (see settled). A window shorter than four of it is swept
+	// every quarter of the window (sweepPeriod), so that the tombstones
+	// level off at about the acks of 1.25 windows.
+	maxSweepEvery = time.Hour
 	// sweepStep bounds the tombstones one List looks at during a pass
 	// (about 1-2 ms), so a pass over 50,000 takes some 200 Lists (40 s of
 	// an idle worker's polls) and no List pays for all of them.
@@ -74,6 +79,9 @@ const (
 type Queue struct {
 	dir   string
 	acked string // dir/ackedDir
+	// window is how long a tombstone deduplicates; sweepEvery how often a
+	// pass of the sweep starts (sweepPeriod of the window).
+	window, sweepEvery time.Duration
 
 	mu      sync.Mutex
 	lastSeq int64
@@ -104,18 +112,47 @@ type record struct {
 	AckedAt *time.Time    `json:"ackedAt,omitempty"`
 }
 
+// Option sets a Queue's optional setting at New.
+type Option func(*options)
+
+type options struct {
+	window time.Duration
+}
+
+// WithDedupWindow sets how long an acknowledged event's ID keeps
+// deduplicating (default DedupWindow); it must be positive. The
+// tombstones level off at about the acks of 1.25 windows: a short window
+// keeps the directory small, at the price that a redelivery later than
+// the window is queued again.
+func WithDedupWindow(d time.Duration) Option {
+	return func(o *options) { o.window = d }
+}
+
+// sweepPeriod is how often the sweep of a window's tombstones starts: a
+// quarter of the window, at most maxSweepEvery.
+func sweepPeriod(window time.Duration) time.Duration {
+	return min(maxSweepEvery, window/4)
+}
+
 // New opens (creating if needed, mode 0700) the queue in dir, normally
 // <home>/queue. It moves the tombstones an older version left among the
 // events to dir/acked, and removes the expired ones.
-func New(dir string) (*Queue, error) {
+func New(dir string, opts ...Option) (*Queue, error) {
 	if dir == "" {
 		return nil, errors.New("filequeue: empty directory")
+	}
+	o := options{window: DedupWindow}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.window <= 0 {
+		return nil, fmt.Errorf("filequeue: dedup window %s: want a positive duration", o.window)
 	}
 	acked := filepath.Join(dir, ackedDir)
 	if err := os.MkdirAll(acked, 0o700); err != nil {
 		return nil, fmt.Errorf("filequeue: %w", err)
 	}
-	q := &Queue{dir: dir, acked: acked, wake: make(chan struct{}, 1)}
+	q := &Queue{dir: dir, acked: acked, window: o.window, sweepEvery: sweepPeriod(o.window), wake: make(chan struct{}, 1)}
 	ctx := context.Background()
 	// Continue the sequence past what is queued, so order holds across
 	// restarts even if the wall clock stepped back. (Order matters among
@@ -129,6 +166,10 @@ func New(dir string) (*Queue, error) {
 	}
 	return q, nil
 }
+
+// DedupWindow is how long an acknowledged event's ID keeps deduplicating
+// in this Queue.
+func (q *Queue) DedupWindow() time.Duration { return q.window }
 
 func fileName(id string) string {
 	sum := sha256.Sum256([]byte("agentauth/event/v1|" + id))
@@ -158,23 +199,23 @@ func (q *Queue) tombstone(name string) (fs.FileInfo, error) {
 	return fi, err
 }
 
-// fresh reports whether a tombstone is within DedupWindow of now.
-func fresh(tomb fs.FileInfo, now time.Time) bool {
-	return now.Sub(tomb.ModTime()) <= DedupWindow
+// fresh reports whether a tombstone is within the dedup window of now.
+func (q *Queue) fresh(tomb fs.FileInfo, now time.Time) bool {
+	return now.Sub(tomb.ModTime()) <= q.window
 }
 
 // ackedLately reports whether the event file named name has a tombstone
-// within DedupWindow.
+// within the dedup window.
 func (q *Queue) ackedLately(name string) (bool, error) {
 	tomb, err := q.tombstone(name)
 	if err != nil || tomb == nil {
 		return false, err
 	}
-	return fresh(tomb, time.Now()), nil
+	return q.fresh(tomb, time.Now()), nil
 }
 
 // Enqueue stores e durably. An ID that is queued, or was acknowledged
-// within DedupWindow, is not stored again and Enqueue returns nil.
+// within the dedup window, is not stored again and Enqueue returns nil.
 // EnqueuedAt is set to now when zero.
 func (q *Queue) Enqueue(_ context.Context, e domain.Event) error {
 	if e.ID == "" {
@@ -229,7 +270,7 @@ func (q *Queue) Wake() <-chan struct{} { return q.wake }
 // decoded is skipped and reported in the error (wrapping domain.ErrCorrupt);
 // the events returned alongside such an error are still valid, so one bad
 // file never stalls the queue. It reads the queued events only, and takes
-// a bounded step of the hourly sweep of tombstones past DedupWindow.
+// a bounded step of the sweep of tombstones past the dedup window.
 func (q *Queue) List(ctx context.Context) ([]domain.Event, error) {
 	recs, bad, err := q.scan(ctx)
 	if err != nil {
@@ -319,16 +360,16 @@ func (q *Queue) scan(ctx context.Context) ([]record, []error, error) {
 }
 
 // settled reports whether the queued event file named name (entry e) has
-// been acknowledged: its tombstone exists and is within DedupWindow, or is
-// no older than the file (a crash between a Delete's two steps, seen more
-// than DedupWindow later). A tombstone older than the file is that of an
+// been acknowledged: its tombstone exists and is within the dedup window,
+// or is no older than the file (a crash between a Delete's two steps, seen
+// more than a window later). A tombstone older than the file is that of an
 // earlier event of the ID, queued again past the window.
 func (q *Queue) settled(name string, e fs.DirEntry) (bool, error) {
 	tomb, err := q.tombstone(name)
 	if err != nil || tomb == nil {
 		return false, err
 	}
-	if fresh(tomb, time.Now()) {
+	if q.fresh(tomb, time.Now()) {
 		return true, nil
 	}
 	fi, err := e.Info()
@@ -373,7 +414,7 @@ func (q *Queue) moveOldTombstone(name string) error {
 	if err != nil {
 		return err
 	}
-	if time.Since(at) > DedupWindow || (tomb != nil && !tomb.ModTime().Before(at)) {
+	if time.Since(at) > q.window || (tomb != nil && !tomb.ModTime().Before(at)) {
 		return os.Remove(path) // expired, or a later ack's tombstone is there
 	}
 	if err := os.Chtimes(path, at, at); err != nil {
@@ -401,11 +442,11 @@ func (q *Queue) lockAcked(ctx context.Context) (func(), error) {
 
 // maybeSweep does one step of the sweep of expired tombstones: at most
 // sweepStep tombstones, so no scan pays for a whole directory of them. A
-// pass starts when this process has not started one for sweepEvery, and
+// pass starts when this process has not started one for q.sweepEvery, and
 // goes on over the following calls until it has seen every tombstone.
 func (q *Queue) maybeSweep(ctx context.Context) error {
 	q.mu.Lock()
-	if q.sweeping || (q.sweepDir == nil && time.Since(q.lastSweep) < sweepEvery) {
+	if q.sweeping || (q.sweepDir == nil && time.Since(q.lastSweep) < q.sweepEvery) {
 		q.mu.Unlock()
 		return nil
 	}
@@ -471,7 +512,7 @@ func (q *Queue) sweepSome(ctx context.Context, d *os.File) (done bool, err error
 		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ext) {
 			continue
 		}
-		if fi, err := e.Info(); err == nil && !fresh(fi, now) {
+		if fi, err := e.Info(); err == nil && !q.fresh(fi, now) {
 			expired = append(expired, name)
 		}
 	}
@@ -485,7 +526,7 @@ func (q *Queue) sweepSome(ctx context.Context, d *os.File) (done bool, err error
 	defer unlock()
 	for _, name := range expired {
 		tomb, err := q.tombstone(name)
-		if err != nil || tomb == nil || fresh(tomb, time.Now()) {
+		if err != nil || tomb == nil || q.fresh(tomb, time.Now()) {
 			continue // acknowledged again meanwhile
 		}
 		if _, err := os.Lstat(filepath.Join(q.dir, name)); !errors.Is(err, fs.ErrNotExist) {
@@ -499,7 +540,7 @@ func (q *Queue) sweepSome(ctx context.Context, d *os.File) (done bool, err error
 }
 
 // Delete acknowledges the event with id: it leaves the queue, and its ID
-// keeps deduplicating for DedupWindow. ErrNotFound when no such event is
+// keeps deduplicating for the dedup window. ErrNotFound when no such event is
 // queued; acknowledging twice is fine.
 //
 // The tombstone is written first and is what acknowledges; removing the

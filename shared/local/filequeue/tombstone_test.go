@@ -3,6 +3,7 @@ package filequeue
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -301,5 +302,75 @@ func TestSweepIsSpreadOverLists(t *testing.T) {
 	}
 	if got := left(); got != 0 {
 		t.Fatalf("%d expired tombstones left after the pass", got)
+	}
+}
+
+// TestShortDedupWindow: a queue opened WithDedupWindow keeps an
+// acknowledged id deduplicating for that window only, and its sweep,
+// which starts every quarter of the window, removes a tombstone past it —
+// where the default window would still deduplicate and not sweep yet.
+func TestShortDedupWindow(t *testing.T) {
+	const window = 4 * time.Minute
+	for _, tc := range []struct {
+		name    string
+		opts    []Option
+		age     time.Duration // of the tombstone
+		dedup   bool
+		removed bool // by the List after a quarter of the window
+	}{
+		{"within the short window", []Option{WithDedupWindow(window)}, window - time.Minute, true, false},
+		{"past the short window", []Option{WithDedupWindow(window)}, window + time.Minute, false, true},
+		{"the default window", nil, window + time.Minute, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			q, err := New(dir, tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range []string{"x", "y"} {
+				if err := q.Enqueue(ctx, storetest.SampleEvent(id)); err != nil {
+					t.Fatal(err)
+				}
+				if err := q.Delete(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+				ageTombstone(t, q, id, tc.age)
+			}
+			// The last pass started a quarter of the short window and a
+			// second ago: due for the short window, not for the default.
+			q.mu.Lock()
+			q.lastSweep = time.Now().Add(-window/4 - time.Second)
+			q.mu.Unlock()
+			ids(t, q)
+			_, err = os.Lstat(q.tombPath(fileName("y")))
+			if removed := errors.Is(err, fs.ErrNotExist); removed != tc.removed {
+				t.Fatalf("tombstone removed by the sweep: %v, want %v (window %s, age %s)", removed, tc.removed, q.DedupWindow(), tc.age)
+			}
+			if err := q.Enqueue(ctx, storetest.SampleEvent("x")); err != nil {
+				t.Fatal(err)
+			}
+			if dedup := len(ids(t, q)) == 0; dedup != tc.dedup {
+				t.Fatalf("deduplicated %v, want %v (window %s, age %s)", dedup, tc.dedup, q.DedupWindow(), tc.age)
+			}
+		})
+	}
+}
+
+func TestDedupWindowOption(t *testing.T) {
+	for _, d := range []time.Duration{0, -time.Minute} {
+		if _, err := New(t.TempDir(), WithDedupWindow(d)); err == nil || !strings.Contains(err.Error(), "dedup window") {
+			t.Errorf("window %s: %v, want an error naming the dedup window", d, err)
+		}
+	}
+	q := newQueue(t, t.TempDir())
+	if q.DedupWindow() != DedupWindow || q.sweepEvery != time.Hour {
+		t.Fatalf("default: window %s, sweep every %s", q.DedupWindow(), q.sweepEvery)
+	}
+	for d, every := range map[time.Duration]time.Duration{5 * time.Minute: 75 * time.Second, 4 * time.Hour: time.Hour, 48 * time.Hour: time.Hour} {
+		if got := sweepPeriod(d); got != every {
+			t.Errorf("sweepPeriod(%s) = %s, want %s", d, got, every)
+		}
 	}
 }
