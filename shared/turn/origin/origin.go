@@ -13,7 +13,8 @@
 // few workers send, so delivery never holds a turn up. A delivery is
 // retried with exponential backoff and jitter after a network error, a
 // 429 or a 5xx, at most Config.MaxAttempts times, never after another
-// answer; every attempt carries the same delivery id (HeaderDelivery).
+// answer; every attempt carries the same delivery id (HeaderDelivery, and
+// signed, the body's turnId and event.seq: Body.DedupKey).
 // So delivery is at least once while the process lives and best effort
 // across a restart: what is queued when the process ends is lost, and a
 // full queue drops its oldest delivery (a warning). A receiver that must
@@ -68,6 +69,12 @@ type Event struct {
 func DeliveryID(turnID string, seq int64) string {
 	return turnID + ":" + strconv.FormatInt(seq, 10)
 }
+
+// DedupKey is the key a receiver deduplicates deliveries on: the
+// DeliveryID of the body's TurnID and Event.Seq, which the signature
+// covers. HeaderDelivery holds the same value unsigned, and a replayed
+// delivery may carry another there.
+func (b Body) DedupKey() string { return DeliveryID(b.TurnID, b.Event.Seq) }
 
 // NewBody is the body delivering ev of t to the connector named name.
 func NewBody(name string, t turn.Turn, ev turn.TurnEvent) Body {

@@ -36,8 +36,10 @@ func docRecipe(t *testing.T, lang string) string {
 
 // TestDocRecipes runs the documented Python and Node verifications
 // against a real delivery: they accept it, and refuse it tampered with,
-// under another secret and when it is old. Skipped without the
-// interpreter.
+// under another secret and when it is old; their key is the delivery's
+// id, and a replay under another X-Agentauth-Delivery (which no
+// signature covers) keeps it, so the recipe drops it as handled.
+// Skipped without the interpreter.
 func TestDocRecipes(t *testing.T) {
 	rv := newReceiver(t)
 	var logs logBuffer
@@ -49,7 +51,7 @@ func TestDocRecipes(t *testing.T) {
 		t.Fatalf("%d deliveries", len(got))
 	}
 	real := got[0]
-	ts, sig := real.header.Get(HeaderTimestamp), real.header.Get(HeaderSignature)
+	ts, sig, key := real.header.Get(HeaderTimestamp), real.header.Get(HeaderSignature), real.header.Get(HeaderDelivery)
 	old := strconv.FormatInt(time.Now().Add(-time.Hour).Unix(), 10)
 
 	for _, rt := range []struct {
@@ -58,11 +60,11 @@ func TestDocRecipes(t *testing.T) {
 		{"python", "python3", `
 import os, sys
 body = open(sys.argv[1], "rb").read()
-print("ok" if verify(os.environ["SECRET"].encode(), os.environ["TS"], os.environ["SIG"], body) else "refused")
+print("ok " + delivery_key(body) if verify(os.environ["SECRET"].encode(), os.environ["TS"], os.environ["SIG"], body) else "refused")
 `},
 		{"js", "node", `
 const body = require("node:fs").readFileSync(process.argv[2]);
-console.log(verify(process.env.SECRET, process.env.TS, process.env.SIG, body) ? "ok" : "refused");
+console.log(verify(process.env.SECRET, process.env.TS, process.env.SIG, body) ? "ok " + deliveryKey(body) : "refused");
 `},
 	} {
 		t.Run(rt.lang, func(t *testing.T) {
@@ -80,7 +82,10 @@ console.log(verify(process.env.SECRET, process.env.TS, process.env.SIG, body) ? 
 				body                  []byte
 				want                  string
 			}{
-				{"the delivery as sent", testSecret, ts, sig, real.body, "ok"},
+				{"the delivery as sent", testSecret, ts, sig, real.body, "ok " + key},
+				// The driver is handed the replay's header as the receiver
+				// would be; the recipe's key comes from the signed body.
+				{"a replay under another X-Agentauth-Delivery", testSecret, ts, sig, real.body, "ok " + key},
 				{"the body tampered with", testSecret, ts, sig, []byte(strings.Replace(string(real.body), "alice", "mallory", 1)), "refused"},
 				{"another secret", testSecret + "x", ts, sig, real.body, "refused"},
 				{"another timestamp", testSecret, strconv.FormatInt(time.Now().Unix()+1, 10), sig, real.body, "refused"},
@@ -95,7 +100,11 @@ console.log(verify(process.env.SECRET, process.env.TS, process.env.SIG, body) ? 
 						t.Fatal(err)
 					}
 					cmd := exec.Command(bin, script, bodyFile)
-					cmd.Env = append(os.Environ(), "SECRET="+tc.secret, "TS="+tc.ts, "SIG="+tc.sig)
+					delivery := key
+					if strings.HasPrefix(tc.name, "a replay") {
+						delivery = "replayed-as-new:1"
+					}
+					cmd.Env = append(os.Environ(), "SECRET="+tc.secret, "TS="+tc.ts, "SIG="+tc.sig, "DELIVERY="+delivery)
 					out, err := cmd.CombinedOutput()
 					if err != nil {
 						t.Fatalf("%s: %v\n%s", rt.interpreter, err, out)

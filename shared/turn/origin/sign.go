@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -20,7 +21,10 @@ const (
 	// with the Connector's secret, of timestamp + "." + body.
 	HeaderSignature = "X-Agentauth-Signature"
 	// HeaderDelivery is "<turnId>:<seq>": the same on every attempt of one
-	// delivery, so a receiver can drop a repeat.
+	// delivery, for logs and support. No signature covers it, so a
+	// receiver must not deduplicate on it (a replay may carry any value):
+	// the signed body's turnId and event.seq are the delivery's identity
+	// (VerifyBody, Body.DedupKey).
 	HeaderDelivery = "X-Agentauth-Delivery"
 	// UserAgent is the User-Agent of every delivery.
 	UserAgent = "agentauth-webhook/1"
@@ -64,8 +68,10 @@ func mac(secret, timestamp string, body []byte) []byte {
 // HeaderTimestamp and HeaderSignature values, the receiver's clock and
 // the replay window (DefaultTolerance when 0 or less). It answers nil,
 // or an error wrapping ErrMalformed, ErrReplay or ErrMismatch. The
-// comparison takes constant time. A receiver should also drop a
-// HeaderDelivery it has seen: a retry is signed anew.
+// comparison takes constant time. A receiver should also drop a delivery
+// it has handled — a retry is signed anew, and a replay inside the window
+// verifies — by the signed body's key (VerifyBody, Body.DedupKey), never
+// by HeaderDelivery, which is not signed.
 func Verify(secret, timestamp, body, signature string, now time.Time, tolerance time.Duration) error {
 	if tolerance <= 0 {
 		tolerance = DefaultTolerance
@@ -89,6 +95,21 @@ func Verify(secret, timestamp, body, signature string, now time.Time, tolerance 
 		return ErrMismatch
 	}
 	return nil
+}
+
+// VerifyBody is Verify, and then the body read as a delivery: its TurnID
+// and Event.Seq, which the signature covers, name the delivery
+// (Body.DedupKey). A body that verifies but is not a delivery's is
+// ErrMalformed.
+func VerifyBody(secret, timestamp, body, signature string, now time.Time, tolerance time.Duration) (Body, error) {
+	if err := Verify(secret, timestamp, body, signature, now, tolerance); err != nil {
+		return Body{}, err
+	}
+	var b Body
+	if err := json.Unmarshal([]byte(body), &b); err != nil || b.TurnID == "" {
+		return Body{}, fmt.Errorf("%w: the signed body is not a delivery (no turnId)", ErrMalformed)
+	}
+	return b, nil
 }
 
 // parseTimestamp reads Unix seconds written as decimal digits only (no

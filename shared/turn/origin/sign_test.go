@@ -1,7 +1,9 @@
 package origin
 
 import (
+	"context"
 	"errors"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,6 +69,72 @@ func TestSignVerify(t *testing.T) {
 			}
 			if err != nil && (strings.Contains(err.Error(), tc.secret) || strings.Contains(err.Error(), strings.TrimPrefix(sig, "v1="))) {
 				t.Errorf("the error %q shows the secret or the expected signature", err)
+			}
+		})
+	}
+}
+
+// Issue 17 item 12: X-Agentauth-Delivery is not signed, so a replay inside
+// the tolerance may carry any value there; the key a receiver
+// deduplicates on is the signed body's turnId and event.seq
+// (VerifyBody, Body.DedupKey), which a replay cannot change.
+func TestReplayUnderAnotherDeliveryHeaderIsTheSameDelivery(t *testing.T) {
+	rv := newReceiver(t)
+	var logs logBuffer
+	d := start(t, testConfig(&logs, connector("chat", rv.srv.URL)))
+	d.Notify(context.Background(), aTurn("turn-1", map[string]any{"connector": "chat"}), turnEvents("turn-1")[4:5])
+	closeNow(t, d)
+	got := rv.deliveries()
+	if len(got) != 1 {
+		t.Fatalf("%d deliveries", len(got))
+	}
+	sent := got[0]
+	// The receiver of the recipe: verify, then drop a key it has handled.
+	seen := map[string]int{}
+	receive := func(h http.Header, body []byte) (string, error) {
+		b, err := VerifyBody(testSecret, h.Get(HeaderTimestamp), string(body), h.Get(HeaderSignature), time.Now(), 0)
+		if err != nil {
+			return "", err
+		}
+		seen[b.DedupKey()]++
+		return b.DedupKey(), nil
+	}
+	first, err := receive(sent.header, sent.body)
+	if err != nil || first != sent.header.Get(HeaderDelivery) || first != DeliveryID("turn-1", turnEvents("turn-1")[4].Seq) {
+		t.Fatalf("key %q (%v), want the delivery's id %q", first, err, sent.header.Get(HeaderDelivery))
+	}
+	for _, delivery := range []string{"", "turn-1:999", "someone-else:1", sent.header.Get(HeaderDelivery) + "x"} {
+		replay := sent.header.Clone()
+		replay.Set(HeaderDelivery, delivery)
+		key, err := receive(replay, sent.body)
+		if err != nil || key != first {
+			t.Fatalf("a replay under %q: key %q (%v), want %q", delivery, key, err, first)
+		}
+	}
+	if len(seen) != 1 || seen[first] != 5 {
+		t.Fatalf("keys seen %v: every replay must be the one delivery", seen)
+	}
+}
+
+func TestVerifyBodyRefuses(t *testing.T) {
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	body := `{"turnId":"turn-9a","event":{"type":"turn.completed","seq":8}}`
+	for _, tc := range []struct {
+		name, body, sig string
+		want            error
+	}{
+		{"a delivery", body, Sign(testSecret, ts, []byte(body)), nil},
+		{"another body", strings.Replace(body, "8", "9", 1), Sign(testSecret, ts, []byte(body)), ErrMismatch},
+		{"signed, not JSON", "not json", Sign(testSecret, ts, []byte("not json")), ErrMalformed},
+		{"signed, no turn", `{"event":{"seq":8}}`, Sign(testSecret, ts, []byte(`{"event":{"seq":8}}`)), ErrMalformed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := VerifyBody(testSecret, ts, tc.body, tc.sig, time.Now(), 0)
+			switch {
+			case tc.want == nil && (err != nil || b.DedupKey() != "turn-9a:8"):
+				t.Fatalf("%v, key %q", err, b.DedupKey())
+			case tc.want != nil && (!errors.Is(err, tc.want) || b.TurnID != ""):
+				t.Fatalf("%v %+v, want %v and no body", err, b, tc.want)
 			}
 		})
 	}
