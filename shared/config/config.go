@@ -110,7 +110,7 @@ func Variables() []Var {
 		{Name: JWTAudience, Doc: "required aud of agent JWTs (required with " + JWKSURL + ")"},
 		{Name: MCPResource, Lambda: "<public URL>/mcp", Local: "<public URL>/mcp", Doc: "the MCP server's resource URL (RFC 8707): the aud its JWTs must carry, named by its protected resource metadata"},
 		{Name: MCPAllowedOrigins, Doc: "comma-separated browser origins (scheme://host[:port]) that may call /mcp; a request with another Origin header is refused (403), one without passes"},
-		{Name: MCPSessionIdle, Lambda: mcpSeconds(mcpapi.DefaultIdleTimeout), Local: mcpSeconds(mcpapi.DefaultIdleTimeout), Doc: "seconds an MCP session may go without a request before it is closed (10-86400; agentauth serve: the Lambda keeps no session)"},
+		{Name: MCPSessionIdle, Lambda: mcpSeconds(mcpapi.DefaultIdleTimeout), Local: mcpSeconds(mcpapi.DefaultIdleTimeout), Doc: "seconds an MCP session may go without a POST before it is closed (10-86400; agentauth serve: the Lambda keeps no session)"},
 		{Name: MCPMaxSessions, Lambda: strconv.Itoa(mcpapi.DefaultMaxSessions), Local: strconv.Itoa(mcpapi.DefaultMaxSessions), Doc: "MCP sessions a process keeps at most; past it initialize is refused with 503 (1-100000; agentauth serve)"},
 		{Name: MCPMaxSessionsPer, Lambda: strconv.Itoa(mcpapi.DefaultMaxSessionsPerPrincipal), Local: strconv.Itoa(mcpapi.DefaultMaxSessionsPerPrincipal), Doc: "MCP sessions one caller (JWT sub) holds at most; past it initialize is refused with 429 (1-10000; agentauth serve)"},
 		{Name: MCPInitializeRate, Lambda: mcpapi.DefaultInitializeRate, Local: mcpapi.DefaultInitializeRate, Doc: "MCP initialize rate per caller: <calls>/<s|m|h>[:<burst>]; past it 429 with Retry-After (agentauth serve)"},

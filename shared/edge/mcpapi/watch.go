@@ -100,15 +100,22 @@ func (r *registry) round(checkLists bool) bool {
 	for _, sess := range pending {
 		r.completeConsents(ctx, sess)
 	}
+	changed := 0
 	for _, sess := range relist {
-		r.relist(ctx, sess)
+		if r.relist(ctx, sess) {
+			changed++
+		}
+	}
+	if changed > 0 {
+		r.s.cfg.Log.InfoContext(ctx, "MCP tool lists changed", "sessions", changed)
 	}
 	return true
 }
 
 // relist resolves the session's caller's tools again and tells the
-// session when they are not what it was last told.
-func (r *registry) relist(ctx context.Context, sess *session) {
+// session when they are not what it was last told; it reports whether
+// they changed.
+func (r *registry) relist(ctx context.Context, sess *session) bool {
 	sess.mu.Lock()
 	p := sess.latest
 	sess.mu.Unlock()
@@ -119,8 +126,8 @@ func (r *registry) relist(ctx context.Context, sess *session) {
 	sess.mu.Unlock()
 	if changed {
 		sess.srv.AddTool(listChangedSignal, noTool) // the SDK sends list_changed
-		r.s.cfg.Log.InfoContext(ctx, "MCP tool list changed", "principal", p.Subject)
 	}
+	return changed
 }
 
 // completeConsents sends notifications/elicitation/complete for each of
