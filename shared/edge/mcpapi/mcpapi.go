@@ -163,7 +163,11 @@ func (s *Server) middleware(sess *session) mcp.Middleware {
 				if ctr == nil || ctr.Params == nil {
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs params"}
 				}
-				return s.callTool(ctx, sess, p, ctr)
+				r, err := s.callTool(ctx, sess, p, ctr)
+				if err != nil {
+					return nil, err // not a nil *CallToolResult in a non-nil Result
+				}
+				return r, nil
 			}
 			res, err := next(ctx, method, req)
 			if err == nil && sess.onInitialized != nil {
@@ -237,7 +241,7 @@ func (s *Server) listTools(ctx context.Context, sess *session, p domain.Principa
 // callTool answers tools/call as the request's caller: a tool its list
 // does not have is the protocol's unknown-tool error (-32602), as the SDK
 // answers it; the others run through the tool hooks.
-func (s *Server) callTool(ctx context.Context, sess *session, p domain.Principal, req *mcp.CallToolRequest) (mcp.Result, error) {
+func (s *Server) callTool(ctx context.Context, sess *session, p domain.Principal, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	name := req.Params.Name
 	found := false // as listing lists it: a tool whose schema MCP cannot carry is not there
 	for _, e := range s.cfg.Tools.Manifest(ctx, p, "mcp") {
