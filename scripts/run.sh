@@ -18,7 +18,10 @@
 #                  model; set MODEL_ADDR= (empty) to start none and point the
 #                  bundle's Model at your own endpoint
 # AGENTAUTH_JWKS_URL, AGENTAUTH_JWT_ISSUER and AGENTAUTH_JWT_AUDIENCE default
-# to the demo provider, so the tool routes accept its agent JWTs.
+# to the demo provider, so the tool routes accept its agent JWTs. /mcp wants
+# JWTs whose audience is its own URL: the script tells the provider (and
+# agentauth) that resource — AGENTAUTH_MCP_RESOURCE, else
+# <AGENTAUTH_PUBLIC_URL or http://ADDR>/mcp — so the provider mints them.
 set -euo pipefail
 
 : "${BIN:?}" "${HOME_DIR:?}" "${BUNDLE:?}" "${ADDR:?}" "${PROVIDER_DIR:?}" "${PROVIDER_PORT:?}"
@@ -31,11 +34,16 @@ if [ ! -f "$HOME_DIR/secrets/demo-oidc/clientSecret" ]; then
   (umask 077 && printf 'demo-secret\n' >"$HOME_DIR/secrets/demo-oidc/clientSecret")
 fi
 
+public_url=${AGENTAUTH_PUBLIC_URL:-http://$ADDR}
+mcp_resource=${AGENTAUTH_MCP_RESOURCE:-${public_url%/}/mcp}
+
 echo "runtime token (Authorization: Bearer …): $("$BIN" runtime-token --home "$HOME_DIR")"
 echo "demo OpenID provider: http://127.0.0.1:$PROVIDER_PORT (log in as any name, e.g. alice)"
 echo "agent JWT for the tool routes: curl -s -u agentauth-agent:agent-secret -d grant_type=client_credentials -d resource=urn:agentauth:tools -d scope=profile.read http://127.0.0.1:$PROVIDER_PORT/token"
+echo "MCP server: $mcp_resource (Streamable HTTP, header Authorization: Bearer <access_token>; README.md \"MCP from make run\")"
+echo "agent JWT for MCP (1 h): curl -s -u agentauth-agent:agent-secret -d grant_type=client_credentials -d resource=$mcp_resource -d scope=profile.read http://127.0.0.1:$PROVIDER_PORT/token"
 
-PROVIDER_PORT=$PROVIDER_PORT node "$PROVIDER_DIR/provider.mjs" >"$HOME_DIR/provider.log" 2>&1 &
+PROVIDER_PORT=$PROVIDER_PORT PROVIDER_MCP_RESOURCE=$mcp_resource node "$PROVIDER_DIR/provider.mjs" >"$HOME_DIR/provider.log" 2>&1 &
 provider=$!
 model=
 if [ -n "${MODEL_ADDR:-}" ]; then
@@ -60,4 +68,5 @@ grep -q listening "$HOME_DIR/provider.log" || {
 AGENTAUTH_JWKS_URL=${AGENTAUTH_JWKS_URL:-http://127.0.0.1:$PROVIDER_PORT/jwks} \
 AGENTAUTH_JWT_ISSUER=${AGENTAUTH_JWT_ISSUER:-http://127.0.0.1:$PROVIDER_PORT} \
 AGENTAUTH_JWT_AUDIENCE=${AGENTAUTH_JWT_AUDIENCE:-urn:agentauth:tools} \
+AGENTAUTH_MCP_RESOURCE=$mcp_resource \
   "$BIN" serve --bundle "$BUNDLE" --home "$HOME_DIR" --addr "$ADDR"

@@ -15,6 +15,7 @@
 //   PROVIDER_CLIENTS_JSON      JSON array of oidc-provider client metadata (default: the demo clients)
 //   PROVIDER_TEST_STATS        "1" enables GET /__stats (test-only counters)
 //   PROVIDER_COOKIE_KEYS       comma separated cookie signing keys (default: random per process)
+//   PROVIDER_MCP_RESOURCE      agentauth's MCP resource, its /mcp URL (default http://127.0.0.1:8080/mcp)
 //
 // Agent JWTs for agentauth's tool routes: the client_credentials grant with
 // resource=urn:agentauth:tools gives a JWT access token (RS256, signed with
@@ -22,6 +23,8 @@
 // agentauth:admin). A token for the demo client agentauth-agent also
 // carries tenant_id "demo", skills ["connect-demo"] and
 // agentauth_subjects.user "demo:user:alice": the demo agent acts for alice.
+// resource=<PROVIDER_MCP_RESOURCE> gives the same JWT with that audience:
+// the token agentauth's /mcp accepts (`make run` passes its own /mcp URL).
 //
 // stdout carries JSON lines only. The first is
 //   {"event":"listening","issuer":"http://127.0.0.1:NNNN"}
@@ -63,6 +66,20 @@ const port = intFromEnv('PROVIDER_PORT', 9090);
 const accessTokenTTL = intFromEnv('PROVIDER_ACCESS_TOKEN_TTL', 3600);
 const refreshTokenTTL = intFromEnv('PROVIDER_REFRESH_TOKEN_TTL', 14 * 24 * 60 * 60);
 const statsEnabled = process.env.PROVIDER_TEST_STATS === '1';
+
+// The resources the demo agent may get a JWT for: the tool routes' and
+// agentauth's MCP server, whose JWTs must name its /mcp URL (RFC 8707).
+const mcpResource = process.env.PROVIDER_MCP_RESOURCE || 'http://127.0.0.1:8080/mcp';
+{
+  let u;
+  try {
+    u = new URL(mcpResource);
+  } catch {
+    fatal(`PROVIDER_MCP_RESOURCE must be an absolute http(s) URL, got ${JSON.stringify(mcpResource)}`);
+  }
+  if (!['http:', 'https:'].includes(u.protocol) || u.hash) fatal(`PROVIDER_MCP_RESOURCE must be an http(s) URL without fragment, got ${JSON.stringify(mcpResource)}`);
+}
+const agentResources = new Set([TOOLS_RESOURCE, mcpResource]);
 
 if (accessTokenTTL < 1) fatal('PROVIDER_ACCESS_TOKEN_TTL must be >= 1');
 if (refreshTokenTTL < 1) fatal('PROVIDER_REFRESH_TOKEN_TTL must be >= 1');
@@ -252,16 +269,17 @@ async function start() {
       // Opaque access tokens for every OAuth flow the broker runs (no
       // resource parameter, no JWT), and no DPoP, so plain bearer tokens
       // are what we test. Only a client_credentials request for
-      // TOOLS_RESOURCE gets a JWT: the agent's token for the tool routes.
+      // TOOLS_RESOURCE or the MCP resource gets a JWT: the agent's token
+      // for the tool routes or for /mcp.
       clientCredentials: { enabled: true },
       resourceIndicators: {
         enabled: true,
         defaultResource: async (_ctx, _client, oneOf) => oneOf,
         useGrantedResource: async () => false,
         getResourceServerInfo: async (_ctx, resource) => {
-          if (resource !== TOOLS_RESOURCE) throw new oidcErrors.InvalidTarget();
+          if (!agentResources.has(resource)) throw new oidcErrors.InvalidTarget();
           return {
-            scope: TOOLS_SCOPES, audience: TOOLS_RESOURCE, accessTokenFormat: 'jwt', jwt: { sign: { alg: 'RS256' } },
+            scope: TOOLS_SCOPES, audience: resource, accessTokenFormat: 'jwt', jwt: { sign: { alg: 'RS256' } },
           };
         },
       },
