@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -110,6 +111,13 @@ var ErrUnknownSwarm = turn.ErrUnknownSwarm
 
 // Post routes an event to its agent by the swarm's ingress rules and
 // queues it for the instance. The queue deduplicates by ID.
+//
+// An instance that is terminated runs nothing again, so an event for it
+// is refused here, where the caller hears it, and nothing is queued: the
+// error is engine.ErrTerminated and the event names the instance the
+// rules picked (its agent), so that the caller can say which. Only an
+// event accepted before a terminate lands reaches the engine's
+// "recorded, not run" path.
 func (t *Turns) Post(ctx context.Context, swarm, instanceKey string, in Incoming) (domain.Event, error) {
 	sw, ok := t.bundle.Swarms[swarm]
 	if !ok {
@@ -127,6 +135,14 @@ func (t *Turns) Post(ctx context.Context, swarm, instanceKey string, in Incoming
 	key := turn.InstanceKey{Swarm: swarm, Key: instanceKey, Agent: agent}
 	if err := key.Validate(); err != nil {
 		return domain.Event{}, err
+	}
+	st, err := t.Inspect(ctx, key)
+	switch {
+	case err == nil && st.Instance.Status == turn.Terminated:
+		return domain.Event{SwarmRef: sw.Ref(), InstanceKey: instanceKey, AgentName: agent},
+			fmt.Errorf("post to instance %s: %w", key, engine.ErrTerminated)
+	case err != nil && !errors.Is(err, domain.ErrNotFound):
+		return domain.Event{}, fmt.Errorf("post to instance %s: read its status: %w", key, err)
 	}
 	if in.ID == "" {
 		b := make([]byte, 12)

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -261,11 +262,43 @@ func (a *API) post(w http.ResponseWriter, r *http.Request) {
 	}
 	ev, err := a.cfg.Turns.Post(r.Context(), key.Swarm, key.Key, turn.Incoming{ID: req.ID, Type: req.Type, Text: req.Text,
 		Agent: req.Agent, Properties: req.Properties, Origin: req.Origin, Auth: *req.Auth})
+	if errors.Is(err, engine.ErrTerminated) {
+		// Nothing was queued. The answer names the instance the ingress
+		// rules picked and the way out, which a message to a terminated
+		// conversation's key needs more than a pause does.
+		key.Agent = ev.AgentName
+		httpx.WriteError(w, r, http.StatusConflict, CodeInstanceTerminated, terminatedPost(key))
+		return
+	}
 	if err != nil {
 		a.fail(w, r, key, err)
 		return
 	}
 	httpx.WriteJSON(w, http.StatusAccepted, map[string]string{"eventId": ev.ID, "swarm": key.Swarm, "instanceKey": ev.InstanceKey, "agent": ev.AgentName})
+}
+
+// terminatedPost is the message of a post refused because its instance
+// is terminated: deleting the instance, by the route or the CLI, starts
+// the conversation over on the same key.
+func terminatedPost(key turn.InstanceKey) string {
+	seg := func(s string) string {
+		switch s {
+		case ".":
+			return "%2E"
+		case "..":
+			return "%2E%2E"
+		}
+		return url.PathEscape(s)
+	}
+	word := func(s string) string {
+		if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:@-") == "" {
+			return s
+		}
+		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	}
+	return "instance " + strconv.Quote(key.String()) + " is terminated: the event was not queued. Deleting the instance starts the conversation over on its key: " +
+		"DELETE /v1/instances/" + seg(key.Swarm) + "/" + seg(key.Key) + "/" + seg(key.Agent) +
+		", or agentauth instances delete --swarm " + word(key.Swarm) + " --instance " + word(key.Key) + " --agent " + word(key.Agent)
 }
 
 // instanceView is an instance's record as the routes show it.
