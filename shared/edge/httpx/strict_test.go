@@ -301,3 +301,14 @@ func duplicateKeys(s string) (map[string]bool, error) {
 	err := value()
 	return dups, err
 }
+
+func TestJSONTagIsTagGet(t *testing.T) {
+	for _, tag := range []reflect.StructTag{
+		`json:"auth"`, `json:"auth,omitempty"`, `json:"-"`, `json:"-,"`, `json:""`, `json:",omitempty"`,
+		`json:"a\"b"`, `yaml:"x" json:"y"`, `json:"y" yaml:"x"`, `xjson:"z"`, ``, `json:"unterminated`,
+	} {
+		if got, want := jsonTag(tag), tag.Get("json"); got != want {
+			t.Errorf("jsonTag(%s) = %q, Get = %q", tag, got, want)
+		}
+	}
+}
