@@ -3,10 +3,13 @@
 package mcpapi
 
 import (
+	"context"
 	"runtime"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentauth/agentauth/shared/tools/ratelimit"
 )
 
 // cpuTime is the process's user and system CPU time so far.
@@ -64,4 +67,39 @@ func BenchmarkRequestsOnOneSession(b *testing.B) {
 	b.ReportMetric(float64(runtime.NumGoroutine()-goroutines0), "goroutines-left")
 	b.ReportMetric(float64(int64(ms.HeapAlloc)-int64(heap0))/1024, "heap-KiB-left")
 	b.ReportMetric(float64(idle.Microseconds())/1000, "idle-cpu-ms/s")
+}
+
+// BenchmarkIdleSessions (issue 17, point 4): 1,000 sessions that listed
+// their tools, then nothing: per idle second (one op), the process's CPU
+// and the manifests the watch resolves (each a metrics line in serve).
+// The plane's revision does not move, so the watch resolves none.
+//
+//	go test -run '^$' -bench IdleSessions -benchtime 5x ./shared/edge/mcpapi/
+func BenchmarkIdleSessions(b *testing.B) {
+	const sessions = 1000
+	h := newHarness(b, harnessConfig{manifestEvery: time.Second, revision: func(context.Context) string { return "r1" },
+		limits: SessionLimits{MaxSessions: sessions, MaxPerPrincipal: sessions, InitializeRate: ratelimit.Limit{Rate: 1e6, Burst: sessions}}})
+	h.tools.quiet = true
+	for range sessions {
+		c := h.raw(b, "tok-alice")
+		c.open()
+		c.call("tools/list", `{}`)
+	}
+	manifests := func() int {
+		h.tools.mu.Lock()
+		defer h.tools.mu.Unlock()
+		return h.tools.manifests
+	}
+	m0, g0 := manifests(), runtime.NumGoroutine()
+	b.ResetTimer()
+	var idle time.Duration
+	for range b.N {
+		cpu0 := cpuTime(b)
+		time.Sleep(time.Second)
+		idle += cpuTime(b) - cpu0
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(idle.Microseconds())/1000/float64(b.N), "idle-cpu-ms/s")
+	b.ReportMetric(float64(manifests()-m0)/float64(b.N), "manifests/s")
+	b.ReportMetric(float64(g0), "goroutines")
 }
