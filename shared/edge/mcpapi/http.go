@@ -144,7 +144,7 @@ func (s *Server) handler(hc HTTPConfig) (*routes, error) {
 		ResourceName:           "agentauth tool plane",
 	})
 
-	g := &gate{s: s, stateless: hc.Stateless, keepAlive: lim.KeepAlive, versions: negotiated(hc.Stateless), streams: hc.Streams}
+	g := &gate{stateless: hc.Stateless, keepAlive: lim.KeepAlive, versions: negotiated(hc.Stateless), streams: hc.Streams}
 	if g.streams == nil {
 		g.streams = httpx.NewStreamGate(0, 0)
 	}
@@ -300,7 +300,6 @@ func checkOrigin(allowed map[string]bool, next http.Handler) http.Handler {
 // session caps, the stream caps (the process's stream gate); it gives the
 // SDK's writes a stream writer.
 type gate struct {
-	s         *Server
 	next      http.Handler
 	stateless bool
 	keepAlive time.Duration
@@ -321,9 +320,9 @@ func withSlot(r *http.Request) *http.Request {
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p, _ := principalFrom(r.Context())
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && v < sessionlessRevision && !slices.Contains(g.versions, v) {
-		data, _ := json.Marshal(mcp.UnsupportedProtocolVersionData{Supported: g.versions, Requested: v})
+		data, _ := json.Marshal(mcp.UnsupportedProtocolVersionData{Supported: g.versions, Requested: v[:min(len(v), 40)]})
 		writeRPCError(w, http.StatusBadRequest, nil, mcp.CodeUnsupportedProtocolVersion, fmt.Sprintf(
-			"Bad Request: unsupported MCP-Protocol-Version %q; this server negotiates %s", v, strings.Join(g.versions, ", ")), data)
+			"Bad Request: unsupported MCP-Protocol-Version %.40q; this server negotiates %s", v, strings.Join(g.versions, ", ")), data)
 		return
 	}
 	if r.ContentLength > MaxBody {
