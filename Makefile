@@ -204,13 +204,15 @@ bench: build ## benchmarks: the warm ready path in-process and over loopback
 	$(BIN) bench --duration 10s --concurrency 16
 
 # The soak (test/soak, README.md "Performance"): agentauth serve on a fresh
-# temporary home under a steady mixed load on 127.0.0.1 for SOAK_DURATION,
-# then a minute idle; SOAK_ARGS passes more flags (bin/soak -h lists them).
+# temporary home (5-minute retention windows, --debug-addr on loopback)
+# under a steady mixed load on 127.0.0.1 for SOAK_DURATION, then a minute
+# idle; SOAK_ARGS passes more flags (bin/soak -h lists them). The files
+# under the home are judged from SOAK_DURATION=1h on.
 SOAK_DURATION ?= 10m
 SOAK_ARGS     ?=
 
 .PHONY: soak
-soak: ## soak agentauth serve on loopback for SOAK_DURATION (default 10m; SOAK_ARGS=…): a sample line every 15 s, slopes per hour, idle levels; non-zero when not flat
+soak: ## soak agentauth serve on loopback for SOAK_DURATION (default 10m; SOAK_ARGS=…): a sample line every 15 s (goroutines, heap, files…), slopes per hour, idle levels; non-zero when not flat, with pprof's top stacks
 	$(GO) build -o $(BIN) ./cmd/agentauth
 	$(GO) build -o bin/soak ./test/soak
 	bin/soak --bin $(BIN) --duration $(SOAK_DURATION) $(SOAK_ARGS)

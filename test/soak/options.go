@@ -18,6 +18,10 @@ type options struct {
 	warmup   float64
 	keep     bool
 
+	// sessionRetention and dedupWindow are the server's retention
+	// windows (0: its defaults, 24 h).
+	sessionRetention, dedupWindow time.Duration
+
 	mix mix
 
 	limits limits
@@ -34,17 +38,20 @@ type mix struct {
 
 // limits decide the verdict.
 type limits struct {
-	cpuSlope     float64 // percentage points of a core per hour
-	rssSlope     float64 // MiB per hour
-	threadsSlope float64 // per hour
-	fdsSlope     float64 // per hour
-	filesSlope   float64 // per hour
-	p50Slope     float64 // percent of the route's mean p50 per hour
-	noise        float64 // standard errors a slope must exceed to count
-	idleCPU      float64 // percentage points above the baseline
-	idleRSS      float64 // MiB above the baseline
-	idleFDs      int     // above the baseline
-	errorRate    float64 // fraction of a route's requests
+	cpuSlope        float64 // percentage points of a core per hour
+	rssSlope        float64 // MiB per hour
+	goroutinesSlope float64 // per hour
+	heapSlope       float64 // MiB per hour
+	fdsSlope        float64 // per hour
+	filesSlope      float64 // per hour
+	p50Slope        float64 // percent of the route's mean p50 per hour
+	noise           float64 // standard errors a slope must exceed to count
+	idleCPU         float64 // percentage points above the baseline
+	idleRSS         float64 // MiB above the baseline
+	idleGoroutines  int     // above the baseline
+	idleHeap        float64 // MiB above the baseline
+	idleFDs         int     // above the baseline
+	errorRate       float64 // fraction of a route's requests
 }
 
 // errHelp asks for the flags' list.
@@ -82,6 +89,8 @@ func (o *options) flags() *flag.FlagSet {
 	fs.DurationVar(&o.idle, "idle", time.Minute, "idle time after the load within which the levels must come back")
 	fs.Float64Var(&o.warmup, "warmup", 0.2, "fraction of the load time left out of the slopes")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary home, bundle and server logs")
+	fs.DurationVar(&o.sessionRetention, "session-retention", 5*time.Minute, "the server's AGENTAUTH_SESSION_RETENTION, so that the finished sessions level off within the run (0: the server's default, 24h)")
+	fs.DurationVar(&o.dedupWindow, "dedup-window", 5*time.Minute, "the server's AGENTAUTH_QUEUE_DEDUP_WINDOW, so that the queue's tombstones level off within the run (0: the server's default, 24h)")
 
 	fs.Float64Var(&o.mix.tokenRate, "token-rate", 20, "POST /v1/oauth/token per second (half the ready grant, half the consent app)")
 	fs.Float64Var(&o.mix.toolRate, "tool-rate", 10, "POST /v1/tools/invoke per second")
@@ -94,13 +103,16 @@ func (o *options) flags() *flag.FlagSet {
 
 	fs.Float64Var(&o.limits.cpuSlope, "max-cpu-slope", 20, "flat CPU: at most this many percentage points of a core per hour")
 	fs.Float64Var(&o.limits.rssSlope, "max-rss-slope", 64, "flat RSS: at most this many MiB per hour")
-	fs.Float64Var(&o.limits.threadsSlope, "max-threads-slope", 60, "flat threads: at most this many per hour (the runtime adds one now and then under load)")
+	fs.Float64Var(&o.limits.goroutinesSlope, "max-goroutines-slope", 100, "flat goroutines: at most this many per hour (a goroutine left behind by one turn in 360 at 10 turns/s is 100 an hour)")
+	fs.Float64Var(&o.limits.heapSlope, "max-heap-slope", 32, "flat heap in use: at most this many MiB per hour")
 	fs.Float64Var(&o.limits.fdsSlope, "max-fds-slope", 20, "flat open files: at most this many per hour")
 	fs.Float64Var(&o.limits.filesSlope, "max-files-slope", 1000, "flat files under the home: at most this many per hour")
 	fs.Float64Var(&o.limits.p50Slope, "max-p50-slope", 100, "flat latency: a route's p50 moves at most this percent of its mean per hour")
 	fs.Float64Var(&o.limits.noise, "noise", 2, "a slope is not flat only beyond this many standard errors of its estimate too")
 	fs.Float64Var(&o.limits.idleCPU, "idle-cpu", 5, "idle CPU within this many percentage points of a core of the baseline")
 	fs.Float64Var(&o.limits.idleRSS, "idle-rss", 64, "idle RSS within this many MiB of the baseline (loose: Go collects an idle heap only every 2 min and returns memory to the OS gradually)")
+	fs.IntVar(&o.limits.idleGoroutines, "idle-goroutines", 10, "idle goroutines within this many of the baseline (what the load started ends with it; a few may still be finishing a sweep or closing a connection)")
+	fs.Float64Var(&o.limits.idleHeap, "idle-heap", 48, "idle heap in use within this many MiB of the baseline (loose, and measured as it is, no GC forced: an idle server allocates next to nothing, so the garbage of the load's last GC cycle, up to GOGC=100% of the live heap, stays until the runtime's forced GC every 2 min; and the turn store's 16 MiB cache stays full by design)")
 	fs.IntVar(&o.limits.idleFDs, "idle-fds", 10, "idle open files within this many of the baseline")
 	fs.Float64Var(&o.limits.errorRate, "max-error-rate", 0.01, "a route whose requests fail more often than this fraction fails the soak")
 	return fs
@@ -120,6 +132,8 @@ func (o options) check() error {
 		return fmt.Errorf("soak: --idle must be in [100ms, 30m]")
 	case o.warmup < 0 || o.warmup >= 1:
 		return fmt.Errorf("soak: --warmup must be in [0, 1)")
+	case !window(o.sessionRetention) || !window(o.dedupWindow):
+		return fmt.Errorf("soak: --session-retention and --dedup-window must be 0 (the server's default) or in [1m, 8760h], as the server accepts")
 	case !rate(m.tokenRate) || !rate(m.toolRate) || !rate(m.turnRate) || !rate(m.mcpRate):
 		return fmt.Errorf("soak: each rate must be in [0, 1000] per second")
 	case m.instances < 2 || m.instances > 10000:
@@ -137,3 +151,5 @@ func (o options) check() error {
 }
 
 func rate(r float64) bool { return r >= 0 && r <= 1000 }
+
+func window(d time.Duration) bool { return d == 0 || (d >= time.Minute && d <= 8760*time.Hour) }

@@ -31,6 +31,9 @@ type resources struct {
 	files    int            // regular files under the home
 	bytes    int64          // their sizes
 	dirs     map[string]int // files per directory kind of the home (dirKind)
+	// From serve's /debug/vars (see stack.read).
+	goroutines int
+	heapInuse  uint64 // bytes in in-use heap spans
 }
 
 // readResources reads /proc/<pid>/stat, /proc/<pid>/status and

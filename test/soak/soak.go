@@ -28,7 +28,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st, err := startStack(ctx, o.bin)
+	st, err := startStack(ctx, serveSettings{bin: o.bin, sessionRetention: o.sessionRetention, dedupWindow: o.dedupWindow})
 	if err != nil {
 		return err
 	}
@@ -43,11 +43,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "soak: agentauth serve (pid %d) on %s, home %s\n", st.pid(), st.url, st.home)
+	fmt.Fprintf(stdout, "soak: agentauth serve (pid %d) on %s, home %s; its /debug/vars and /debug/pprof on %s\n", st.pid(), st.url, st.home, st.debugAddr)
 	fmt.Fprintf(stdout, "soak: the agent turns' model is the scripted model — a fixed script, NOT a language model; the OAuth provider is a fake that consents at once; all on 127.0.0.1\n")
 	fmt.Fprintf(stdout, "soak: load for %s: %g token reads/s (half the consented grant, half %d consent-app subjects: half consented, half left pending), %g REST tool calls/s, %g turns/s over %d instances (half park on a consent never given, then are terminated and deleted; each followed on its SSE stream), %g MCP sessions/s\n",
 		o.duration, o.mix.tokenRate, o.mix.consentSubjects, o.mix.toolRate, o.mix.turnRate, o.mix.instances, o.mix.mcpRate)
-	fmt.Fprintf(stdout, "soak: goroutines: not available (serve exposes no goroutine count or pprof); threads from /proc/%d/status instead\n", st.pid())
+	settle, why := levelOff(o.sessionRetention, o.dedupWindow)
+	fmt.Fprintf(stdout, "soak: serve runs with %s and %s so that a one-hour run reaches steady state; at the defaults the home levels off after 24 h at about rate × 24 h. Here its files level off after about %s: %s\n",
+		windowSetting("AGENTAUTH_SESSION_RETENTION", o.sessionRetention), windowSetting("AGENTAUTH_QUEUE_DEDUP_WINDOW", o.dedupWindow), short(settle), why)
 	if err := d.prepare(ctx); err != nil {
 		return err
 	}
@@ -56,16 +58,29 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Where the goroutines and the heap were before the load: a failure
+	// prints what grew since.
+	baseProf, err := st.debug.profiles(ctx)
+	if err != nil {
+		fmt.Fprintf(stdout, "soak: the baseline's profiles: %v\n", err)
+	}
 	fmt.Fprintf(stdout, "soak: baseline (%s idle before the load): %s\n", o.baseline, resourceLine(baseCPU, base))
-	fmt.Fprintf(stdout, "soak: every %s: the server's CPU (%% of one core over the interval), RSS, threads, open fds, files and MiB under its home | per route p50/p99 in ms × requests (!failed)\n", o.interval)
+	fmt.Fprintf(stdout, "soak: every %s: the server's CPU (%% of one core over the interval), RSS, threads (informational), goroutines and heap in use (its /debug/vars), open fds, files and MiB under its home | per route p50/p99 in ms × requests (!failed)\n", o.interval)
 
 	samples, err := loadAndSample(ctx, st, d, lat, o, stdout)
 	if err != nil {
 		return err
 	}
 	from := time.Duration(o.warmup * float64(o.duration))
-	fails := printSlopes(stdout, samples, from, o.limits)
-	fails = append(fails, printTotals(stdout, lat, d, o)...)
+	files := judgeFiles(o.duration, from, settle)
+	if files.gated {
+		fmt.Fprintf(stdout, "soak: the files under the home are fitted from %s on, when they have levelled off (%s)\n", short(files.from), short(settle))
+	} else {
+		fmt.Fprintf(stdout, "soak: the files under the home are NOT judged in this run: they grow by design until about %s (%s), which leaves less than a quarter of the %s run; their slope from the warm-up's end is informational (run SOAK_DURATION=1h to judge them)\n",
+			short(settle), why, short(o.duration))
+	}
+	rising := printSlopes(stdout, samples, from, files, o.limits)
+	fails := printTotals(stdout, lat, d, o)
 
 	// The idle period: no load, the soak's idle connections closed.
 	d.transport.CloseIdleConnections()
@@ -73,21 +88,38 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fails = append(fails, printIdle(stdout, baseCPU, base, idle, o.limits)...)
+	rising = append(rising, printIdle(stdout, baseCPU, base, idle, o.limits)...)
 	if ctx.Err() != nil {
 		return fmt.Errorf("interrupted: %w", ctx.Err())
 	}
-	if len(fails) > 0 {
+	if len(rising) > 0 {
+		// Say where: what the goroutines wait in and what holds the heap,
+		// against the baseline.
+		now, err := st.debug.profiles(ctx)
+		if err != nil {
+			fmt.Fprintf(stdout, "soak: profiles: %v\n", err)
+		}
+		printProfiles(stdout, baseProf, now)
+	}
+	if fails = append(rising, fails...); len(fails) > 0 {
 		return verdictError{reasons: fails}
 	}
 	fmt.Fprintln(stdout, "soak: PASS: every gated slope flat, every idle level back, every route answering")
 	return nil
 }
 
+// windowSetting says how the soak sets a window variable of the server.
+func windowSetting(name string, d time.Duration) string {
+	if d == 0 {
+		return name + " unset (24h)"
+	}
+	return name + "=" + short(d)
+}
+
 // measure reads the server, waits d, reads it again: the CPU over d and
 // the second reading.
 func measure(ctx context.Context, st *stack, d time.Duration) (float64, resources, error) {
-	a, err := readResources(st.pid(), st.home)
+	a, err := st.read(ctx)
 	if err != nil {
 		return 0, a, err
 	}
@@ -98,7 +130,7 @@ func measure(ctx context.Context, st *stack, d time.Duration) (float64, resource
 		return 0, a, ctx.Err()
 	case <-t.C:
 	}
-	b, err := readResources(st.pid(), st.home)
+	b, err := st.read(ctx)
 	return cpuPercent(a, b), b, err
 }
 
@@ -113,7 +145,7 @@ func loadAndSample(ctx context.Context, st *stack, d *driver, lat *latencies, o 
 		defer close(done)
 		d.run(load, ctx, o.duration)
 	}()
-	prev, err := readResources(st.pid(), st.home)
+	prev, err := st.read(ctx)
 	if err != nil {
 		stop()
 		<-done
@@ -136,7 +168,7 @@ func loadAndSample(ctx context.Context, st *stack, d *driver, lat *latencies, o 
 			<-done
 			return samples, fmt.Errorf("the server exited during the load (%v); its log: %s", st.cmd.ProcessState, tail(filepath.Join(st.work, "serve.log")))
 		}
-		r, err := readResources(st.pid(), st.home)
+		r, err := st.read(ctx)
 		if err != nil {
 			stop()
 			<-done
@@ -157,7 +189,7 @@ func idlePeriod(ctx context.Context, st *stack, d time.Duration) ([]idlePoint, e
 	step := min(idleStep, d)
 	start := time.Now()
 	var out []idlePoint
-	prev, err := readResources(st.pid(), st.home)
+	prev, err := st.read(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +201,7 @@ func idlePeriod(ctx context.Context, st *stack, d time.Duration) ([]idlePoint, e
 			return out, nil
 		case <-t.C:
 		}
-		r, err := readResources(st.pid(), st.home)
+		r, err := st.read(ctx)
 		if err != nil {
 			return out, err
 		}
@@ -184,8 +216,8 @@ func idlePeriod(ctx context.Context, st *stack, d time.Duration) ([]idlePoint, e
 
 // resourceLine is the resources' part of a sample line.
 func resourceLine(cpu float64, r resources) string {
-	return fmt.Sprintf("cpu %5.1f%% rss %6.1fMiB threads %3d goroutines n/a fds %4d home %6d files %7.1fMiB",
-		cpu, float64(r.rssKiB)/1024, r.threads, r.fds, r.files, float64(r.bytes)/(1<<20))
+	return fmt.Sprintf("cpu %5.1f%% rss %6.1fMiB threads %3d goroutines %5d heap %6.1fMiB fds %4d home %6d files %7.1fMiB",
+		cpu, float64(r.rssKiB)/1024, r.threads, r.goroutines, float64(r.heapInuse)/(1<<20), r.fds, r.files, float64(r.bytes)/(1<<20))
 }
 
 // printTotals prints each route's requests over the whole load and the

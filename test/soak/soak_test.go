@@ -57,16 +57,18 @@ func TestSoakAgainstARealServer(t *testing.T) {
 		}
 	}
 	got := out.String()
-	samples := regexp.MustCompile(`(?m)^soak +\d+s cpu +[0-9.]+% rss +[0-9.]+MiB threads +\d+ goroutines n/a fds +\d+ home +\d+ files .*\| token\.ready [0-9.]+/[0-9.]+×\d+ .* turn\.sse .* mcp\.tools/call `)
+	samples := regexp.MustCompile(`(?m)^soak +\d+s cpu +[0-9.]+% rss +[0-9.]+MiB threads +\d+ goroutines +\d+ heap +[0-9.]+MiB fds +\d+ home +\d+ files .*\| token\.ready [0-9.]+/[0-9.]+×\d+ .* turn\.sse .* mcp\.tools/call `)
 	if n := len(samples.FindAllString(got, -1)); n < 3 {
 		t.Errorf("%d sample lines with every kind of load, want at least 3", n)
 	}
 	for _, want := range []string{
 		"NOT a language model",
-		"goroutines: not available",
+		"its /debug/vars and /debug/pprof on 127.0.0.1:",
+		"soak: serve runs with AGENTAUTH_SESSION_RETENTION=5m and AGENTAUTH_QUEUE_DEDUP_WINDOW=5m so that a one-hour run reaches steady state",
+		"the files under the home are NOT judged in this run",
 		"soak: baseline (500ms idle before the load): cpu",
 		"soak: slopes per hour",
-		"cpu (% of a core)", "rss (MiB)", "threads", "open files (fds)", "files under home", "turn.sse p50 ms",
+		"cpu (% of a core)", "rss (MiB)", "goroutines", "heap in use (MiB)", "threads", "open files (fds)", "files under home", "turn.sse p50 ms",
 		"soak: requests over the load (ok / failed): token.ready ",
 		"levels vs the pre-load baseline",
 	} {

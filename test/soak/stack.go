@@ -4,14 +4,17 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -129,6 +132,8 @@ func soakScript() scripted.Script {
 type stack struct {
 	work, home string
 	url        string // the server's base URL
+	debugAddr  string // its --debug-addr listener, as bound
+	debug      *debugClient
 	token      string // the runtime token
 	issuer     *issuer
 	cmd        *exec.Cmd
@@ -136,16 +141,31 @@ type stack struct {
 	stops      []func()
 }
 
+// serveSettings are what the soak sets on the server beyond its stack.
+type serveSettings struct {
+	bin string
+	// sessionRetention and dedupWindow set AGENTAUTH_SESSION_RETENTION
+	// and AGENTAUTH_QUEUE_DEDUP_WINDOW; 0 leaves the server's default.
+	sessionRetention, dedupWindow time.Duration
+}
+
 // listening is the server's start line (cmd/agentauth serve).
 var listening = regexp.MustCompile(`^agentauth listening on (http://127\.0\.0\.1:[0-9]+) `)
+
+// debugLogMsg is the message of the JSON log line serve writes once its
+// --debug-addr listener is bound; its addr attribute is the bound address.
+const debugLogMsg = "debug endpoints on"
 
 // startTimeout bounds the wait for the server's start line.
 const startTimeout = 30 * time.Second
 
 // startStack starts the helpers, writes the bundle, starts `bin serve` on
-// a free loopback port of a fresh home under a temporary work directory
-// and waits for its start line. close stops it all.
-func startStack(ctx context.Context, bin string) (_ *stack, err error) {
+// a free loopback port of a fresh home under a temporary work directory,
+// with its debug endpoints on another (--debug-addr 127.0.0.1:0), and
+// waits for its start line and the log line that names the debug address.
+// close stops it all.
+func startStack(ctx context.Context, set serveSettings) (_ *stack, err error) {
+	bin := set.bin
 	s := &stack{exited: make(chan struct{})}
 	defer func() {
 		if err != nil {
@@ -196,7 +216,7 @@ func startStack(ctx context.Context, bin string) (_ *stack, err error) {
 		return nil, err
 	}
 	s.stops = append(s.stops, func() { serveLog.Close() })
-	s.cmd = exec.Command(bin, "serve", "--bundle", bundleDir, "--home", s.home, "--addr", "127.0.0.1:0")
+	s.cmd = exec.Command(bin, "serve", "--bundle", bundleDir, "--home", s.home, "--addr", "127.0.0.1:0", "--debug-addr", "127.0.0.1:0")
 	s.cmd.Env = append(os.Environ(),
 		"AGENTAUTH_RUNTIME_TOKEN="+s.token,
 		"AGENTAUTH_JWKS_URL="+urls["jwks"]+"/jwks", "AGENTAUTH_JWT_ISSUER="+jwtIssuer, "AGENTAUTH_JWT_AUDIENCE="+jwtAudience,
@@ -204,7 +224,15 @@ func startStack(ctx context.Context, bin string) (_ *stack, err error) {
 		// The load, not the limiter, is under test: REST, MCP and turn
 		// calls per principal stay far below this.
 		"AGENTAUTH_TOOL_RATE_LIMIT=100/s")
-	s.cmd.Stdout = serveLog // JSON logs
+	for name, d := range map[string]time.Duration{"AGENTAUTH_SESSION_RETENTION": set.sessionRetention, "AGENTAUTH_QUEUE_DEDUP_WINDOW": set.dedupWindow} {
+		if d > 0 {
+			s.cmd.Env = append(s.cmd.Env, name+"="+d.String())
+		}
+	}
+	stdout, err := s.cmd.StdoutPipe() // JSON logs, copied to serve.log
+	if err != nil {
+		return nil, err
+	}
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
 		return nil, err
@@ -215,36 +243,107 @@ func startStack(ctx context.Context, bin string) (_ *stack, err error) {
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s serve: %w", bin, err)
 	}
-	found := make(chan string, 1)
-	go readStartLine(stderr, serveLog, found)
-	go func() { _ = s.cmd.Wait(); close(s.exited) }()
+	started, debugOn := make(chan string, 1), make(chan string, 1)
+	// Both pipes are read to their end whatever they hold, so the server
+	// never blocks on a write.
+	var pipes sync.WaitGroup
+	pipes.Go(func() { copyLines(stderr, serveLog, firstMatch(started, startURL)) })
+	pipes.Go(func() { copyLines(stdout, serveLog, firstMatch(debugOn, debugAddr)) })
+	// Wait reads no pipe before both copies are done (exec.Cmd's rule).
+	go func() { pipes.Wait(); _ = s.cmd.Wait(); close(s.exited) }()
 	timer := time.NewTimer(startTimeout)
 	defer timer.Stop()
-	select {
-	case s.url = <-found:
-		return s, nil
-	case <-s.exited:
-		return nil, fmt.Errorf("%s serve exited at start (%v); its output: %s", bin, s.cmd.ProcessState, tail(filepath.Join(s.work, "serve.log")))
-	case <-timer.C:
-		return nil, fmt.Errorf("%s serve printed no start line within %s; its output: %s", bin, startTimeout, tail(filepath.Join(s.work, "serve.log")))
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	for _, w := range []struct {
+		what string
+		got  chan string
+		to   *string
+	}{{"start line", started, &s.url}, {`"` + debugLogMsg + `" log line`, debugOn, &s.debugAddr}} {
+		select {
+		case *w.to = <-w.got:
+		case <-s.exited:
+			return nil, fmt.Errorf("%s serve exited at start (%v); its output: %s", bin, s.cmd.ProcessState, tail(filepath.Join(s.work, "serve.log")))
+		case <-timer.C:
+			return nil, fmt.Errorf("%s serve printed no %s within %s; its output: %s", bin, w.what, startTimeout, tail(filepath.Join(s.work, "serve.log")))
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	s.debug = newDebugClient(s.debugAddr)
+	return s, nil
+}
+
+// maxLogLine is the longest line copyLines matches; a longer one is
+// copied whole and not matched.
+const maxLogLine = 64 << 10
+
+// copyLines copies r to w line by line until r ends, and calls match with
+// each line (without its newline) of at most maxLogLine bytes.
+func copyLines(r io.Reader, w io.Writer, match func(string)) {
+	br := bufio.NewReaderSize(r, maxLogLine)
+	long := false
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(chunk) > 0 {
+			_, _ = w.Write(chunk)
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			long = true
+			continue
+		case err != nil:
+			if len(chunk) > 0 && !long {
+				match(string(chunk))
+			}
+			return
+		}
+		if !long {
+			match(strings.TrimSuffix(string(chunk), "\n"))
+		}
+		long = false
 	}
 }
 
-// readStartLine copies the server's stderr to w and sends the base URL of
-// its start line on found.
-func readStartLine(r io.Reader, w io.Writer, found chan<- string) {
-	sc := bufio.NewScanner(r)
+// firstMatch sends on found the first non-empty result of parse of a line.
+func firstMatch(found chan<- string, parse func(string) string) func(string) {
 	sent := false
-	for sc.Scan() {
-		line := sc.Text()
-		fmt.Fprintln(w, line)
-		if m := listening.FindStringSubmatch(line); m != nil && !sent {
-			found <- m[1]
+	return func(line string) {
+		if sent {
+			return
+		}
+		if v := parse(line); v != "" {
+			found <- v
 			sent = true
 		}
 	}
+}
+
+// startURL is the base URL of serve's start line, "" for another line.
+func startURL(line string) string {
+	if m := listening.FindStringSubmatch(line); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// debugAddr is the bound loopback address of serve's debug log line, ""
+// for another line (or an address off loopback, which the soak never
+// calls).
+func debugAddr(line string) string {
+	if !strings.Contains(line, `"`+debugLogMsg+`"`) {
+		return ""
+	}
+	var rec struct {
+		Msg  string `json:"msg"`
+		Addr string `json:"addr"`
+	}
+	if json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != debugLogMsg {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(rec.Addr)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		return ""
+	}
+	return rec.Addr
 }
 
 // tail is the end of a log file, for an error message.
@@ -258,6 +357,20 @@ func tail(path string) string {
 
 // pid is the server's process id.
 func (s *stack) pid() int { return s.cmd.Process.Pid }
+
+// read reads the server's process, its home and its /debug/vars.
+func (s *stack) read(ctx context.Context) (resources, error) {
+	r, err := readResources(s.pid(), s.home)
+	if err != nil {
+		return r, err
+	}
+	v, err := s.debug.vars(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.goroutines, r.heapInuse = v.Goroutines, v.HeapInuse
+	return r, nil
+}
 
 // alive says whether the server still runs.
 func (s *stack) alive() bool {

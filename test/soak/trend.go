@@ -110,17 +110,35 @@ func judge(m metric, noise float64) judged {
 	return j
 }
 
-// metrics builds the series of the samples at or after from.
-func metrics(samples []sample, from time.Duration, l limits) []metric {
-	var kept []sample
-	for _, s := range samples {
-		if s.at >= from {
-			kept = append(kept, s)
-		}
+// filesFit is how the files under the home are judged: they grow by
+// design until the retention windows level them off (levelOff), so they
+// are fitted from then on, and gated only when the run is long enough to
+// see it (see judgeFiles).
+type filesFit struct {
+	from  time.Duration
+	gated bool
+}
+
+// judgeFiles fits the files from levelOff, or from the warm-up's end when
+// later, and gates them when that leaves at least a quarter of the run;
+// a shorter run shows their slope from the warm-up on, informational.
+func judgeFiles(duration, warmupEnd, levelOff time.Duration) filesFit {
+	from := max(warmupEnd, levelOff)
+	if from <= duration*3/4 {
+		return filesFit{from: from, gated: true}
 	}
-	series := func(name string, limit float64, rel, gated bool, y func(sample) (float64, bool)) metric {
+	return filesFit{from: warmupEnd}
+}
+
+// metrics builds the series of the samples at or after from (the files
+// under the home: at or after files.from).
+func metrics(samples []sample, from time.Duration, files filesFit, l limits) []metric {
+	seriesFrom := func(start time.Duration, name string, limit float64, rel, gated bool, y func(sample) (float64, bool)) metric {
 		m := metric{name: name, limit: limit, rel: rel, gated: gated}
-		for _, s := range kept {
+		for _, s := range samples {
+			if s.at < start {
+				continue
+			}
 			if v, ok := y(s); ok {
 				m.xs = append(m.xs, s.at.Hours())
 				m.ys = append(m.ys, v)
@@ -128,16 +146,27 @@ func metrics(samples []sample, from time.Duration, l limits) []metric {
 		}
 		return m
 	}
+	series := func(name string, limit float64, rel, gated bool, y func(sample) (float64, bool)) metric {
+		return seriesFrom(from, name, limit, rel, gated, y)
+	}
+	var kept []sample
+	for _, s := range samples {
+		if s.at >= files.from {
+			kept = append(kept, s)
+		}
+	}
 	always := func(f func(sample) float64) func(sample) (float64, bool) {
 		return func(s sample) (float64, bool) { return f(s), true }
 	}
 	out := []metric{
 		series("cpu (% of a core)", l.cpuSlope, false, true, always(func(s sample) float64 { return s.cpu })),
 		series("rss (MiB)", l.rssSlope, false, true, always(func(s sample) float64 { return float64(s.res.rssKiB) / 1024 })),
-		series("threads", l.threadsSlope, false, true, always(func(s sample) float64 { return float64(s.res.threads) })),
+		series("goroutines", l.goroutinesSlope, false, true, always(func(s sample) float64 { return float64(s.res.goroutines) })),
+		series("heap in use (MiB)", l.heapSlope, false, true, always(func(s sample) float64 { return float64(s.res.heapInuse) / (1 << 20) })),
+		series("threads", math.Inf(1), false, false, always(func(s sample) float64 { return float64(s.res.threads) })),
 		series("open files (fds)", l.fdsSlope, false, true, always(func(s sample) float64 { return float64(s.res.fds) })),
-		series("files under home", l.filesSlope, false, true, always(func(s sample) float64 { return float64(s.res.files) })),
-		series("home MiB", math.Inf(1), false, false, always(func(s sample) float64 { return float64(s.res.bytes) / (1 << 20) })),
+		seriesFrom(files.from, "files under home", l.filesSlope, false, files.gated, always(func(s sample) float64 { return float64(s.res.files) })),
+		seriesFrom(files.from, "home MiB", math.Inf(1), false, false, always(func(s sample) float64 { return float64(s.res.bytes) / (1 << 20) })),
 	}
 	var dirs []string
 	for _, s := range kept {
@@ -149,7 +178,7 @@ func metrics(samples []sample, from time.Duration, l limits) []metric {
 	}
 	slices.Sort(dirs)
 	for _, d := range dirs {
-		out = append(out, series("  files in "+d, math.Inf(1), false, false, always(func(s sample) float64 { return float64(s.res.dirs[d]) })))
+		out = append(out, seriesFrom(files.from, "  files in "+d, math.Inf(1), false, false, always(func(s sample) float64 { return float64(s.res.dirs[d]) })))
 	}
 	for _, r := range routes {
 		p := func(q func(routeStats) time.Duration) func(sample) (float64, bool) {
@@ -166,7 +195,7 @@ func metrics(samples []sample, from time.Duration, l limits) []metric {
 }
 
 // printSlopes prints each metric's fit and returns the failures.
-func printSlopes(w io.Writer, samples []sample, from time.Duration, l limits) []string {
+func printSlopes(w io.Writer, samples []sample, from time.Duration, files filesFit, l limits) []string {
 	var fails []string
 	n := 0
 	for _, s := range samples {
@@ -178,7 +207,7 @@ func printSlopes(w io.Writer, samples []sample, from time.Duration, l limits) []
 		n, from.Round(time.Second), l.noise)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "  metric\tmean\tslope/h\tlimit/h\tnoise/h\tverdict\t")
-	for _, m := range metrics(samples, from, l) {
+	for _, m := range metrics(samples, from, files, l) {
 		if len(m.xs) == 0 {
 			continue
 		}
@@ -211,6 +240,8 @@ func levels(l limits) []level {
 	return []level{
 		{name: "cpu (% of a core)", tolerance: l.idleCPU, of: func(cpu float64, _ resources) float64 { return cpu }},
 		{name: "rss (MiB)", tolerance: l.idleRSS, of: func(_ float64, r resources) float64 { return float64(r.rssKiB) / 1024 }},
+		{name: "goroutines", tolerance: float64(l.idleGoroutines), of: func(_ float64, r resources) float64 { return float64(r.goroutines) }},
+		{name: "heap in use (MiB)", tolerance: l.idleHeap, of: func(_ float64, r resources) float64 { return float64(r.heapInuse) / (1 << 20) }},
 		{name: "open files (fds)", tolerance: float64(l.idleFDs), of: func(_ float64, r resources) float64 { return float64(r.fds) }},
 		{name: "threads", tolerance: math.NaN(), note: "the Go runtime keeps the OS threads it started", of: func(_ float64, r resources) float64 { return float64(r.threads) }},
 		{name: "files under home", tolerance: math.NaN(), note: "what the load stored; its trend is above", of: func(_ float64, r resources) float64 { return float64(r.files) }},
@@ -257,7 +288,6 @@ func printIdle(w io.Writer, baseCPU float64, base resources, idle []idlePoint, l
 		}
 		fmt.Fprintf(tw, "  %s\t%.4g\t%.4g\t+%g\t%s\t\n", lv.name, b, e, lv.tolerance, verdict)
 	}
-	fmt.Fprintf(tw, "  goroutines\tn/a\tn/a\t-\tnot available: serve exposes no goroutine count (no pprof, no expvar)\t\n")
 	tw.Flush()
 	return fails
 }

@@ -183,3 +183,75 @@ func TestVerdictError(t *testing.T) {
 		t.Fatalf("Error() = %q", got)
 	}
 }
+
+// TestIdleGoroutinesAndHeap: the goroutines and the heap in use must come
+// back within their tolerance of the baseline by the idle period's end;
+// the threads are shown, never judged.
+func TestIdleGoroutinesAndHeap(t *testing.T) {
+	l := limits{idleCPU: 5, idleRSS: 64, idleGoroutines: 10, idleHeap: 48, idleFDs: 10}
+	base := resources{rssKiB: 30 << 10, goroutines: 12, heapInuse: 8 << 20, fds: 15, threads: 7}
+	at := func(s int, goroutines int, heapMiB uint64, threads int) idlePoint {
+		r := base
+		r.goroutines, r.heapInuse, r.threads = goroutines, heapMiB<<20, threads
+		return idlePoint{at: time.Duration(s) * time.Second, res: r}
+	}
+	for _, tc := range []struct {
+		name  string
+		idle  []idlePoint
+		fails []string // substrings, one per failure
+	}{
+		{"back", []idlePoint{at(5, 80, 90, 12), at(10, 20, 50, 12), at(60, 22, 50, 12)}, nil},
+		{"goroutines stay", []idlePoint{at(5, 80, 20, 7), at(60, 23, 20, 7)}, []string{"idle goroutines 23 not back within 1m0s (baseline 12, tolerance +10)"}},
+		{"heap stays", []idlePoint{at(5, 12, 57, 7), at(60, 12, 57, 7)}, []string{"idle heap in use (MiB) 57 not back"}},
+		{"back, then up again", []idlePoint{at(5, 12, 8, 7), at(60, 40, 8, 7)}, []string{"idle goroutines 40"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out strings.Builder
+			fails := printIdle(&out, 0, base, tc.idle, l)
+			if len(fails) != len(tc.fails) {
+				t.Fatalf("fails %q, want %d like %q\n%s", fails, len(tc.fails), tc.fails, out.String())
+			}
+			for i, want := range tc.fails {
+				if !strings.Contains(fails[i], want) {
+					t.Errorf("fail %q lacks %q", fails[i], want)
+				}
+			}
+			if !strings.Contains(out.String(), "informational: the Go runtime keeps the OS threads it started") {
+				t.Errorf("threads not shown as informational:\n%s", out.String())
+			}
+		})
+	}
+}
+
+// TestFilesJudgedFromTheirLevelOff: the files under the home are fitted
+// from filesFit.from and gated only when filesFit says so; the threads
+// are informational and the goroutines and heap gated.
+func TestFilesJudgedFromTheirLevelOff(t *testing.T) {
+	var samples []sample
+	for i := range 60 { // a sample a minute; files rise for 20 min, then stay
+		r := resources{files: 300 * min(i, 20), goroutines: 30, heapInuse: 20 << 20, threads: 8 + i/10}
+		samples = append(samples, sample{at: time.Duration(i) * time.Minute, res: r})
+	}
+	l := limits{filesSlope: 1000, goroutinesSlope: 100, heapSlope: 32}
+	for _, tc := range []struct {
+		files   filesFit
+		verdict string
+		failed  bool
+	}{
+		{filesFit{from: 25 * time.Minute, gated: true}, "flat (within noise)", false},
+		{filesFit{from: 12 * time.Minute, gated: true}, "RISING: not flat", true},
+		{filesFit{from: 12 * time.Minute}, "rising (informational)", false},
+	} {
+		byName := map[string]judged{}
+		for _, m := range metrics(samples, 12*time.Minute, tc.files, l) {
+			byName[m.name] = judge(m, 2)
+		}
+		f := byName["files under home"]
+		if f.verdict != tc.verdict || f.failed != tc.failed || f.xs[0] != tc.files.from.Hours() {
+			t.Errorf("%+v: files %q failed %v from %gh", tc.files, f.verdict, f.failed, f.xs[0])
+		}
+		if g, h, th := byName["goroutines"], byName["heap in use (MiB)"], byName["threads"]; !g.gated || !h.gated || th.gated || th.failed {
+			t.Errorf("gated: goroutines %v, heap %v, threads %v (failed %v)", g.gated, h.gated, th.gated, th.failed)
+		}
+	}
+}
