@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/agentauth/agentauth/shared/domain"
 )
 
 // res is the document being decoded. It stamps every problem with the
@@ -133,8 +135,8 @@ func (r *res) mapping(path string, line int, n *yaml.Node, allowed ...string) *m
 			continue
 		}
 		if !slices.Contains(allowed, name) {
-			if j := slices.IndexFunc(allowed, func(a string) bool { return strings.EqualFold(a, name) }); j >= 0 {
-				r.errorf(k.Line, fp, "unknown field; did you mean %s?", allowed[j])
+			if near := domain.Suggest(name, allowed); near != "" {
+				r.errorf(k.Line, fp, "unknown field; did you mean %s?", near)
 			} else {
 				r.errorf(k.Line, fp, "unknown field; known fields: %s", strings.Join(allowed, ", "))
 			}

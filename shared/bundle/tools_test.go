@@ -397,7 +397,7 @@ func TestToolRules(t *testing.T) {
 		{name: "auth app from a later file", file: "a-first.yaml", new: "apiVersion: agents.example.io/v1alpha1\nkind: Tool\nmetadata: {name: early}\nspec:\n  id: slack:early\n  name: early\n  description: d\n  inputSchema: {type: object}\n  sourceId: slack\n  transport: native\n  auth: {oauthAppRef: slack-bot, scopes: [nope]}\n",
 			at: "auth:", want: `Tool/early: spec.auth.scopes[0]: "nope" is not among the scopes of OAuthApp/slack-bot`},
 		{name: "auth unknown field", old: "oauthAppRef: slack-bot}", new: "oauthAppRef: slack-bot, scope: x}",
-			at: "auth: {oauthAppRef: slack-bot, scope", want: "Tool/legacy: spec.auth.scope: unknown field; known fields: oauthAppRef, scopes"},
+			at: "auth: {oauthAppRef: slack-bot, scope", want: "Tool/legacy: spec.auth.scope: unknown field; did you mean scopes?"},
 
 		// ToolGroup.
 		{name: "selector pattern regex invalid", old: `name: "regex:post_"`, new: `name: "regex:(post_"`,

@@ -532,7 +532,7 @@ func TestTurnRules(t *testing.T) {
 		{name: "agent spec missing", old: "metadata: {name: helper}\nspec:\n  modelRef: local\n", new: "metadata: {name: helper}\n",
 			at: "apiVersion: agents.example.io/v1alpha1\nkind: Agent\nmetadata: {name: helper}", want: "Agent/helper: spec: required"},
 		{name: "agent unknown field", old: "  modelRef: local\n", new: "  modelRef: local\n  model: local\n",
-			at: "  model: local", want: "Agent/helper: spec.model: unknown field; known fields: modelRef, systemPrompt, tools, limits"},
+			at: "  model: local", want: "Agent/helper: spec.model: unknown field; did you mean modelRef?"},
 		{name: "modelRef missing", old: "  modelRef: local\n", new: "  systemPrompt: hi\n",
 			at: "spec:\n  systemPrompt: hi", want: "Agent/helper: spec.modelRef: required"},
 		{name: "modelRef names no model", old: "modelRef: local", new: "modelRef: Model/nope",
@@ -570,7 +570,7 @@ func TestTurnRules(t *testing.T) {
 		{name: "toolTimeoutSeconds too long", old: "toolTimeoutSeconds: 30", new: "toolTimeoutSeconds: 901",
 			at: "toolTimeoutSeconds: 901", want: "Agent/assistant: spec.limits.toolTimeoutSeconds: must be between 1 and 900"},
 		{name: "limits unknown field", old: "maxToolCallsPerStep: 4", new: "maxToolCalls: 4",
-			at: "maxToolCalls:", want: "Agent/assistant: spec.limits.maxToolCalls: unknown field; known fields: maxStepsPerTurn, maxToolCallsPerStep, toolTimeoutSeconds"},
+			at: "maxToolCalls:", want: "Agent/assistant: spec.limits.maxToolCalls: unknown field; did you mean maxToolCallsPerStep?"},
 
 		// Swarm.
 		{name: "swarm spec missing", old: "metadata: {name: solo}\nspec:\n  agents: [helper]\n  entrypoint: helper\n", new: "metadata: {name: solo}\n",
@@ -602,7 +602,7 @@ func TestTurnRules(t *testing.T) {
 		{name: "swarm maxStepsPerTurn too many", old: "policy: {maxStepsPerTurn: 50}", new: "policy: {maxStepsPerTurn: 1001}",
 			at: "policy:", want: "Swarm/support: spec.policy.maxStepsPerTurn: must be between 1 and 1000"},
 		{name: "policy unknown field", old: "policy: {maxStepsPerTurn: 50}", new: "policy: {maxSteps: 50}",
-			at: "policy:", want: "Swarm/support: spec.policy.maxSteps: unknown field; known fields: maxStepsPerTurn"},
+			at: "policy:", want: "Swarm/support: spec.policy.maxSteps: unknown field; did you mean maxStepsPerTurn?"},
 		{name: "ingress not a list", old: "  entrypoint: helper\n", new: "  entrypoint: helper\n  ingress: {route: {}}\n",
 			at: "ingress: {", want: "Swarm/solo: spec.ingress: must be a list, got a mapping"},
 		{name: "ingress rule null", old: "    - route: {}\n", new: "    -\n",
@@ -630,7 +630,7 @@ func TestTurnRules(t *testing.T) {
 		{name: "route agent of another kind", old: "route: {agentRef: Agent/helper}", new: "route: {agentRef: Model/gpt}",
 			at: "route: {agentRef: Model/gpt}", want: `Swarm/support: spec.ingress[0].route.agentRef: "Model/gpt": must name an Agent, not a Model`},
 		{name: "route unknown field", old: "    - route: {}\n", new: "    - route: {agent: helper}\n",
-			at: "route: {agent:", want: "Swarm/support: spec.ingress[3].route.agent: unknown field; known fields: agentRef"},
+			at: "route: {agent:", want: "Swarm/support: spec.ingress[3].route.agent: unknown field; did you mean agentRef?"},
 		{name: "duplicate swarm", file: "z.yaml", new: "apiVersion: agents.example.io/v1alpha1\nkind: Swarm\nmetadata: {name: solo}\nspec: {agents: [helper], entrypoint: helper}\n",
 			at: "metadata:", want: "Swarm/solo: metadata.name: duplicate Swarm/solo: already defined at turn.yaml:83"},
 

@@ -5,8 +5,9 @@
 // way: how a claim path is read (LookupClaim, ClaimString), the shape of
 // grant and session ids (GrantID, NewSessionID, ValidateGrantID,
 // ValidateSessionID), which request may reuse a pending session
-// (SessionReuseKey, Session.ReusableAt) and which part of the sweep a
-// session is in (SweepSetOf).
+// (SessionReuseKey, Session.ReusableAt), which part of the sweep a
+// session is in (SweepSetOf) and which known name a misspelt one means
+// (Suggest, the bundle's and the HTTP edge's "did you mean").
 //
 // It imports the standard library only and must never perform I/O (beyond
 // crypto/rand for new session ids); adapters implement its ports and pure

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/agentauth/agentauth/shared/domain"
 )
 
 // encoding/json (v1) matches an object key to a struct field ignoring
@@ -24,20 +26,26 @@ import (
 var errTrailing = errors.New("unexpected data after the JSON object")
 
 // KeyError is an object key the strict decoder refuses: a duplicate (at
-// any depth, in a map or free-form value too), or a key that names a
-// struct field in another case. Key is as decoded, cut to a few dozen
+// any depth, in a map or free-form value too), or a key that names no
+// field of the struct the object decodes into (Unknown) — a field's name
+// in another case among them. Key is as decoded, cut to a few dozen
 // bytes; Path is the JSONPath of the object holding it ("$" for the
-// body); Want is the field's name when the key differs from it only in
-// case.
+// body); Want is the field an unknown key most likely means
+// (domain.Suggest: the same name in another case, else a near miss), ""
+// when none is near.
 type KeyError struct {
-	Key  string
-	Path string
-	Want string
+	Key     string
+	Path    string
+	Unknown bool
+	Want    string
 }
 
 func (e *KeyError) Error() string {
-	if e.Want != "" {
+	switch {
+	case e.Want != "":
 		return fmt.Sprintf("unknown field %s at %s (did you mean %q?)", strconv.Quote(e.Key), e.Path, e.Want)
+	case e.Unknown:
+		return fmt.Sprintf("unknown field %s at %s", strconv.Quote(e.Key), e.Path)
 	}
 	return fmt.Sprintf("duplicate key %s at %s", strconv.Quote(e.Key), e.Path)
 }
@@ -51,6 +59,14 @@ func Unmarshal(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if key, ok := unknownField(err); ok {
+			// The decoder read the value whole before filling v, so it
+			// is well-formed JSON: find where the key is and what it
+			// likely means.
+			if ke := locateUnknown(data[:dec.InputOffset()], reflect.TypeOf(v), key); ke != nil {
+				return ke
+			}
+		}
 		return err
 	}
 	// Whatever follows the value is refused, even "]" or "}" that
@@ -71,6 +87,31 @@ func checkKeys(value []byte, t reflect.Type) error {
 	return s.value(t)
 }
 
+// unknownField is the key of encoding/json's unknown-field error, which
+// has no type of its own: `json: unknown field "scope"`.
+func unknownField(err error) (string, bool) {
+	rest, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
+	if !ok {
+		return "", false
+	}
+	key, err := strconv.Unquote(rest)
+	return key, err == nil
+}
+
+// locateUnknown is the *KeyError of the first key named key that no field
+// of its object's struct has, scanning value (well-formed JSON) decoded
+// into t; a duplicate or a key in another case met first is returned as
+// checkKeys returns it; nil when the key is not found (it was refused
+// inside a type that decodes itself from a form the scan does not read).
+func locateUnknown(value []byte, t reflect.Type, key string) *KeyError {
+	s := keyScan{data: value, path: make([]pathStep, 0, 8), unknown: []byte(key)}
+	var ke *KeyError
+	if errors.As(s.value(t), &ke) {
+		return ke
+	}
+	return nil
+}
+
 // keyScan walks well-formed JSON by hand: the json.Decoder.Token API
 // would allocate for every token, this allocates only for keys with
 // escapes, objects of many keys and the error.
@@ -78,6 +119,9 @@ type keyScan struct {
 	data []byte
 	pos  int
 	path []pathStep
+	// unknown is the key encoding/json refused as an unknown field
+	// (locateUnknown): found in a struct's object, it is an error.
+	unknown []byte
 }
 
 // pathStep is one step from the body to the object being scanned: an
@@ -136,13 +180,13 @@ func (s *keyScan) object(t reflect.Type) error {
 		switch {
 		case many != nil:
 			if _, dup := many[string(key)]; dup {
-				return s.keyError(key, "")
+				return s.keyError(key, false, "")
 			}
 			many[string(key)] = struct{}{}
 		default:
 			for _, k := range seen {
 				if bytes.Equal(k, key) {
-					return s.keyError(key, "")
+					return s.keyError(key, false, "")
 				}
 			}
 			if len(seen) < manyKeys {
@@ -155,9 +199,16 @@ func (s *keyScan) object(t reflect.Type) error {
 			}
 			many[string(key)] = struct{}{}
 		}
-		child, want := member(t, fields, key)
-		if want != "" {
-			return s.keyError(key, want)
+		child, want, known := member(t, fields, key)
+		switch {
+		case want != "":
+			return s.keyError(key, true, want)
+		case !known && s.unknown != nil && bytes.Equal(key, s.unknown):
+			names := make([]string, len(fields))
+			for i, f := range fields {
+				names[i] = f.name
+			}
+			return s.keyError(key, true, domain.Suggest(string(key), names))
 		}
 		s.space()
 		s.pos++ // :
@@ -204,8 +255,8 @@ func (s *keyScan) space() {
 	}
 }
 
-func (s *keyScan) keyError(key []byte, want string) error {
-	return &KeyError{Key: cut(string(key)), Path: s.render(), Want: want}
+func (s *keyScan) keyError(key []byte, unknown bool, want string) error {
+	return &KeyError{Key: cut(string(key)), Path: s.render(), Unknown: unknown, Want: want}
 }
 
 // render is the JSONPath of the object being scanned: $.turn.auth,
@@ -323,27 +374,28 @@ func decodedAs(t reflect.Type) reflect.Type {
 // member is the type a member key of an object decoded into t (whose
 // JSON fields are fields when it is a struct) decodes into, nil when
 // unknown; or the field name key differs from only in case (want), which
-// encoding/json would have filled.
-func member(t reflect.Type, fields []jsonField, key []byte) (child reflect.Type, want string) {
+// encoding/json would have filled. known is false only for a key that
+// names no field of a struct.
+func member(t reflect.Type, fields []jsonField, key []byte) (child reflect.Type, want string, known bool) {
 	switch {
 	case t == nil:
-		return nil, ""
+		return nil, "", true
 	case t.Kind() == reflect.Map:
-		return t.Elem(), ""
+		return t.Elem(), "", true
 	case t.Kind() != reflect.Struct:
-		return nil, ""
+		return nil, "", true
 	}
 	for _, f := range fields {
 		if f.name == string(key) {
-			return f.typ, ""
+			return f.typ, "", true
 		}
 	}
 	for _, f := range fields {
 		if strings.EqualFold(f.name, string(key)) {
-			return nil, f.name
+			return nil, f.name, false
 		}
 	}
-	return nil, ""
+	return nil, "", false
 }
 
 // jsonField is a struct field as encoding/json names it.
