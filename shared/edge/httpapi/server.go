@@ -62,7 +62,7 @@ type Server struct {
 }
 
 // Mount adds routes (the tool plane's) to the handlers built after the
-// call; they get the same request ids, logging and JSON 404s.
+// call; they get the same request ids, logging and JSON 404s and 405s.
 func (s *Server) Mount(register func(*http.ServeMux)) { s.extra = append(s.extra, register) }
 
 // MountRuntime adds routes that belong with the runtime routes only (the
@@ -104,7 +104,7 @@ func (s *Server) Only(register func(*http.ServeMux)) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	register(mux)
-	mux.HandleFunc("/", httpx.NotFound)
+	mux.Handle("/", httpx.Unmatched(mux))
 	return httpx.Observe(s.log, mux)
 }
 
@@ -132,7 +132,7 @@ func (s *Server) routes(runtime, callbacks bool) http.Handler {
 			register(mux)
 		}
 	}
-	mux.HandleFunc("/", httpx.NotFound)
+	mux.Handle("/", httpx.Unmatched(mux))
 	return httpx.Observe(s.log, mux)
 }
 

@@ -3,6 +3,7 @@ package httpx
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 )
 
 // Error codes shared by every route. Routes add their own (grantNotFound,
@@ -12,6 +13,7 @@ const (
 	CodeUnauthenticated      = "unauthenticated"
 	CodeForbidden            = "forbidden"
 	CodeNotFound             = "notFound"
+	CodeMethodNotAllowed     = "methodNotAllowed"
 	CodePayloadTooLarge      = "payloadTooLarge"
 	CodeUnsupportedMediaType = "unsupportedMediaType"
 	CodeNotAcceptable        = "notAcceptable"
@@ -81,4 +83,43 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 // NotFound answers a request no route matched.
 func NotFound(w http.ResponseWriter, r *http.Request) {
 	WriteError(w, r, http.StatusNotFound, CodeNotFound, "no route for "+r.Method+" "+r.URL.Path)
+}
+
+// Unmatched is mux's catch-all "/" route: a path that a route of mux
+// serves with other methods is 405 methodNotAllowed with an Allow header
+// listing them (HEAD with GET, as ServeMux serves it), anything else
+// NotFound. ServeMux answers 405 itself only when no pattern matches the
+// path at all, which a catch-all always does — and its answer is
+// text/plain, not the one error body.
+func Unmatched(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		allow := allowedMethods(mux, r)
+		if len(allow) == 0 {
+			NotFound(w, r)
+			return
+		}
+		list := strings.Join(allow, ", ")
+		w.Header().Set("Allow", list)
+		WriteError(w, r, http.StatusMethodNotAllowed, CodeMethodNotAllowed, r.URL.Path+" takes "+list+", not "+r.Method)
+	})
+}
+
+// routeMethods are the methods Unmatched tries a path with.
+var routeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
+// allowedMethods are the methods with which a route of mux other than
+// the catch-all would take r's path.
+func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
+	var allow []string
+	probe := r.WithContext(r.Context()) // a shallow copy whose method may change
+	for _, m := range routeMethods {
+		if m == r.Method {
+			continue
+		}
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	return allow
 }

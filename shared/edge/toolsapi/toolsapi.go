@@ -114,12 +114,13 @@ func (a *API) Register(mux *http.ServeMux) {
 	}
 }
 
-// Handler serves the routes alone, with request ids and a JSON 404 for
+// Handler serves the routes alone, with request ids, a JSON 405 (with
+// Allow) for a route asked with another method and a JSON 404 for
 // anything else (as httpapi serves them when they are mounted there).
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	a.Register(mux)
-	mux.HandleFunc("/", httpx.NotFound)
+	mux.Handle("/", httpx.Unmatched(mux))
 	return httpx.Observe(a.cfg.Log, mux)
 }
 
