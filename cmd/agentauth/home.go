@@ -84,7 +84,7 @@ func runtimeToken(cfg config.Config) (domain.Secret, bool, error) {
 	}
 	raw := make([]byte, 32)
 	_, _ = rand.Read(raw)
-	tok := "aat_" + base64.RawURLEncoding.EncodeToString(raw)
+	tok := domain.RuntimeTokenPrefix + base64.RawURLEncoding.EncodeToString(raw)
 	// Written whole before it appears, so a concurrent starter never reads
 	// half a token.
 	err := atomicfile.CreateExclusive(path, []byte(tok+"\n"), 0o600)

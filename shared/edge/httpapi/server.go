@@ -145,7 +145,11 @@ func (s *Server) runtime(h http.HandlerFunc) http.Handler { return RequireCaller
 func RequireCaller(caller CallerAuth, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := caller.Authenticate(r); err != nil {
-			httpx.WriteError(w, r, http.StatusUnauthorized, httpx.CodeUnauthenticated, "a valid runtime credential is required (Authorization: Bearer <runtime token>)")
+			msg := httpx.RuntimeToken.Refusal(r) // an agent JWT sent here says so
+			if msg == "" {
+				msg = "a valid runtime credential is required (Authorization: Bearer <runtime token>)"
+			}
+			httpx.WriteError(w, r, http.StatusUnauthorized, httpx.CodeUnauthenticated, msg)
 			return
 		}
 		h(w, r)

@@ -159,7 +159,11 @@ func (a *API) authenticate(r *http.Request) (domain.Principal, *refusal) {
 			return jwtauth.NewPrincipal(c, a.paths), nil
 		}
 	}
-	return domain.Principal{}, &refusal{"a valid bearer JWT is required", jwtauth.Reason(err)}
+	msg := httpx.AgentJWT.Refusal(r) // the runtime token sent here says so
+	if msg == "" {
+		msg = "a valid bearer JWT is required"
+	}
+	return domain.Principal{}, &refusal{msg, jwtauth.Reason(err)}
 }
 
 // adminFlags reads include_disabled and skip_cache, which only admins may set.
