@@ -3,10 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,16 +17,73 @@ import (
 	"github.com/agentauth/agentauth/shared/observe/logging"
 )
 
-func cmdRuntimeToken(args []string, stdout io.Writer) error {
-	cfg, err := localConfig()
-	if err != nil {
-		return err
+// homeCommands are the commands on the local home (and keys rewrap,
+// which works on the AWS deployment the environment names).
+func homeCommands() []command {
+	return []command{
+		{name: "runtime-token", env: true, summary: "print the local runtime token, creating it on first use",
+			about: `Callers of the runtime routes send it as "Authorization: Bearer <token>". It is
+				$AGENTAUTH_RUNTIME_TOKEN when set, else the one in <home>/runtime-token (0600).`,
+			bind: func(fs *flag.FlagSet, cfg *config.Config) action {
+				homeFlag(fs, cfg)
+				return func(_ context.Context, std stdio, _ []string) error { return cmdRuntimeToken(*cfg, std.out) }
+			}},
+		{name: "grants list", env: true, summary: "list the stored grants: id, app, subject, scopes, expiry — never a token",
+			bind: func(fs *flag.FlagSet, cfg *config.Config) action {
+				homeFlag(fs, cfg)
+				asJSON := fs.Bool("json", false, "print JSON lines instead of a table")
+				return func(ctx context.Context, std stdio, _ []string) error {
+					return cmdGrantsList(ctx, *cfg, *asJSON, std.out, std.err)
+				}
+			}},
+		{name: "events list", env: true, summary: "print the events waiting in the home's queue (auth.granted, posted messages), as JSON lines",
+			bind: func(fs *flag.FlagSet, cfg *config.Config) action {
+				homeFlag(fs, cfg)
+				return func(ctx context.Context, std stdio, _ []string) error {
+					return cmdEventsList(ctx, *cfg, std.out, std.err)
+				}
+			}},
+		{name: "sessions cleanup", env: true, summary: "sweep the auth sessions once, as serve does every minute",
+			about: `Expires pending sessions, settles exchanges a crash interrupted, delivers auth.granted
+				events whose first delivery failed and deletes finished sessions after their retention.`,
+			bind: func(fs *flag.FlagSet, cfg *config.Config) action {
+				homeFlag(fs, cfg)
+				bundleFlag(fs, cfg)
+				return func(ctx context.Context, std stdio, _ []string) error {
+					return cmdSessionsCleanup(ctx, *cfg, std.out, std.err)
+				}
+			}},
+		{name: "keys rotate", env: true, summary: "write a new master key, keep the old one readable and reseal every record",
+			about: `Stop agentauth serve first: it holds the home. With $GOONDAN_OAUTH_KEY, run
+				keys generate, put the new key first in the variable and run keys reseal instead.`,
+			bind: func(fs *flag.FlagSet, cfg *config.Config) action {
+				homeFlag(fs, cfg)
+				return func(ctx context.Context, std stdio, _ []string) error { return cmdKeysRotate(ctx, *cfg, std.out) }
+			}},
+		{name: "keys reseal", env: true, summary: "reseal every record under the current master key",
+			about: `Run it after putting a new key first in $GOONDAN_OAUTH_KEY; records stay readable
+				under the old keys until it has run. Stop agentauth serve first.`,
+			bind: func(fs *flag.FlagSet, cfg *config.Config) action {
+				homeFlag(fs, cfg)
+				return func(ctx context.Context, std stdio, _ []string) error { return cmdKeysReseal(ctx, *cfg, std.out) }
+			}},
+		{name: "keys generate", summary: "print a new master key for $GOONDAN_OAUTH_KEY",
+			bind: func(*flag.FlagSet, *config.Config) action {
+				return func(_ context.Context, std stdio, _ []string) error { return cmdKeysGenerate(std.out) }
+			}},
+		{name: "keys rewrap", env: true, required: []string{"to-key"},
+			summary: "AWS: move every grant of the deployment to another KMS key",
+			about: `The deployment is the one the functions' variables name: AGENTAUTH_TABLE,
+				AGENTAUTH_KMS_KEY_ID, AGENTAUTH_QUEUE_URL and AGENTAUTH_SESSION_KEYS_SECRET.
+				Run it again to finish after an error: records already moved stay readable.`,
+			bind: func(fs *flag.FlagSet, cfg *config.Config) action {
+				to := fs.String("to-key", "", "the KMS `KEY` (id, ARN or alias) to move every grant to")
+				return func(ctx context.Context, std stdio, _ []string) error { return cmdKeysRewrap(ctx, *cfg, *to, std.out) }
+			}},
 	}
-	fs := newFlags("runtime-token")
-	homeFlag(fs, &cfg)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
+}
+
+func cmdRuntimeToken(cfg config.Config, stdout io.Writer) error {
 	tok, _, err := runtimeToken(cfg)
 	if err != nil {
 		return err
@@ -43,17 +100,7 @@ func fmtTime(t *time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-func cmdGrantsList(ctx context.Context, args []string, stdout io.Writer) error {
-	cfg, err := localConfig()
-	if err != nil {
-		return err
-	}
-	fs := newFlags("grants list")
-	homeFlag(fs, &cfg)
-	asJSON := fs.Bool("json", false, "JSON lines instead of a table")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
+func cmdGrantsList(ctx context.Context, cfg config.Config, asJSON bool, stdout, stderr io.Writer) error {
 	h, err := openHome(ctx, cfg, false)
 	if err != nil {
 		return err
@@ -62,7 +109,7 @@ func cmdGrantsList(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		for _, g := range grants {
 			// Only metadata: the sealed values stay out even when sealed.
@@ -85,7 +132,7 @@ func cmdGrantsList(ctx context.Context, args []string, stdout io.Writer) error {
 		tw.Flush()
 	}
 	for _, e := range bad {
-		fmt.Fprintf(os.Stderr, "unreadable: %v\n", e)
+		fmt.Fprintf(stderr, "unreadable: %v\n", e)
 	}
 	return nil
 }
@@ -97,16 +144,7 @@ func orDash(s string) string {
 	return s
 }
 
-func cmdEventsList(ctx context.Context, args []string, stdout io.Writer) error {
-	cfg, err := localConfig()
-	if err != nil {
-		return err
-	}
-	fs := newFlags("events list")
-	homeFlag(fs, &cfg)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
+func cmdEventsList(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) error {
 	h, err := openHome(ctx, cfg, false)
 	if err != nil {
 		return err
@@ -122,22 +160,12 @@ func cmdEventsList(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	if len(events) == 0 {
-		fmt.Fprintln(os.Stderr, "no events queued")
+		fmt.Fprintln(stderr, "no events queued")
 	}
 	return nil
 }
 
-func cmdSessionsCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, err := localConfig()
-	if err != nil {
-		return err
-	}
-	fs := newFlags("sessions cleanup")
-	homeFlag(fs, &cfg)
-	fs.StringVar(&cfg.BundleDir, "bundle", cfg.BundleDir, "bundle directory")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
+func cmdSessionsCleanup(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) error {
 	h, err := openHome(ctx, cfg, false)
 	if err != nil {
 		return err
@@ -156,16 +184,7 @@ func cmdSessionsCleanup(ctx context.Context, args []string, stdout, stderr io.Wr
 	return nil
 }
 
-func cmdKeysRotate(ctx context.Context, args []string, stdout io.Writer) error {
-	cfg, err := localConfig()
-	if err != nil {
-		return err
-	}
-	fs := newFlags("keys rotate")
-	homeFlag(fs, &cfg)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
+func cmdKeysRotate(ctx context.Context, cfg config.Config, stdout io.Writer) error {
 	if !cfg.MasterKey.IsZero() {
 		return fmt.Errorf("the master key comes from %s, which agentauth cannot change: run `agentauth keys generate`, set %s=<new>,<old keys…> and run `agentauth keys reseal`", config.MasterKey, config.MasterKey)
 	}
@@ -193,16 +212,7 @@ func cmdKeysRotate(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func cmdKeysReseal(ctx context.Context, args []string, stdout io.Writer) error {
-	cfg, err := localConfig()
-	if err != nil {
-		return err
-	}
-	fs := newFlags("keys reseal")
-	homeFlag(fs, &cfg)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
+func cmdKeysReseal(ctx context.Context, cfg config.Config, stdout io.Writer) error {
 	unlock, err := lockHome(cfg.Home, true)
 	if err != nil {
 		return err
@@ -231,19 +241,7 @@ func cmdKeysGenerate(stdout io.Writer) error {
 
 // cmdKeysRewrap moves every grant of the AWS deployment named by the
 // environment (the functions' variables) to another KMS key.
-func cmdKeysRewrap(ctx context.Context, args []string, stdout io.Writer) error {
-	cfg, err := localConfig()
-	if err != nil {
-		return err
-	}
-	fs := newFlags("keys rewrap")
-	to := fs.String("to-key", "", "KMS key id, ARN or alias to move every grant to")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *to == "" {
-		return usageError{"keys rewrap: --to-key is required"}
-	}
+func cmdKeysRewrap(ctx context.Context, cfg config.Config, to string, stdout io.Writer) error {
 	if cfg.AWS == nil {
 		return fmt.Errorf("keys rewrap works on the AWS deployment named by the functions' variables: set %s, %s, %s and %s", config.Table, config.KMSKeyID, config.QueueURL, config.SessionKeysSecret)
 	}
@@ -251,10 +249,10 @@ func cmdKeysRewrap(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	n, err := be.Rewrap(ctx, *to)
+	n, err := be.Rewrap(ctx, to)
 	if err != nil {
 		return fmt.Errorf("rewrap stopped after %d values: %w (run it again to finish; records already moved stay readable)", n, err)
 	}
-	fmt.Fprintf(stdout, "rewrapped %d values under %s; set %s to it for the functions\n", n, *to, config.KMSKeyID)
+	fmt.Fprintf(stdout, "rewrapped %d values under %s; set %s to it for the functions\n", n, to, config.KMSKeyID)
 	return nil
 }

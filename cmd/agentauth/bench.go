@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -57,17 +58,23 @@ type benchLoad struct {
 // cmdBench measures the ready path of the real local server stack (router,
 // caller auth, JSON, manager, filesystem store, AES keyring, JSON logs to a
 // file) over loopback with a bounded closed-loop load.
-func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlags("bench")
-	var load benchLoad
-	fs.DurationVar(&load.duration, "duration", 10*time.Second, "how long to send load (at most 2m)")
-	fs.IntVar(&load.conc, "concurrency", 16, "concurrent connections (1-256)")
-	fs.IntVar(&load.maxReq, "max-requests", 2_000_000, "stop after this many requests")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
+func benchCommand() command {
+	return command{name: "bench", summary: "measure the token route's ready path of the real server stack over loopback",
+		about: `It serves a temporary home holding one grant on a loopback port and sends
+			POST /v1/oauth/token from the same process: a bounded closed-loop load, then req/s and
+			p50/p90/p99. It never touches your home or a running server.`,
+		bind: func(fs *flag.FlagSet, _ *config.Config) action {
+			var load benchLoad
+			fs.DurationVar(&load.duration, "duration", 10*time.Second, "how long to send load: a Go `DURATION`, at most 2m")
+			fs.IntVar(&load.conc, "concurrency", 16, "`N` concurrent connections, 1 to 256")
+			fs.IntVar(&load.maxReq, "max-requests", 2_000_000, "stop after `N` requests")
+			return func(ctx context.Context, std stdio, _ []string) error { return cmdBench(ctx, load, std.out) }
+		}}
+}
+
+func cmdBench(ctx context.Context, load benchLoad, stdout io.Writer) error {
 	if load.duration <= 0 || load.duration > 2*time.Minute || load.conc < 1 || load.conc > 256 || load.maxReq < 1 {
-		return usageError{"bench: --duration must be in (0, 2m], --concurrency in [1, 256], --max-requests ≥ 1"}
+		return usageError{msg: "bench: --duration must be in (0, 2m], --concurrency in [1, 256], --max-requests ≥ 1"}
 	}
 	home, err := os.MkdirTemp("", "agentauth-bench-")
 	if err != nil {

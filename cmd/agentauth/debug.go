@@ -41,10 +41,10 @@ func debugHandler() http.Handler {
 func checkDebugAddr(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return usageError{fmt.Sprintf("serve: --debug-addr %q: want host:port on loopback, e.g. 127.0.0.1:6060", addr)}
+		return usageError{msg: fmt.Sprintf("serve: --debug-addr %q: want host:port on loopback, e.g. 127.0.0.1:6060", addr)}
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return usageError{fmt.Sprintf("serve: --debug-addr %q is not a loopback address: profiles need no credential, so they are served on 127.0.0.1 or ::1 only", addr)}
+		return usageError{msg: fmt.Sprintf("serve: --debug-addr %q is not a loopback address: profiles need no credential, so they are served on 127.0.0.1 or ::1 only", addr)}
 	}
 	return nil
 }

@@ -28,7 +28,7 @@ func localConfig() (config.Config, error) { return config.FromEnv(os.Getenv, con
 
 // homeFlag binds --home to cfg.Home.
 func homeFlag(fs *flag.FlagSet, cfg *config.Config) {
-	fs.StringVar(&cfg.Home, "home", cfg.Home, "agentauth home")
+	fs.StringVar(&cfg.Home, "home", cfg.Home, "`DIR` the agentauth home: its state, keys and runtime token")
 }
 
 // openHome opens the home's embedded backends (see shared/local/embedded)
@@ -41,16 +41,6 @@ func newFlags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	return fs
-}
-
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return usageError{fmt.Sprintf("%s: %v", fs.Name(), err)}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
-	}
-	return nil
 }
 
 // storedRuntimeToken returns AGENTAUTH_RUNTIME_TOKEN, else the token

@@ -31,8 +31,14 @@ func homeConfig(t *testing.T, home string) config.Config {
 
 func runCmd(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
+	return runCmdIn(t, "", args...)
+}
+
+// runCmdIn runs a command with stdin.
+func runCmdIn(t *testing.T, stdin string, args ...string) (string, string, error) {
+	t.Helper()
 	var out, errb bytes.Buffer
-	err := run(context.Background(), args, &out, &errb)
+	err := run(context.Background(), args, strings.NewReader(stdin), &out, &errb)
 	return out.String(), errb.String(), err
 }
 

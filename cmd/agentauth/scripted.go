@@ -15,12 +15,7 @@ import (
 // fixed script. It is not a language model; `make run` starts it so the
 // example Agent runs with no model account. Point the bundle's Model at a
 // real endpoint to use one.
-func cmdScriptedModel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("scripted-model")
-	addr := fs.String("addr", scripted.DemoAddr, "listen address")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "scripted model (not a language model) listening on http://%s/v1 (chat completions) and /model/{id}/converse\n", *addr)
-	return scripted.Serve(ctx, *addr, scripted.DemoScript(), logging.New(stdout, slog.LevelInfo))
+func cmdScriptedModel(ctx context.Context, addr string, stdout, stderr io.Writer) error {
+	fmt.Fprintf(stderr, "scripted model (not a language model) listening on http://%s/v1 (chat completions) and /model/{id}/converse\n", addr)
+	return scripted.Serve(ctx, addr, scripted.DemoScript(), logging.New(stdout, slog.LevelInfo))
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,29 +21,62 @@ import (
 	"github.com/agentauth/agentauth/shared/oauth"
 	"github.com/agentauth/agentauth/shared/observe/logging"
 	"github.com/agentauth/agentauth/shared/turn/engine"
+	"github.com/agentauth/agentauth/shared/turn/model/scripted"
 )
 
 // cleanupEvery is how often the server sweeps sessions.
 const cleanupEvery = time.Minute
 
-func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, err := localConfig()
-	if err != nil {
-		return err
+// serveOptions are serve's flags beyond the configuration.
+type serveOptions struct {
+	addr, level, debugAddr string
+}
+
+// serveCommands are the servers: agentauth itself and the demo's
+// scripted model.
+func serveCommands() []command {
+	return []command{
+		{name: "serve", env: true, summary: "serve every route on the home's embedded backends",
+			about: `The OAuth runtime routes and the callback, the tool routes when $AGENTAUTH_JWKS_URL is set,
+				and — when the bundle has a Swarm — the turn routes and the turn worker. Several servers may
+				share a home. Logs are JSON lines on stdout; the start line goes to stderr.
+
+				Every variable agentauth reads is in docs/configuration.md.`,
+			bind: func(fs *flag.FlagSet, cfg *config.Config) action {
+				var o serveOptions
+				bundleFlag(fs, cfg)
+				homeFlag(fs, cfg)
+				fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "the `HOST:PORT` to listen on")
+				fs.StringVar(&cfg.PublicURL, "public-url", cfg.PublicURL, "the public base `URL` providers redirect browsers to (default http://<addr>)")
+				fs.StringVar(&o.level, "log-level", "info", "the least `LEVEL` logged: debug, info, warn or error")
+				fs.StringVar(&o.debugAddr, "debug-addr", "", "serve /debug/vars (goroutines, heap, GC) and /debug/pprof on this loopback `HOST:PORT`, e.g. 127.0.0.1:6060 (default: off)")
+				return func(ctx context.Context, std stdio, _ []string) error {
+					return cmdServe(ctx, *cfg, o, std.out, std.err)
+				}
+			}},
+		{name: "scripted-model", summary: "serve the demo's scripted model — NOT a language model: a fixed script, for make run",
+			about: `It speaks the OpenAI chat-completions and Bedrock Converse wire formats, so the example
+				bundle's Agent runs with no model account. Point the bundle's Model at a real endpoint to use
+				a language model.`,
+			bind: func(fs *flag.FlagSet, _ *config.Config) action {
+				addr := fs.String("addr", scripted.DemoAddr, "the `HOST:PORT` to listen on")
+				return func(ctx context.Context, std stdio, _ []string) error {
+					return cmdScriptedModel(ctx, *addr, std.out, std.err)
+				}
+			}},
 	}
-	fs := newFlags("serve")
-	fs.StringVar(&cfg.BundleDir, "bundle", cfg.BundleDir, "bundle directory")
-	homeFlag(fs, &cfg)
-	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
-	fs.StringVar(&cfg.PublicURL, "public-url", cfg.PublicURL, "public base URL for callbacks (default http://<addr>)")
-	level := fs.String("log-level", "info", "debug, info, warn or error")
-	debugAddr := fs.String("debug-addr", "", "serve /debug/vars (goroutines, heap) and /debug/pprof on this loopback address, e.g. 127.0.0.1:6060 (default: off)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
+}
+
+// bundleFlag binds --bundle to cfg.BundleDir.
+func bundleFlag(fs *flag.FlagSet, cfg *config.Config) {
+	fs.StringVar(&cfg.BundleDir, "bundle", cfg.BundleDir, "the bundle: a `DIR` of YAML files")
+}
+
+func cmdServe(ctx context.Context, cfg config.Config, o serveOptions, stdout, stderr io.Writer) error {
+	addr, debugAddr := &o.addr, &o.debugAddr
 	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
-		return usageError{fmt.Sprintf("serve: --log-level %q: want debug, info, warn or error", *level)}
+	if err := lvl.UnmarshalText([]byte(o.level)); err != nil {
+		return usageError{msg: fmt.Sprintf("serve: --log-level %q: want debug, info, warn or error", o.level)}
 	}
 	if *debugAddr != "" {
 		if err := checkDebugAddr(*debugAddr); err != nil {
@@ -50,7 +84,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	if cfg.AWS != nil {
-		return usageError{fmt.Sprintf("serve runs on the embedded backends in --home; unset %s (the AWS backends are for the Lambda functions)", config.Table)}
+		return usageError{msg: fmt.Sprintf("serve runs on the embedded backends in --home; unset %s (the AWS backends are for the Lambda functions)", config.Table)}
 	}
 	log := logging.New(stdout, lvl)
 
@@ -194,12 +228,12 @@ func callbackBase(public string, addr *net.TCPAddr) (string, error) {
 	if public != "" {
 		u, err := url.Parse(public)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-			return "", usageError{fmt.Sprintf("serve: --public-url %q: want an absolute http(s) URL without query", public)}
+			return "", usageError{msg: fmt.Sprintf("serve: --public-url %q: want an absolute http(s) URL without query", public)}
 		}
 		return strings.TrimRight(public, "/"), nil
 	}
 	if addr.IP.IsUnspecified() {
-		return "", usageError{fmt.Sprintf("serve: listening on %s (all interfaces): set --public-url to the address browsers use to reach this server", addr)}
+		return "", usageError{msg: fmt.Sprintf("serve: listening on %s (all interfaces): set --public-url to the address browsers use to reach this server", addr)}
 	}
 	return "http://" + addr.String(), nil
 }
