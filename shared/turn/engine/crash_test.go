@@ -136,12 +136,16 @@ type countingTools struct {
 }
 
 func (c *countingTools) Invoke(ctx context.Context, in Invocation) Outcome {
+	out := c.fakeTools.Invoke(ctx, in)
+	if out.Kind == OutcomeAuthorizationRequired {
+		return out // asked for consent: the tool did not run
+	}
 	f, err := os.OpenFile(c.file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 	if err == nil {
 		fmt.Fprintln(f, in.Call.Tool)
 		f.Close()
 	}
-	return c.fakeTools.Invoke(ctx, in)
+	return out
 }
 
 func runsIn(file, tool string) int {
@@ -186,6 +190,18 @@ func crashScript() []func(model.Request) model.Response {
 	return []func(model.Request) model.Response{answer, answer, answer, answer}
 }
 
+// parkingCrashScript is crashScript for a step that calls a tool needing
+// consent (whoami) beside echo.
+func parkingCrashScript() []func(model.Request) model.Response {
+	answer := func(req model.Request) model.Response {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == message.Tool {
+			return say("you are alice")(req)
+		}
+		return callTools("whoami", "echo")(req)
+	}
+	return []func(model.Request) model.Response{answer, answer, answer, answer}
+}
+
 // TestCrashChild is the worker process TestProcessKilledAtEveryCommit
 // kills; it does nothing in a normal run.
 func TestCrashChild(t *testing.T) {
@@ -194,10 +210,14 @@ func TestCrashChild(t *testing.T) {
 		t.Skip("the child of TestProcessKilledAtEveryCommit")
 	}
 	var n int
-	var dir string
-	fmt.Sscanf(spec, "%d %s", &n, &dir)
+	var dir, kind string
+	fmt.Sscanf(spec, "%d %s %s", &n, &dir, &kind)
+	script := crashScript()
+	if kind == "parks" {
+		script = parkingCrashScript()
+	}
 	store, _ := turnfile.New(filepath.Join(dir, "turns"))
-	e := &Engine{Store: &killer{Store: store, n: n}, Config: fixedConfig{Agent{Model: &scriptModel{script: crashScript()}, MaxSteps: 8}},
+	e := &Engine{Store: &killer{Store: store, n: n}, Config: fixedConfig{Agent{Model: &scriptModel{script: script}, MaxSteps: 8}},
 		Tools: &countingTools{file: filepath.Join(dir, "runs")}}
 	f := &fixture{key: turn.InstanceKey{Swarm: "default", Key: "thread-1", Agent: "assistant"}}
 	_ = e.Handle(context.Background(), f.event("ev-1", `{"type":"user.input","text":"go"}`))
@@ -256,6 +276,69 @@ func TestProcessKilledAtEveryCommit(t *testing.T) {
 			}
 			msgs, _ := message.Fold(st.Base, st.Events)
 			if bad := message.CheckToolPairs(msgs); len(bad) != 0 {
+				t.Fatalf("history: %+v", bad)
+			}
+		})
+	}
+}
+
+// TestProcessKilledAtEveryCommitOfAParkingStep: as above, for a step whose
+// calls are [a tool that needs consent, echo] (issue 16: the crash tests
+// never parked). Whatever commit the process dies at, the second process
+// ends the turn parked with its link out — or, when the kill took whoami's
+// own park commit, answers the started non-idempotent call "outcome
+// unknown" — and after the consent the turn completes: whoami runs at
+// most once, echo at most once, every call has its result.
+func TestProcessKilledAtEveryCommitOfAParkingStep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a process per commit")
+	}
+	// Commits of the parking run: 1 start, 2 the answer, 3 whoami started,
+	// 4 parked, 5 echo started, 6 its result, 7 the turn parked.
+	for n := 1; n <= 7; n++ {
+		t.Run(fmt.Sprint("killed at commit ", n), func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$")
+			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d %s parks", crashChildEnv, n, dir))
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != -1 {
+				t.Fatalf("the child was not killed: %v", err)
+			}
+			store, _ := turnfile.New(filepath.Join(dir, "turns"))
+			tools := &countingTools{file: filepath.Join(dir, "runs")}
+			e := &Engine{Store: store, Config: fixedConfig{Agent{Model: &scriptModel{script: parkingCrashScript()}, MaxSteps: 8}}, Tools: tools}
+			f := &fixture{key: turn.InstanceKey{Swarm: "default", Key: "thread-1", Agent: "assistant"}}
+			if err := e.Handle(context.Background(), f.event("ev-1", `{"type":"user.input","text":"who am I?"}`)); err != nil {
+				t.Fatalf("the second process: %v", err)
+			}
+			st, err := store.Load(context.Background(), f.key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := lastTurn(st)
+			switch {
+			case tr.Status == turn.TurnParked:
+				tools.mu.Lock()
+				tools.granted = true
+				tools.mu.Unlock()
+				ev := f.event("g-1", `{"type":"auth.granted"}`)
+				ev.Metadata = map[string]string{"eventType": "auth.granted", "authSessionId": "as-1"}
+				if err := e.Handle(context.Background(), ev); err != nil {
+					t.Fatal(err)
+				}
+			case tr.Status == turn.TurnCompleted && strings.Contains(resultOf(st, "call-0-whoami"), CodeOutcomeUnknown):
+				// The kill took whoami's own park: started, not idempotent.
+			default:
+				t.Fatalf("after the crash the turn is %s (%+v)", tr.Status, tr.Error)
+			}
+			if st, _ = store.Load(context.Background(), f.key); lastTurn(st).Status != turn.TurnCompleted {
+				t.Fatalf("turn %s %+v", lastTurn(st).Status, lastTurn(st).Error)
+			}
+			if runsIn(tools.file, "echo") > 1 || runsIn(tools.file, "whoami") > 1 {
+				t.Fatalf("echo ran %d, whoami %d times across the crash", runsIn(tools.file, "echo"), runsIn(tools.file, "whoami"))
+			}
+			if bad := message.CheckToolPairs(mustFold(st)); len(bad) != 0 {
 				t.Fatalf("history: %+v", bad)
 			}
 		})
