@@ -24,9 +24,14 @@ const (
 	// What a failure prints of the profiles.
 	topStacks    = 10
 	stackFrames  = 12
-	topHeapSites = 10
+	topHolders   = 10
+	topHeapSites = 5
 	heapFrames   = 8
 )
+
+// ownPrefix starts the functions of this module: a heap site is put down
+// to the innermost of them on its stack (holder).
+const ownPrefix = "github.com/agentauth/agentauth/"
 
 // debugVars is what serve's /debug/vars answers (cmd/agentauth/debug.go).
 type debugVars struct {
@@ -271,7 +276,18 @@ func printProfiles(w io.Writer, base, now profiles) {
 		fmt.Fprintf(w, "  %d / %d  (%+d)\n", g.n, g.was, g.n-g.was)
 		printFrames(w, g.frames, stackFrames)
 	}
-	fmt.Fprintf(w, "soak: heap profile (/debug/pprof/heap?debug=1, as of the last GC): %s\n", orNone(now.heapHeader))
+	fmt.Fprintf(w, "soak: heap profile (/debug/pprof/heap?debug=1, as of the last GC; sampled, so a site's bytes are estimates in steps of about half a MiB): %s\n", orNone(now.heapHeader))
+	fmt.Fprintf(w, "soak: the heap in use by holder — the innermost function of this module on the site's stack, else the stack's outermost — the %d largest (now / at the baseline):\n", topHolders)
+	baseBy := map[string]int64{}
+	for _, h := range holders(base.heap) {
+		baseBy[h.name] = h.inuseBytes
+	}
+	for _, h := range holders(now.heap)[:min(topHolders, len(holders(now.heap)))] {
+		fmt.Fprintf(w, "  %10s in %7d objects / %10s  %s\n", mib(h.inuseBytes), h.inuseObjects, mib(baseBy[h.name]), h.name)
+		if h.via != "" {
+			fmt.Fprintf(w, "      via %s\n", h.via)
+		}
+	}
 	fmt.Fprintf(w, "soak: the %d sites holding the most heap (in use now / at the baseline), %d frames at most:\n", topHeapSites, heapFrames)
 	was := map[string]int64{}
 	for _, s := range base.heap {
@@ -282,6 +298,56 @@ func printProfiles(w io.Writer, base, now profiles) {
 			mib(s.inuseBytes), s.inuseObjects, mib(was[s.key()]), mib(s.allocBytes), s.allocObjects)
 		printFrames(w, s.frames, heapFrames)
 	}
+}
+
+// holder is the heap in use put down to one function.
+type holder struct {
+	name                     string
+	via                      string // the next callers of this module, outwards (of the largest site)
+	inuseObjects, inuseBytes int64
+}
+
+// holders sums sites by holder, largest first.
+func holders(sites []heapSite) []holder {
+	by := map[string]*holder{}
+	var order []*holder
+	for _, s := range sites { // largest first: via is the largest site's
+		name, via := holderOf(s.frames)
+		h := by[name]
+		if h == nil {
+			h = &holder{name: name, via: via}
+			by[name] = h
+			order = append(order, h)
+		}
+		h.inuseObjects += s.inuseObjects
+		h.inuseBytes += s.inuseBytes
+	}
+	out := make([]holder, len(order))
+	for i, h := range order {
+		out[i] = *h
+	}
+	slices.SortStableFunc(out, func(a, b holder) int { return cmp.Compare(b.inuseBytes, a.inuseBytes) })
+	return out
+}
+
+// holderOf is the function of the innermost frame of this module and up
+// to three of its callers of this module; without one, the outermost
+// frame's function.
+func holderOf(frames []string) (string, string) {
+	fn := func(f string) string { name, _, _ := strings.Cut(f, " "); return name }
+	var own []string
+	for _, f := range frames {
+		if strings.HasPrefix(f, ownPrefix) {
+			own = append(own, strings.TrimPrefix(fn(f), ownPrefix))
+		}
+	}
+	switch {
+	case len(own) > 0:
+		return own[0], strings.Join(own[1:min(4, len(own))], " ← ")
+	case len(frames) > 0:
+		return fn(frames[len(frames)-1]), ""
+	}
+	return "(no stack)", ""
 }
 
 func printFrames(w io.Writer, frames []string, n int) {

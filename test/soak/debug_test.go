@@ -210,3 +210,17 @@ func TestJudgeFiles(t *testing.T) {
 		}
 	}
 }
+
+func TestHolders(t *testing.T) {
+	own := func(f string) string { return ownPrefix + f }
+	sites := []heapSite{
+		{inuseBytes: 3 << 20, inuseObjects: 30, frames: []string{"encoding/json.(*decodeState).object decode.go:767", own("shared/local/turnfile.readJournal journal.go:40"), own("shared/local/turnfile.(*Store).Load store.go:90"), "net/http.HandlerFunc.ServeHTTP server.go:2294"}},
+		{inuseBytes: 1 << 20, inuseObjects: 10, frames: []string{"reflect.growslice slice.go:373", own("shared/local/turnfile.readJournal journal.go:52")}},
+		{inuseBytes: 2 << 20, inuseObjects: 5, frames: []string{"runtime.malg proc.go:5274", "runtime.newproc1 proc.go:5322"}},
+	}
+	got := holders(sites)
+	if len(got) != 2 || got[0].name != "shared/local/turnfile.readJournal" || got[0].inuseBytes != 4<<20 || got[0].inuseObjects != 40 ||
+		got[0].via != "shared/local/turnfile.(*Store).Load" || got[1].name != "runtime.newproc1" {
+		t.Fatalf("holders = %+v", got)
+	}
+}
