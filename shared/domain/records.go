@@ -75,10 +75,27 @@ type Grant struct {
 	RevokedAt       *time.Time     `json:"revokedAt,omitempty"`
 	Revoked         bool           `json:"revoked"`
 	ProviderData    map[string]any `json:"providerData,omitempty"`
+	// RevokedReason says why a revoked grant was revoked (Revoked…
+	// constants); the grant is kept as a tombstone without its tokens.
+	RevokedReason string `json:"revokedReason,omitempty"`
 	// Version increases by one on every write; conditional writes compare it
 	// so a late writer never overwrites a newer token (fencing).
 	Version int64 `json:"version"`
 }
+
+// Why a grant was revoked (Grant.RevokedReason).
+const (
+	// RevokedByRequest: an operator or runtime revoked it
+	// (POST /v1/oauth/revoke).
+	RevokedByRequest = "revoke_request"
+	// RevokedRefreshRejected: the provider answered its refresh token
+	// with invalid_grant (the user removed the app, the provider forgot
+	// the grant, the refresh token expired or was reused).
+	RevokedRefreshRejected = "refresh_rejected"
+	// RevokedTokenRefused: an upstream refused its access token (HTTP
+	// 401) and it had no refresh token to get another.
+	RevokedTokenRefused = "token_refused"
+)
 
 // GrantToken is the sealed token material of a grant.
 type GrantToken struct {
@@ -231,4 +248,21 @@ type AuthGrantedEvent struct {
 	// did not grant.
 	ScopesNotGranted []string `json:"scopesNotGranted,omitempty"`
 	GrantID          string   `json:"grantId"`
+}
+
+// AuthRevokedEvent is the input of an auth.revoked event: a grant a call
+// used is no longer honoured by its provider and was revoked here; the
+// call that found out asks for consent again through AuthSessionID. It
+// holds no token.
+type AuthRevokedEvent struct {
+	Type        string    `json:"type"` // auth.revoked
+	OAuthAppRef ObjectRef `json:"oauthAppRef"`
+	Provider    string    `json:"provider"`
+	Subject     string    `json:"subject"`
+	GrantID     string    `json:"grantId"`
+	// Reason is the grant's RevokedReason.
+	Reason string `json:"reason"`
+	// AuthSessionID is the new consent's session; its auth.granted
+	// resumes the call.
+	AuthSessionID string `json:"authSessionId"`
 }

@@ -239,6 +239,7 @@ func (m *Manager) GetAccessToken(ctx context.Context, req TokenRequest) Result {
 
 	grantID := GrantID(app.Ref(), subject)
 	g, err := m.cfg.Store.GetGrant(ctx, grantID)
+	revokedNow := false
 	switch {
 	case errors.Is(err, domain.ErrNotFound):
 		// no grant yet: ask the user
@@ -252,7 +253,8 @@ func (m *Manager) GetAccessToken(ctx context.Context, req TokenRequest) Result {
 		if res, declined := notGrantedAgain(grantScopes{g.Revoked, g.ScopesRequested, g.ScopesGranted}, scopes); declined {
 			return res
 		}
-		if res, done := m.fromGrant(ctx, rt, g, scopes, minTTL); done {
+		res, done := m.fromGrant(ctx, rt, g, scopes, minTTL)
+		if done {
 			return res
 		}
 		if !g.Revoked {
@@ -260,13 +262,26 @@ func (m *Manager) GetAccessToken(ctx context.Context, req TokenRequest) Result {
 			// request never narrows the grant others rely on.
 			scopes = unionWithin(scopes, g.ScopesGranted, app.Scopes)
 		}
+		revokedNow = res.Status == statusRevokedNow
 	}
-	return m.startSession(ctx, rt, subject, scopes, req)
+	res := m.startSession(ctx, rt, subject, scopes, req)
+	if revokedNow && res.Status == StatusAuthorizationRequired {
+		// This request's refresh was refused and revoked the grant: the
+		// consent it starts is announced to its resume target.
+		if tomb, err := m.cfg.Store.GetGrant(ctx, grantID); err == nil && tomb.Revoked {
+			m.emitRevoked(ctx, tomb, res, req.Resume)
+		}
+	}
+	return res
 }
+
+// statusRevokedNow is fromGrant's Result.Status (never a caller's) when
+// its refresh was refused and revoked the grant.
+const statusRevokedNow = "revoked_now"
 
 // fromGrant answers from an existing grant. done is false when the user
 // must authorize again (revoked, too narrow, expired without refresh,
-// refresh token rejected).
+// refresh token rejected — then the Result's status is statusRevokedNow).
 func (m *Manager) fromGrant(ctx context.Context, rt *appRuntime, g domain.Grant, scopes []string, minTTL int) (Result, bool) {
 	if g.Revoked || !IsSubset(apiScopes(scopes), g.ScopesGranted) {
 		return Result{}, false
@@ -281,7 +296,7 @@ func (m *Manager) fromGrant(ctx context.Context, rt *appRuntime, g domain.Grant,
 	fresh, err := m.refresh(ctx, rt, g)
 	switch {
 	case errors.Is(err, errGrantRevoked):
-		return Result{}, false
+		return Result{Status: statusRevokedNow}, false
 	case err != nil:
 		m.log.WarnContext(ctx, "refresh failed", "grantId", g.ID, "err", err)
 		return ErrorResult(CodeRefreshFailed, fmt.Sprintf("refreshing grant %s failed: %s", g.ID, safeReason(err))), true

@@ -90,7 +90,7 @@ func (m *Manager) refreshLeased(ctx context.Context, rt *appRuntime, seen domain
 	if err != nil {
 		if providerCode(err) == "invalid_grant" {
 			m.log.WarnContext(ctx, "refresh token rejected, revoking grant", "grantId", cur.ID)
-			if _, rerr := m.markRevoked(ctx, cur); rerr != nil {
+			if _, rerr := m.markRevoked(ctx, cur, domain.RevokedRefreshRejected); rerr != nil {
 				return domain.Grant{}, fmt.Errorf("revoke grant %s after invalid_grant: %w", cur.ID, rerr)
 			}
 			return domain.Grant{}, errGrantRevoked
@@ -154,7 +154,7 @@ func (m *Manager) applyToken(ctx context.Context, g domain.Grant, tok *oauth2.To
 		g.ScopesGranted = grantedScopes(g.Provider, s, asked)
 	}
 	g.UpdatedAt = m.now().UTC()
-	g.Revoked, g.RevokedAt = false, nil
+	g.Revoked, g.RevokedAt, g.RevokedReason = false, nil, ""
 	return g, nil
 }
 
@@ -165,11 +165,13 @@ func tokenType(tok *oauth2.Token) string {
 	return tok.TokenType
 }
 
-// markRevoked revokes g locally: sealed tokens are dropped, so a revoked
-// grant holds nothing usable.
-func (m *Manager) markRevoked(ctx context.Context, g domain.Grant) (domain.Grant, error) {
+// markRevoked revokes g locally, for reason (domain.Revoked…): sealed
+// tokens are dropped, so a revoked grant holds nothing usable; the record
+// stays as a tombstone that says when and why. The write is fenced by g's
+// version (ErrConflict when another write came first).
+func (m *Manager) markRevoked(ctx context.Context, g domain.Grant, reason string) (domain.Grant, error) {
 	now := m.now().UTC()
-	g.Revoked, g.RevokedAt, g.UpdatedAt = true, &now, now
+	g.Revoked, g.RevokedAt, g.RevokedReason, g.UpdatedAt = true, &now, reason, now
 	g.Token.AccessToken = domain.EncryptedValue{}
 	g.Token.RefreshToken = nil
 	return m.cfg.Store.PutGrant(ctx, g, g.Version)

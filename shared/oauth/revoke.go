@@ -54,7 +54,7 @@ func (m *Manager) RevokeGrant(ctx context.Context, ref domain.ObjectRef, subject
 			refresh, _ = m.cfg.Sealer.Open(ctx, *g.Token.RefreshToken, domain.GrantBinding(g, domain.FieldRefreshToken))
 		}
 		if !g.Revoked {
-			_, err = m.markRevoked(ctx, g)
+			_, err = m.markRevoked(ctx, g, domain.RevokedByRequest)
 			if errors.Is(err, domain.ErrConflict) && attempt < 3 {
 				continue // a refresh landed in between: revoke its result
 			}

@@ -135,6 +135,11 @@ func (f *tokens) GetAccessToken(_ context.Context, req oauth.TokenRequest) oauth
 	return f.res
 }
 
+// TokenRefused answers as GetAccessToken: no upstream here refuses a token.
+func (f *tokens) TokenRefused(ctx context.Context, req oauth.TokenRequest, _ domain.Secret) oauth.Result {
+	return f.GetAccessToken(ctx, req)
+}
+
 // recorder counts resolutions.
 type recorder struct {
 	mu  sync.Mutex

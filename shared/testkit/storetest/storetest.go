@@ -285,7 +285,7 @@ func testGrantRoundTrip(t *testing.T, s domain.Store) {
 	ctx := context.Background()
 	g := SampleGrant(NewGrantID())
 	revoked := t1.Add(time.Hour)
-	g.RevokedAt, g.Revoked = &revoked, true
+	g.RevokedAt, g.Revoked, g.RevokedReason = &revoked, true, domain.RevokedRefreshRejected
 	g.Version = 42 // ignored: the store sets the version
 	put, err := s.PutGrant(ctx, g, 0)
 	noErr(t, err, "PutGrant")

@@ -73,9 +73,12 @@ const (
 	DefaultMaxResponse = 1 << 20
 )
 
-// TokenSource is getAccessToken (*oauth.Manager).
+// TokenSource is getAccessToken (*oauth.Manager), and its answer after an
+// upstream refused the token it gave (TokenRefused: the grant refreshed at
+// once, or revoked and a new consent started).
 type TokenSource interface {
 	GetAccessToken(ctx context.Context, req oauth.TokenRequest) oauth.Result
+	TokenRefused(ctx context.Context, req oauth.TokenRequest, refused domain.Secret) oauth.Result
 }
 
 // Runner runs http tools. The zero value is not usable: use New.
@@ -209,59 +212,68 @@ func (r *Runner) CallInvoker(t *bundle.Tool, c Call) toolhooks.Invoker {
 }
 
 func (r *Runner) run(ctx context.Context, t *bundle.Tool, c Call, raw json.RawMessage) (json.RawMessage, error) {
-	req, err := buildRequest(ctx, t, raw)
-	if err != nil {
+	if _, err := buildRequest(ctx, t, raw); err != nil {
 		return nil, err
 	}
-	if c.IdempotencyKey != "" {
-		if !validHeaderValue(c.IdempotencyKey) {
-			return nil, toolhooks.NewToolError("InvalidIdempotencyKey", toolhooks.CodeTool, "the call's idempotency key is not a valid header value; the tool was not run")
-		}
-		req.Header.Set("Idempotency-Key", c.IdempotencyKey)
+	if c.IdempotencyKey != "" && !validHeaderValue(c.IdempotencyKey) {
+		return nil, toolhooks.NewToolError("InvalidIdempotencyKey", toolhooks.CodeTool, "the call's idempotency key is not a valid header value; the tool was not run")
 	}
-	tenant := c.Tenant
-	var token string
+	var tokReq oauth.TokenRequest
+	var tok oauth.Result
 	if t.Auth != nil {
 		if r.tokens == nil {
 			return nil, toolhooks.NewToolError("ConfigurationError", CodeAuth, "this server has no OAuth broker configured for tool auth")
 		}
-		res := r.tokens.GetAccessToken(ctx, oauth.TokenRequest{AppRef: t.Auth.OAuthAppRef, Scopes: t.Auth.Scopes, Auth: c.Auth, Resume: c.Resume})
-		switch res.Status {
-		case oauth.StatusReady:
-			token = res.AccessToken.Reveal()
-			typ := res.TokenType
-			if typ == "" || strings.EqualFold(typ, "bearer") {
-				typ = "Bearer"
-			}
-			req.Header.Set("Authorization", typ+" "+token)
-		case oauth.StatusAuthorizationRequired:
-			return nil, &toolhooks.AuthorizationRequired{Authorization: pendingJSON(t, res)}
-		default:
-			code, msg := "unknown", "getAccessToken failed"
-			if res.Error != nil {
-				code, msg = res.Error.Code, res.Error.Message
-			}
-			return nil, toolhooks.NewToolError("AuthError", CodeAuth, fmt.Sprintf("%s: %s (%s)", t.Auth.OAuthAppRef, msg, code))
+		tokReq = oauth.TokenRequest{AppRef: t.Auth.OAuthAppRef, Scopes: t.Auth.Scopes, Auth: c.Auth, Resume: c.Resume}
+		tok = r.tokens.GetAccessToken(ctx, tokReq)
+		if err := tokenError(t, tok); err != nil {
+			return nil, err
 		}
-	}
-	client := r.open
-	if tenant {
-		client = r.guarded
 	}
 	if !c.CallerLimit {
-		// The request and the reading of its answer, as http.Client's
-		// Timeout would, but telling its end from the caller's.
+		// The requests and the reading of their answers, as
+		// http.Client's Timeout would, but telling its end from the
+		// caller's. One budget for the call, a retry included.
 		rctx, cancel := context.WithTimeoutCause(ctx, r.timeout, errRequestTimeout)
 		defer cancel()
-		req = req.WithContext(rctx)
+		ctx = rctx
 	}
-	resp, err := client.Do(req)
+	resp, req, err := r.send(ctx, t, c, raw, tok)
 	if err != nil {
-		if r.timedOut(req) {
-			return nil, r.timeoutError(req)
-		}
-		return nil, r.unreachable(ctx, t, req, err, token, tenant)
+		return nil, err
 	}
+	refused := t.Auth != nil && refusesToken(resp)
+	out, err := r.answer(resp, req, tok)
+	if !refused {
+		return out, err
+	}
+	// The upstream refused the broker's token before doing anything with
+	// the request (a 401 is a refusal, never a partial success), so one
+	// more run with the token that replaces it is safe. Nothing else — a
+	// timeout, no answer, any other status — is ever sent again, and the
+	// second answer is final whatever it is.
+	next := r.tokens.TokenRefused(ctx, tokReq, tok.AccessToken)
+	if errors.Is(context.Cause(ctx), errRequestTimeout) {
+		return nil, r.timeoutError(req)
+	}
+	if err := tokenError(t, next); err != nil {
+		return nil, err // a consent to give, or the broker's error
+	}
+	if next.AccessToken.Reveal() == tok.AccessToken.Reveal() {
+		return nil, err // nothing newer to try: the refusal is the answer
+	}
+	r.log.InfoContext(ctx, "upstream refused the token; running the call once more with the refreshed one",
+		"toolId", t.ID, "method", req.Method, "host", req.URL.Host, "status", resp.StatusCode)
+	if resp, req, err = r.send(ctx, t, c, raw, next); err != nil {
+		return nil, err
+	}
+	return r.answer(resp, req, next)
+}
+
+// answer reads resp, the answer to req sent with tok, into the tool's
+// output or error, and closes its body.
+func (r *Runner) answer(resp *http.Response, req *http.Request, tok oauth.Result) (json.RawMessage, error) {
+	token := tok.AccessToken.Reveal()
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, r.maxResponse+1))
 	if err != nil {
@@ -286,6 +298,57 @@ func (r *Runner) run(ctx context.Context, t *bundle.Tool, c Call, raw json.RawMe
 		return nil, toolhooks.NewToolError("UpstreamError", code, msg)
 	}
 	return output(text), nil
+}
+
+// send makes one request of the call with the token tok (none for a tool
+// without auth) and returns its answer, or the tool error of a request
+// that got none.
+func (r *Runner) send(ctx context.Context, t *bundle.Tool, c Call, raw json.RawMessage, tok oauth.Result) (*http.Response, *http.Request, error) {
+	req, err := buildRequest(ctx, t, raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.IdempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", c.IdempotencyKey)
+	}
+	token := ""
+	if tok.Status == oauth.StatusReady {
+		token = tok.AccessToken.Reveal()
+		typ := tok.TokenType
+		if typ == "" || strings.EqualFold(typ, "bearer") {
+			typ = "Bearer"
+		}
+		req.Header.Set("Authorization", typ+" "+token)
+	}
+	client := r.open
+	if c.Tenant {
+		client = r.guarded
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		if r.timedOut(req) {
+			return nil, nil, r.timeoutError(req)
+		}
+		return nil, nil, r.unreachable(ctx, t, req, err, token, c.Tenant)
+	}
+	return resp, req, nil
+}
+
+// tokenError is the tool's answer to a token result that is not ready:
+// the consent to give (a result, not an error) or the broker's error;
+// nil for a ready token.
+func tokenError(t *bundle.Tool, res oauth.Result) error {
+	switch res.Status {
+	case oauth.StatusReady:
+		return nil
+	case oauth.StatusAuthorizationRequired:
+		return &toolhooks.AuthorizationRequired{Authorization: pendingJSON(t, res)}
+	}
+	code, msg := "unknown", "getAccessToken failed"
+	if res.Error != nil {
+		code, msg = res.Error.Code, res.Error.Message
+	}
+	return toolhooks.NewToolError("AuthError", CodeAuth, fmt.Sprintf("%s: %s (%s)", t.Auth.OAuthAppRef, msg, code))
 }
 
 // errRequestTimeout ends a request's context at the runner's Timeout.
@@ -358,7 +421,6 @@ func output(text string) json.RawMessage {
 	b, _ := json.Marshal(text)
 	return b
 }
-
 
 // Authorization is the authorization object of an authorization_required
 // result: what the user must open, no secret. The runner writes it; the

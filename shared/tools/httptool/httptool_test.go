@@ -38,6 +38,11 @@ func (f *tokens) GetAccessToken(_ context.Context, req oauth.TokenRequest) oauth
 	return f.res
 }
 
+// TokenRefused answers as GetAccessToken: the broker has no newer token.
+func (f *tokens) TokenRefused(ctx context.Context, req oauth.TokenRequest, _ domain.Secret) oauth.Result {
+	return f.GetAccessToken(ctx, req)
+}
+
 func ready() oauth.Result {
 	return oauth.Result{Status: oauth.StatusReady, AccessToken: domain.NewSecret(token), TokenType: "bearer"}
 }

@@ -136,6 +136,11 @@ func (f *tokens) GetAccessToken(_ context.Context, req oauth.TokenRequest) oauth
 	return f.res
 }
 
+// TokenRefused answers as GetAccessToken: no upstream here refuses a token.
+func (f *tokens) TokenRefused(ctx context.Context, req oauth.TokenRequest, _ domain.Secret) oauth.Result {
+	return f.GetAccessToken(ctx, req)
+}
+
 // sink records the audit events.
 type sink struct {
 	mu     sync.Mutex
