@@ -37,13 +37,15 @@ func homeCommands() []command {
 				}
 			}},
 		{name: "events list", env: true, summary: "print the events waiting in the home's queue (auth.granted, posted messages), as JSON lines",
+			about: `These are the queue's events, before the turn worker takes them; a turn's own events are
+				printed by agentauth instances events.`,
 			bind: func(fs *flag.FlagSet, cfg *config.Config) action {
 				homeFlag(fs, cfg)
 				return func(ctx context.Context, std stdio, _ []string) error {
 					return cmdEventsList(ctx, *cfg, std.out, std.err)
 				}
 			}},
-		{name: "sessions cleanup", env: true, summary: "sweep the auth sessions once, as serve does every minute",
+		{name: "sessions cleanup", env: true, summary: "sweep the OAuth consent sessions once, as serve does every minute",
 			about: `Expires pending sessions, settles exchanges a crash interrupted, delivers auth.granted
 				events whose first delivery failed and deletes finished sessions after their retention.`,
 			bind: func(fs *flag.FlagSet, cfg *config.Config) action {
@@ -54,8 +56,9 @@ func homeCommands() []command {
 				}
 			}},
 		{name: "keys rotate", env: true, summary: "write a new master key, keep the old one readable and reseal every record",
-			about: `Stop agentauth serve first: it holds the home. With $GOONDAN_OAUTH_KEY, run
-				keys generate, put the new key first in the variable and run keys reseal instead.`,
+			about: `Stop agentauth serve first: it holds the home. With $GOONDAN_OAUTH_KEY set, agentauth
+				cannot change the key: run agentauth keys generate, put the new key first in the variable
+				and run agentauth keys reseal instead.`,
 			bind: func(fs *flag.FlagSet, cfg *config.Config) action {
 				homeFlag(fs, cfg)
 				return func(ctx context.Context, std stdio, _ []string) error { return cmdKeysRotate(ctx, *cfg, std.out) }

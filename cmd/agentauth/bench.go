@@ -65,7 +65,7 @@ func benchCommand() command {
 			p50/p90/p99. It never touches your home or a running server.`,
 		bind: func(fs *flag.FlagSet, _ *config.Config) action {
 			var load benchLoad
-			fs.DurationVar(&load.duration, "duration", 10*time.Second, "how long to send load: a Go `DURATION`, at most 2m")
+			fs.DurationVar(&load.duration, "duration", 10*time.Second, "`DURATION` how long to send load, like 10s or 1m30s (at most 2m)")
 			fs.IntVar(&load.conc, "concurrency", 16, "`N` concurrent connections, 1 to 256")
 			fs.IntVar(&load.maxReq, "max-requests", 2_000_000, "stop after `N` requests")
 			return func(ctx context.Context, std stdio, _ []string) error { return cmdBench(ctx, load, std.out) }

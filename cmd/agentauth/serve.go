@@ -36,7 +36,7 @@ type serveOptions struct {
 // scripted model.
 func serveCommands() []command {
 	return []command{
-		{name: "serve", env: true, summary: "serve every route on the home's embedded backends",
+		{name: "serve", env: true, summary: "run agentauth locally: every route in one process, its state in the home",
 			about: `The OAuth runtime routes and the callback, the tool routes when $AGENTAUTH_JWKS_URL is set,
 				and — when the bundle has a Swarm — the turn routes and the turn worker. Several servers may
 				share a home. Logs are JSON lines on stdout; the start line goes to stderr.
@@ -48,7 +48,7 @@ func serveCommands() []command {
 				homeFlag(fs, cfg)
 				fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "the `HOST:PORT` to listen on")
 				fs.StringVar(&cfg.PublicURL, "public-url", cfg.PublicURL, "the public base `URL` providers redirect browsers to (default http://<addr>)")
-				fs.StringVar(&o.level, "log-level", "info", "the least `LEVEL` logged: debug, info, warn or error")
+				fs.StringVar(&o.level, "log-level", "info", "`LEVEL` the least severe level logged: debug, info, warn or error")
 				fs.StringVar(&o.debugAddr, "debug-addr", "", "serve /debug/vars (goroutines, heap, GC) and /debug/pprof on this loopback `HOST:PORT`, e.g. 127.0.0.1:6060 (default: off)")
 				return func(ctx context.Context, std stdio, _ []string) error {
 					return cmdServe(ctx, *cfg, o, std.out, std.err)

@@ -23,8 +23,8 @@ func versionCommand() command {
 	return command{name: "version", summary: "print agentauth's version, the commit it was built from and the Go version",
 		about: `The version is the one the build was given (go build -ldflags "-X main.version=v1.4.0"), else the
 			module version Go stamped from the git checkout. The commit is the checkout's (vcs.revision),
-			"+ local changes" when it had uncommitted ones; unknown when built outside a checkout (go run,
-			go test, -buildvcs=false).`,
+			"+ local changes" when it had uncommitted ones; unknown when Go stamped none (go run, go test,
+			-buildvcs=false, a git worktree, no checkout).`,
 		bind: func(*flag.FlagSet, *config.Config) action {
 			return func(_ context.Context, std stdio, _ []string) error {
 				bi, _ := debug.ReadBuildInfo()
@@ -37,7 +37,7 @@ func versionCommand() command {
 // commit (with its time, and whether the tree held changes) and the Go
 // release and platform.
 func printVersion(w io.Writer, v string, bi *debug.BuildInfo) error {
-	commit, at, modified := "unknown (not built from a git checkout)", "", false
+	commit, at, modified := "unknown (the build has no vcs.revision)", "", false
 	if bi != nil {
 		if v == "" {
 			v = bi.Main.Version
