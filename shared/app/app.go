@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 
 	"github.com/agentauth/agentauth/shared/aws/awsbackends"
@@ -124,6 +125,9 @@ type Options struct {
 	MetricsOut io.Writer
 	// Native tool implementations by tool id (optional).
 	Native map[string]toolhooks.Invoker
+	// Version is the build's version, for GET /; "" reads the module
+	// version Go stamped into the build.
+	Version string
 }
 
 // App is a built agentauth: its bundle, OAuth manager and handlers.
@@ -184,6 +188,7 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
+	api.SetAbout(about(opts))
 	a := &App{Bundle: b, OAuth: mgr, api: api, log: log}
 	turns := len(b.Swarms) > 0 && be.TurnStore != nil
 	if len(b.Swarms) > 0 && be.TurnStore == nil {
@@ -204,12 +209,14 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 		if a.Tools, err = buildToolRoutes(cfg.Tools, tp, opts.Native, a.streams, log); err != nil {
 			return nil, fmt.Errorf("tool routes:\n%w", err)
 		}
-		api.Mount(a.Tools.Register)
+		api.Mount(a.Tools.Register, httpapi.Part{Name: "tool routes", Credential: httpx.AgentJWT.Name(), Doc: "docs/tools.md#routes",
+			Routes: a.Tools.Patterns()})
 		mcp, err := buildMCP(cfg, b, a.Tools, tp.plane, mgr, a.streams, opts.Lambda, log)
 		if err != nil {
 			return nil, fmt.Errorf("MCP server:\n%w", err)
 		}
-		api.Mount(mcp)
+		api.Mount(mcp, httpapi.Part{Name: "MCP server (Streamable HTTP)", Credential: httpx.AgentJWT.Name() + " for the MCP resource",
+			Doc: "docs/tools.md#mcp-server", Routes: []string{mcpapi.Path}})
 	}
 	if turns {
 		tools, err := turntools.New(turntools.Config{Plane: tp.plane, Hooks: tp.hooks, Runner: tp.runner, Native: opts.Native,
@@ -225,10 +232,28 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 		if err != nil {
 			return nil, err
 		}
-		api.MountRuntime(routes.Register)
+		api.MountRuntime(routes.Register, httpapi.Part{Name: "turn routes (agent instances)", Credential: httpx.RuntimeToken.Name(),
+			Doc: "docs/turns.md#http-api-and-cli", Routes: routes.Patterns()})
 		a.turnRoutes = routes
 	}
 	return a, nil
+}
+
+// about is what GET / says of the process: which one it is and its
+// version.
+func about(opts Options) httpapi.About {
+	a := httpapi.About{Version: opts.Version}
+	switch opts.Function {
+	case "":
+	case "serve":
+		a.Running = "agentauth serve: every route, on the home's embedded backends"
+	default:
+		a.Running = "the " + opts.Function + " function"
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && a.Version == "" {
+		a.Version = bi.Main.Version
+	}
+	return a
 }
 
 // toolPlane is what the REST tool routes and agent turns share: the plane

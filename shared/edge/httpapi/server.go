@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,21 +57,37 @@ type Server struct {
 	bundle *bundle.Bundle
 	caller CallerAuth
 	log    *slog.Logger
-	extra  []func(*http.ServeMux)
+	extra  []mounted
 	// runtimeExtra are mounted with the runtime routes only.
-	runtimeExtra []func(*http.ServeMux)
+	runtimeExtra []mounted
+	// about is what GET / says besides the routes.
+	about About
+}
+
+// mounted is a set of routes from another package and how GET /
+// describes them.
+type mounted struct {
+	register func(*http.ServeMux)
+	parts    []Part
 }
 
 // Mount adds routes (the tool plane's) to the handlers built after the
 // call; they get the same request ids, logging and JSON 404s and 405s.
-func (s *Server) Mount(register func(*http.ServeMux)) { s.extra = append(s.extra, register) }
+// parts describe them on GET /.
+func (s *Server) Mount(register func(*http.ServeMux), parts ...Part) {
+	s.extra = append(s.extra, mounted{register, parts})
+}
 
 // MountRuntime adds routes that belong with the runtime routes only (the
 // turn routes): the runtime function and the local server serve them, the
 // public callback function and the tools function never do.
-func (s *Server) MountRuntime(register func(*http.ServeMux)) {
-	s.runtimeExtra = append(s.runtimeExtra, register)
+func (s *Server) MountRuntime(register func(*http.ServeMux), parts ...Part) {
+	s.runtimeExtra = append(s.runtimeExtra, mounted{register, parts})
 }
+
+// SetAbout sets what GET / says of the process, for the handlers built
+// after the call.
+func (s *Server) SetAbout(a About) { s.about = a }
 
 // MountedHandler serves only the mounted routes and health: the tools
 // function.
@@ -111,29 +128,72 @@ func (s *Server) Only(register func(*http.ServeMux)) http.Handler {
 func (s *Server) routes(runtime, callbacks bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
+	var parts []Part
 	if runtime {
-		mux.Handle("POST /v1/oauth/token", s.runtime(s.token))
-		mux.Handle("GET /v1/oauth/sessions/{id}", s.runtime(s.session))
-		mux.Handle("POST /v1/oauth/revoke", s.runtime(s.revoke))
-		mux.Handle("GET /v1/oauth/pending", s.runtime(s.pending))
+		routes := []struct {
+			pattern string
+			h       http.HandlerFunc
+		}{
+			{"POST /v1/oauth/token", s.token},
+			{"GET /v1/oauth/sessions/{id}", s.session},
+			{"POST /v1/oauth/revoke", s.revoke},
+			{"GET /v1/oauth/pending", s.pending},
+		}
+		p := Part{Name: "OAuth runtime routes", Credential: httpx.RuntimeToken.Name(), Doc: "README.md#http-api"}
+		for _, rt := range routes {
+			mux.Handle(rt.pattern, s.runtime(rt.h))
+			p.Routes = append(p.Routes, rt.pattern)
+		}
+		parts = append(parts, p)
 	}
 	if callbacks {
+		p := Part{Name: "OAuth callbacks (the provider's redirect)", Credential: "none (public)", Doc: "README.md#the-bundle-oauthapp-reference"}
 		for _, app := range s.bundle.OAuthApps {
 			if app.Redirect.CallbackPath != "" {
 				mux.Handle("GET "+app.Redirect.CallbackPath, s.callback(app))
+				p.Routes = append(p.Routes, "GET "+app.Redirect.CallbackPath)
 			}
 		}
-	}
-	for _, register := range s.extra {
-		register(mux)
-	}
-	if runtime {
-		for _, register := range s.runtimeExtra {
-			register(mux)
+		if len(p.Routes) > 0 {
+			slices.Sort(p.Routes)
+			parts = append(parts, p)
 		}
 	}
+	for _, m := range s.extra {
+		m.register(mux)
+		parts = append(parts, m.parts...)
+	}
+	if runtime {
+		for _, m := range s.runtimeExtra {
+			m.register(mux)
+			parts = append(parts, m.parts...)
+		}
+	}
+	parts = append(parts, Part{Name: "health", Routes: []string{"GET /healthz"}, Credential: "none (public)", Doc: "README.md#http-api"})
+	for i := range parts {
+		parts[i].Routes = slices.SortedStableFunc(slices.Values(parts[i].Routes), byPath)
+	}
+	mux.Handle("GET /{$}", s.index(parts))
 	mux.Handle("/", httpx.Unmatched(mux))
 	return httpx.Observe(s.log, mux)
+}
+
+// byPath orders ServeMux patterns ("GET /v1/x", "/mcp") by path, then
+// method.
+func byPath(a, b string) int {
+	am, ap := splitPattern(a)
+	bm, bp := splitPattern(b)
+	if c := strings.Compare(ap, bp); c != 0 {
+		return c
+	}
+	return strings.Compare(am, bm)
+}
+
+func splitPattern(p string) (method, path string) {
+	if m, rest, ok := strings.Cut(p, " "); ok {
+		return m, rest
+	}
+	return "", p
 }
 
 // runtime guards a route for trusted runtime callers.

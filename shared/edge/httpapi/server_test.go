@@ -51,6 +51,7 @@ func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(
 
 type fixture struct {
 	handler http.Handler
+	server  *Server
 	store   *filestore.Store
 	keyring *aesseal.Keyring
 	logs    *syncBuf
@@ -82,7 +83,7 @@ func newFixture(t testing.TB) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{handler: srv.Handler(), store: st, keyring: kr, logs: logs, app: b.OAuthApps["team"]}
+	return &fixture{handler: srv.Handler(), server: srv, store: st, keyring: kr, logs: logs, app: b.OAuthApps["team"]}
 }
 
 type nopQueue struct{}

@@ -24,6 +24,14 @@ const (
 	AgentJWT
 )
 
+// Name is c in a few words.
+func (c Credential) Name() string {
+	if c == AgentJWT {
+		return "agent JWT"
+	}
+	return "runtime token"
+}
+
 // Header is how a caller sends c.
 func (c Credential) Header() string {
 	if c == AgentJWT {

@@ -21,7 +21,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -99,19 +101,32 @@ func New(cfg Config) (*API, error) {
 
 // Register adds the routes to mux.
 func (a *API) Register(mux *http.ServeMux) {
-	mux.Handle("GET /v1/agents/tools", a.authed(a.tools))
-	mux.Handle("GET /v1/agents/stream", a.authed(a.stream))
-	mux.Handle("GET /v1/agents/skills", a.authed(a.skills))
-	mux.Handle("POST /v1/tools/invoke", a.authed(a.invoke))
+	for pattern, h := range a.routes() {
+		mux.Handle(pattern, h)
+	}
+}
+
+// Patterns are the routes Register adds, sorted (GET / lists them).
+func (a *API) Patterns() []string { return slices.Sorted(maps.Keys(a.routes())) }
+
+// routes are the API's handlers by ServeMux pattern.
+func (a *API) routes() map[string]http.Handler {
+	routes := map[string]http.Handler{
+		"GET /v1/agents/tools":  a.authed(a.tools),
+		"GET /v1/agents/stream": a.authed(a.stream),
+		"GET /v1/agents/skills": a.authed(a.skills),
+		"POST /v1/tools/invoke": a.authed(a.invoke),
+	}
 	for path, kind := range map[string]string{"skills": domain.TenantKindSkill, "tools": domain.TenantKindTool} {
-		mux.Handle("POST /v1/admin/tenants/{tenant}/"+path, a.authed(a.admin(kind, a.upload)))
-		mux.Handle("GET /v1/admin/tenants/{tenant}/"+path, a.authed(a.admin(kind, a.listUploads)))
-		mux.Handle("DELETE /v1/admin/tenants/{tenant}/"+path+"/{name}", a.authed(a.admin(kind, a.deleteUpload)))
+		routes["POST /v1/admin/tenants/{tenant}/"+path] = a.authed(a.admin(kind, a.upload))
+		routes["GET /v1/admin/tenants/{tenant}/"+path] = a.authed(a.admin(kind, a.listUploads))
+		routes["DELETE /v1/admin/tenants/{tenant}/"+path+"/{name}"] = a.authed(a.admin(kind, a.deleteUpload))
 	}
 	if a.cfg.Seam {
-		mux.Handle("POST /v1/host/sample/toolhooks/invoke", a.authed(a.seam))
-		mux.HandleFunc("GET /.well-known/openwop", a.capabilities)
+		routes["POST /v1/host/sample/toolhooks/invoke"] = a.authed(a.seam)
+		routes["GET /.well-known/openwop"] = http.HandlerFunc(a.capabilities)
 	}
+	return routes
 }
 
 // Handler serves the routes alone, with request ids, a JSON 405 (with

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -105,7 +106,17 @@ func (a *API) RegisterEvents(mux *http.ServeMux) {
 
 // Register adds the routes to mux.
 func (a *API) Register(mux *http.ServeMux) {
-	for pattern, h := range map[string]http.HandlerFunc{
+	for pattern, h := range a.routes() {
+		mux.Handle(pattern, httpapi.RequireCaller(a.cfg.Caller, h))
+	}
+}
+
+// Patterns are the routes Register adds, sorted (GET / lists them).
+func (a *API) Patterns() []string { return slices.Sorted(maps.Keys(a.routes())) }
+
+// routes are the API's handlers by ServeMux pattern.
+func (a *API) routes() map[string]http.HandlerFunc {
+	return map[string]http.HandlerFunc{
 		"GET /v1/instances":                   a.list,
 		"POST " + eventsPath:                  a.post,
 		"GET " + instancePath:                 a.inspect,
@@ -114,8 +125,6 @@ func (a *API) Register(mux *http.ServeMux) {
 		"POST " + instancePath + "/resume":    a.resume,
 		"POST " + instancePath + "/terminate": a.terminate,
 		eventsRoute:                           a.events,
-	} {
-		mux.Handle(pattern, httpapi.RequireCaller(a.cfg.Caller, h))
 	}
 }
 
@@ -189,14 +198,15 @@ var (
 	callerID  = regexp.MustCompile(`^[!-~]{1,120}$`)
 	eventType = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
 	// internalTypes are queued by agentauth only: the OAuth callback and
-	// sweep (a consent's outcome), the engine (a hand-over, a delegation
+	// sweep (a consent's outcome), the OAuth core (a grant revoked after
+	// its provider refused it), the engine (a hand-over, a delegation
 	// to a peer and its result back). Posted, they would make the engine
 	// resume or answer what no caller may: an agent.delegate, say, has
 	// the engine queue its result to whichever agent its origin names.
 	// system.wakeup stays postable (an ingress rule may match it; the
 	// engine's own wake-up is marked by metadata a post cannot set), as
 	// do a connector's types and tool.completion.
-	internalTypes = []string{engine.EventAuthGranted, engine.EventAuthExpired, engine.EventContinuation,
+	internalTypes = []string{engine.EventAuthGranted, engine.EventAuthExpired, engine.EventAuthRevoked, engine.EventContinuation,
 		engine.EventDelegate, engine.EventDelegationResult}
 	// internalOrigin are the origin keys the engine writes on a delegation
 	// (engine/delegate.go: delegatedFrom, delegationTurnId,
