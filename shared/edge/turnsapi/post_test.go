@@ -23,6 +23,7 @@ func TestPostRefusesWhatOnlyAgentauthQueues(t *testing.T) {
 	}{
 		{"type auth.granted", "", `{"type":"` + engine.EventAuthGranted + `","text":"x",` + alice + `}`, `"type" auth.granted`},
 		{"type auth.expired", "", `{"type":"` + engine.EventAuthExpired + `",` + alice + `}`, `"type" auth.expired`},
+		{"type auth.revoked", "", `{"type":"` + engine.EventAuthRevoked + `",` + alice + `}`, `"type" auth.revoked`},
 		{"type turn.continue", "", `{"type":"` + engine.EventContinuation + `",` + alice + `}`, `"type" turn.continue`},
 		{"type agent.delegate", "", `{"type":"` + engine.EventDelegate + `","text":"do it",` + alice + `}`, `"type" agent.delegate`},
 		{"type agent.delegationResult", "", `{"type":"` + engine.EventDelegationResult + `","text":"done",` + alice + `}`, `"type" agent.delegationResult`},

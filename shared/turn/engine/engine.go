@@ -140,6 +140,12 @@ func (e *Engine) handle(ctx context.Context, key turn.InstanceKey, ev domain.Eve
 		return r.commit(ctx, func(c *turn.Commit) { c.Processed = ev.ID })
 	case in.Type == EventAuthGranted || in.Type == EventAuthExpired:
 		return r.authEvent(ctx, ev, in)
+	case in.Type == EventAuthRevoked:
+		// It says why a call asks for consent again; the call itself
+		// waits parked on that consent, and its auth.granted or
+		// auth.expired moves it. Recorded: no turn starts, nothing waits
+		// in the backlog, a parked call stays parked.
+		return r.commit(ctx, func(c *turn.Commit) { c.Processed = ev.ID })
 	case in.Type == EventContinuation || in.Type == EventWakeup && ev.Metadata[MetaWake] != "":
 		// A hand-over, or a lifecycle wake-up (resume): carry on the
 		// instance's work — its turn, else its backlog. Never a message.

@@ -107,6 +107,10 @@ const (
 	EventAuthExpired  = "auth.expired"
 	EventContinuation = "turn.continue"
 	EventWakeup       = "system.wakeup"
+	// EventAuthRevoked: a grant a call used was revoked (its provider no
+	// longer honours it); the call parked on a new consent, named by the
+	// event's authSessionId, whose auth.granted resumes it.
+	EventAuthRevoked = "auth.revoked"
 )
 
 // Resume metadata keys: a parked call's auth session carries them in its
