@@ -98,16 +98,19 @@ func (l *lockedBuffer) from(mark int) (string, int) {
 
 // idp is a compact OAuth provider: approve plays the user's consent to an
 // authorization URL, and /token exchanges the code (its PKCE verifier
-// checked) for an access token holding tokenCanary.
+// checked) for an access token holding tokenCanary. It refuses every
+// refresh (invalid_grant). forget drops the tokens it issued, as a
+// restarted provider or a user who removed the app would.
 type idp struct {
 	srv   *httptest.Server
 	mu    sync.Mutex
 	codes map[string]string // code → PKCE challenge
+	live  map[string]bool   // access tokens it honours
 	n     int
 }
 
 func newIdP(tb testing.TB) *idp {
-	p := &idp{codes: map[string]string{}}
+	p := &idp{codes: map[string]string{}, live: map[string]bool{}}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.token))
 	tb.Cleanup(p.srv.Close)
 	return p
@@ -142,16 +145,36 @@ func (p *idp) token(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(`{"error":"invalid_grant"}`))
 		return
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"access_token": fmt.Sprintf("%s-%d", tokenCanary, n), "token_type": "Bearer",
+	at := fmt.Sprintf("%s-%d", tokenCanary, n)
+	p.mu.Lock()
+	p.live[at] = true
+	p.mu.Unlock()
+	_ = json.NewEncoder(w).Encode(map[string]any{"access_token": at, "token_type": "Bearer",
 		"expires_in": 3600, "refresh_token": fmt.Sprintf("rt-%s-%d", tokenCanary, n), "scope": "profile"})
+}
+
+// honours reports whether the provider still knows the access token of
+// an Authorization header.
+func (p *idp) honours(authorization string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.live[strings.TrimPrefix(authorization, "Bearer ")]
+}
+
+// forget drops every token the provider issued.
+func (p *idp) forget() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.live)
 }
 
 // consentRig is `agentauth serve`'s turn plane in one process: Build on
 // the embedded backends of a temporary home (file store, file queue, turn
 // file store), the scripted model (the demo script: call whoami, then
 // answer from its result; not a language model), the compact provider,
-// and a whoami upstream that reports when it is called. Its logger
-// writes every line to logs.
+// and a whoami upstream that reports when it is called and refuses (401)
+// a token the provider no longer honours. Its logger writes every line
+// to logs.
 type consentRig struct {
 	app    *App
 	home   *embedded.Backends
@@ -173,6 +196,11 @@ func newConsentRig(tb testing.TB, extra ...string) *consentRig {
 		select {
 		case r.hits <- at:
 		default:
+		}
+		if !r.idp.honours(req.Header.Get("Authorization")) {
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"name":"alice"}`))
