@@ -215,7 +215,7 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 		if err != nil {
 			return nil, fmt.Errorf("MCP server:\n%w", err)
 		}
-		api.Mount(mcp, httpapi.Part{Name: "MCP server (Streamable HTTP)", Credential: httpx.AgentJWT.Name() + " for the MCP resource",
+		api.Mount(mcp, httpapi.Part{Name: "MCP server", Credential: httpx.AgentJWT.Name() + " (audience: the MCP resource)",
 			Doc: "docs/tools.md#mcp-server", Routes: []string{mcpapi.Path}})
 	}
 	if turns {
@@ -232,7 +232,7 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 		if err != nil {
 			return nil, err
 		}
-		api.MountRuntime(routes.Register, httpapi.Part{Name: "turn routes (agent instances)", Credential: httpx.RuntimeToken.Name(),
+		api.MountRuntime(routes.Register, httpapi.Part{Name: "turn routes", Credential: httpx.RuntimeToken.Name(),
 			Doc: "docs/turns.md#http-api-and-cli", Routes: routes.Patterns()})
 		a.turnRoutes = routes
 	}

@@ -63,7 +63,7 @@ spec: {agents: [Agent/assistant], entrypoint: Agent/assistant}
 		t.Fatal(err)
 	}
 	names, routes, running, version := root(t, plain)
-	if slices.Contains(names, "tool routes") || !slices.Contains(names, "turn routes (agent instances)") ||
+	if slices.Contains(names, "tool routes") || !slices.Contains(names, "turn routes") ||
 		!strings.Contains(routes, "POST /v1/instances/{swarm}/{instanceKey}/events") || !strings.HasPrefix(running, "agentauth serve") || version != "v9.9.9" {
 		t.Fatalf("without tools: %v\n%s\n%q %q", names, routes, running, version)
 	}
@@ -74,7 +74,7 @@ spec: {agents: [Agent/assistant], entrypoint: Agent/assistant}
 		t.Fatal(err)
 	}
 	names, routes, _, version = root(t, full)
-	want := []string{"OAuth runtime routes", "OAuth callbacks (the provider's redirect)", "tool routes", "MCP server (Streamable HTTP)", "turn routes (agent instances)", "health"}
+	want := []string{"OAuth runtime", "OAuth callbacks", "tool routes", "MCP server", "turn routes", "health"}
 	if !slices.Equal(names, want) || !strings.Contains(routes, "POST /v1/tools/invoke") || !strings.Contains(routes, "/mcp") || version == "" {
 		t.Fatalf("with tools: %v\n%s\nversion %q", names, routes, version)
 	}

@@ -45,7 +45,7 @@ var docs = []doc{
 type doc struct{ Path, What string }
 
 // consoleNote is what GET / says of the operator console.
-const consoleNote = "not yet: the operator console (/console/) is planned; meanwhile the HTTP API and `agentauth instances …` show and manage agent instances"
+const consoleNote = "not yet: the operator console (/console/) is planned; meanwhile the HTTP API and the CLI (agentauth instances …) show and manage agent instances"
 
 // indexJSON is GET /'s answer to an API client.
 type indexJSON struct {
@@ -91,7 +91,7 @@ func (s *Server) index(parts []Part) http.Handler {
 		h.Set("X-Frame-Options", "DENY")
 		w.WriteHeader(http.StatusOK)
 		_ = indexPage.Execute(w, indexData{Running: s.about.Running, Version: version, BundleRevision: s.bundle.Revision,
-			Parts: parts, Docs: docs, DocsBase: DocsBase, Console: consoleNote, RequestID: httpx.RequestID(r.Context())})
+			Parts: parts, Docs: docs, DocsBase: DocsBase, RequestID: httpx.RequestID(r.Context())})
 	})
 }
 
@@ -99,21 +99,21 @@ type indexData struct {
 	Running, Version, BundleRevision string
 	Parts                            []Part
 	Docs                             []doc
-	DocsBase, Console, RequestID     string
+	DocsBase, RequestID              string
 }
 
 var indexPage = template.Must(template.New("index").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
 <title>agentauth</title>
 <style>
-body{font:16px/1.5 system-ui,sans-serif;max-width:60em;margin:2.5em auto;padding:0 1em;color:#1b1b1b}
+body{font:16px/1.5 system-ui,sans-serif;max-width:64em;margin:2.5em auto;padding:0 1em;color:#1b1b1b}
 h1{margin:0 0 .2em}h2{font-size:1.1em;margin:1.6em 0 .4em}
 .lead{margin-top:0;color:#444}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.2em 1em;margin:0}dt{color:#555}dd{margin:0}
 table{border-collapse:collapse;width:100%}th,td{text-align:left;vertical-align:top;padding:.4em .6em;border-bottom:1px solid #ddd}
 th{font-weight:600;background:#f4f4f4}
 code{font:14px ui-monospace,monospace;background:#f0f0f0;padding:0 .25em;border-radius:3px}
-td code{display:inline-block;margin:0 .3em .15em 0}
+td.routes code{display:block;width:fit-content;white-space:nowrap;margin:0 0 .2em}td.what{white-space:nowrap}
 ul{padding-left:1.2em}small{color:#666}
 </style>
 </head><body>
@@ -126,14 +126,14 @@ ul{padding-left:1.2em}small{color:#666}
 </dl>
 <h2>Routes on this server</h2>
 <table id="routes"><thead><tr><th>What</th><th>Routes</th><th>Credential</th><th>Docs</th></tr></thead><tbody>
-{{range .Parts}}<tr><td>{{.Name}}</td><td>{{range .Routes}}<code>{{.}}</code> {{end}}</td><td>{{.Credential}}</td><td><a href="{{$.DocsBase}}{{.Doc}}">{{.Doc}}</a></td></tr>
+{{range .Parts}}<tr><td class="what">{{.Name}}</td><td class="routes">{{range .Routes}}<code>{{.}}</code>{{end}}</td><td>{{.Credential}}</td><td><a href="{{$.DocsBase}}{{.Doc}}">{{.Doc}}</a></td></tr>
 {{end}}</tbody></table>
 <h2>Docs</h2>
 <ul id="docs">
 {{range .Docs}}<li><a href="{{$.DocsBase}}{{.Path}}">{{.Path}}</a> — {{.What}}</li>
 {{end}}</ul>
 <h2>Console</h2>
-<p id="console">{{.Console}}</p>
+<p id="console" data-status="not-yet"><strong>Not yet.</strong> The operator console (<code>/console/</code>) is planned; meanwhile the HTTP API and the CLI (<code>agentauth instances …</code>) show and manage agent instances.</p>
 <p><small>API clients get this as JSON (<code>Accept: application/json</code>). Request id <code>{{.RequestID}}</code>.</small></p>
 </body></html>
 `))

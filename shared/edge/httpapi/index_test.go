@@ -52,7 +52,7 @@ func TestIndexPage(t *testing.T) {
 		`<a href="` + DocsBase + `docs/tools.md#routes">docs/tools.md#routes</a>`,
 		`<a href="` + DocsBase + `README.md">README.md</a>`,
 		`<a href="` + DocsBase + `docs/turns.md">docs/turns.md</a>`,
-		`<p id="console">not yet`,
+		`<p id="console" data-status="not-yet"><strong>Not yet.</strong>`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %s", want)
@@ -75,7 +75,7 @@ func TestIndexPage(t *testing.T) {
 			names = append(names, p.Name)
 		}
 		if out.Name != "agentauth" || out.Version != "v1.2.3<script>" || out.BundleRevision != srv.bundle.Revision || out.Console == "" ||
-			strings.Join(names, ",") != "OAuth runtime routes,OAuth callbacks (the provider's redirect),tool routes,health" ||
+			strings.Join(names, ",") != "OAuth runtime,OAuth callbacks,tool routes,health" ||
 			len(out.Docs) == 0 || out.Docs[0].URL != DocsBase+"README.md" {
 			t.Fatalf("Accept %q: %+v", accept, out)
 		}

@@ -139,7 +139,7 @@ func (s *Server) routes(runtime, callbacks bool) http.Handler {
 			{"POST /v1/oauth/revoke", s.revoke},
 			{"GET /v1/oauth/pending", s.pending},
 		}
-		p := Part{Name: "OAuth runtime routes", Credential: httpx.RuntimeToken.Name(), Doc: "README.md#http-api"}
+		p := Part{Name: "OAuth runtime", Credential: httpx.RuntimeToken.Name(), Doc: "README.md#http-api"}
 		for _, rt := range routes {
 			mux.Handle(rt.pattern, s.runtime(rt.h))
 			p.Routes = append(p.Routes, rt.pattern)
@@ -147,7 +147,7 @@ func (s *Server) routes(runtime, callbacks bool) http.Handler {
 		parts = append(parts, p)
 	}
 	if callbacks {
-		p := Part{Name: "OAuth callbacks (the provider's redirect)", Credential: "none (public)", Doc: "README.md#the-bundle-oauthapp-reference"}
+		p := Part{Name: "OAuth callbacks", Credential: "none (public)", Doc: "README.md#the-bundle-oauthapp-reference"}
 		for _, app := range s.bundle.OAuthApps {
 			if app.Redirect.CallbackPath != "" {
 				mux.Handle("GET "+app.Redirect.CallbackPath, s.callback(app))
