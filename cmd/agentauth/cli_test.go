@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"debug/buildinfo"
+	"encoding/json"
 	"errors"
 	"flag"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,12 +56,14 @@ func TestEveryCommandHelp(t *testing.T) {
 				}
 			})
 		}
-		t.Run("help "+c.name, func(t *testing.T) {
-			out, _, err := runCmd(t, append([]string{"help"}, strings.Fields(c.name)...)...)
-			if err != nil || !strings.HasPrefix(out, "usage: agentauth "+c.name) {
-				t.Fatalf("%v:\n%s", err, out)
-			}
-		})
+		for _, how := range []string{"help", "--help"} {
+			t.Run(how+" "+c.name, func(t *testing.T) {
+				out, _, err := runCmd(t, append([]string{how}, strings.Fields(c.name)...)...)
+				if err != nil || !strings.HasPrefix(out, "usage: agentauth "+c.name) {
+					t.Fatalf("%v:\n%s", err, out)
+				}
+			})
+		}
 	}
 	// The bad environment stops the command itself.
 	if _, _, err := runCmd(t, "runtime-token", "--home", t.TempDir()); err == nil || !strings.Contains(err.Error(), config.AllowPrivateUpstreams) {
@@ -119,6 +125,11 @@ func TestUsageTexts(t *testing.T) {
 	var listed []string
 	for _, s := range sections {
 		listed = append(listed, s.names...)
+		for _, n := range s.names {
+			if _, ok := lookup(commands(), n); !ok {
+				t.Errorf("the command list names %q, which is no command", n)
+			}
+		}
 	}
 	for _, c := range commands() {
 		if n := slices.Index(listed, c.name); n < 0 || slices.Index(listed[n+1:], c.name) >= 0 {
@@ -304,5 +315,47 @@ func TestBinaryVersionAndExitCodes(t *testing.T) {
 				t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 			}
 		})
+	}
+}
+
+// TestBinaryServeShowsItsVersion: serve gives GET / the version the
+// binary was linked with.
+func TestBinaryServeShowsItsVersion(t *testing.T) {
+	bin := cli(t)
+	home, bundleDir := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(bundleDir, "bench.yaml"), []byte(benchBundle), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", "--bundle", bundleDir, "--home", home, "--addr", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), config.RuntimeToken+"=", config.JWKSURL+"=")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() })
+	lines := bufio.NewScanner(stderr)
+	base := ""
+	for base == "" && lines.Scan() {
+		if rest, ok := strings.CutPrefix(lines.Text(), "agentauth listening on "); ok {
+			base, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, stderr) }()
+	if base == "" {
+		t.Fatal("serve did not say where it listens")
+	}
+	req, _ := http.NewRequest("GET", base+"/", nil)
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var about struct{ Version string }
+	if err := json.NewDecoder(resp.Body).Decode(&about); err != nil || about.Version != "v0.18.0-test" {
+		t.Fatalf("GET /: %d %+v %v", resp.StatusCode, about, err)
 	}
 }

@@ -110,7 +110,7 @@ func cmdServe(ctx context.Context, cfg config.Config, o serveOptions, stdout, st
 		return err
 	}
 	a, err := app.Build(ctx, cfg, app.FromEmbedded(h, cfg.LocalSecrets()), log,
-		app.Options{RuntimeAuth: httpapi.BearerToken{Token: tok}, Function: "serve", MetricsOut: stdout})
+		app.Options{RuntimeAuth: httpapi.BearerToken{Token: tok}, Function: "serve", MetricsOut: stdout, Version: version})
 	if err != nil {
 		return err
 	}

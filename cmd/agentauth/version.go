@@ -16,7 +16,8 @@ import (
 //	go build -ldflags "-X main.version=v1.4.0" ./cmd/agentauth
 //
 // Empty, the module version Go stamps into the build is shown instead
-// (a pseudo-version from the git checkout, or "(devel)").
+// (a pseudo-version from the git checkout, or "(devel)"). serve shows it
+// on GET / too.
 var version string
 
 func versionCommand() command {
