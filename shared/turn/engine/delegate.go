@@ -77,6 +77,16 @@ func (r *run) delegate(ctx context.Context, t turn.Turn, cl turn.Call, peers []s
 	return Outcome{Kind: OutcomeOK, Result: out}
 }
 
+// refuseDelegation answers an agent.delegate that reached a terminated
+// instance: the delegating agent gets its agent.delegationResult at once,
+// status interrupted, instead of waiting for ever. Its id is the one a
+// turn's result would have, so a redelivery queues it once.
+func (r *run) refuseDelegation(ctx context.Context, ev domain.Event) error {
+	t := turn.Turn{ID: turnID(ev.ID), InputType: EventDelegate, Origin: ev.Origin, Auth: ev.Auth, TraceID: traceID(ev)}
+	return r.returnDelegation(ctx, t, turn.TurnInterrupted, &turn.Failure{Code: "terminated",
+		Message: fmt.Sprintf("agent %s's instance is terminated: the task was not run", r.key.Agent)})
+}
+
 // returnDelegation queues the delegated turn's result to the agent that
 // handed the task over, before the turn's end is committed (its id is
 // stable, so a retried end queues it once).

@@ -103,3 +103,41 @@ func TestDelegationRefusesUnknownPeers(t *testing.T) {
 		t.Fatalf("the model was told %+v", res)
 	}
 }
+
+// TestDelegationToATerminatedPeer: a task handed to a peer whose instance
+// is terminated does not leave the delegating agent waiting: it gets its
+// agent.delegationResult, status interrupted, saying why.
+func TestDelegationToATerminatedPeer(t *testing.T) {
+	store, _ := turnfile.New(t.TempDir())
+	planner := &scriptModel{script: []func(model.Request) model.Response{
+		delegateTo("helper", "find the order 42"), say("I asked the helper."), say("The helper could not take it."),
+	}}
+	helper := &scriptModel{script: []func(model.Request) model.Response{say("hello"), say("unused")}}
+	q := &memQueue{}
+	e := &Engine{Store: store, Queue: q, Tools: &fakeTools{}, Config: agentsConfig{
+		"planner": {Model: planner, Peers: []string{"helper"}},
+		"helper":  {Model: helper},
+	}}
+	f := &fixture{e: e, store: store, model: planner, tools: &fakeTools{}, key: turn.InstanceKey{Swarm: "default", Key: "thread-1", Agent: "planner"}}
+	helperKey := turn.InstanceKey{Swarm: "default", Key: "thread-1", Agent: "helper"}
+	hello := domain.Event{ID: "h-1", SwarmRef: domain.ObjectRef{Kind: "Swarm", Name: "default"}, InstanceKey: "thread-1", AgentName: "helper", Input: "hi"}
+	if err := e.Handle(context.Background(), hello); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Terminate(context.Background(), helperKey, "closed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Handle(context.Background(), f.event("ev-1", `{"type":"user.input","text":"where is order 42?"}`)); err != nil {
+		t.Fatal(err)
+	}
+	f.drain(t) // the delegation reaches the terminated helper; its refusal comes back
+	if len(helper.calls) != 1 {
+		t.Fatalf("the terminated helper ran: %d calls", len(helper.calls))
+	}
+	last := lastTurn(f.state(t))
+	req := planner.calls[len(planner.calls)-1].Messages
+	got := req[len(req)-1].TextOf()
+	if last.InputType != EventDelegationResult || !strings.Contains(got, `"status":"interrupted"`) || !strings.Contains(got, "terminated") {
+		t.Fatalf("the planner was told %s (turn %+v)", got, last)
+	}
+}

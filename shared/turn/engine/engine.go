@@ -137,6 +137,13 @@ func (e *Engine) handle(ctx context.Context, key turn.InstanceKey, ev domain.Eve
 	switch {
 	case st.Instance.Status == turn.Terminated:
 		e.log().WarnContext(ctx, "event for a terminated instance recorded, not run", "eventId", ev.ID, "instance", key.String())
+		if in.Type == EventDelegate {
+			// The delegating agent waits for a result: tell it the task
+			// will not run, or its call stays "pending" for ever.
+			if err := r.refuseDelegation(ctx, ev); err != nil {
+				return err
+			}
+		}
 		return r.commit(ctx, func(c *turn.Commit) { c.Processed = ev.ID })
 	case in.Type == EventAuthGranted || in.Type == EventAuthExpired:
 		return r.authEvent(ctx, ev, in)
