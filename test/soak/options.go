@@ -111,7 +111,7 @@ func (o *options) flags() *flag.FlagSet {
 	fs.Float64Var(&o.limits.noise, "noise", 2, "a slope is not flat only beyond this many standard errors of its estimate too")
 	fs.Float64Var(&o.limits.idleCPU, "idle-cpu", 5, "idle CPU within this many percentage points of a core of the baseline")
 	fs.Float64Var(&o.limits.idleRSS, "idle-rss", 64, "idle RSS within this many MiB of the baseline (loose: Go collects an idle heap only every 2 min and returns memory to the OS gradually)")
-	fs.IntVar(&o.limits.idleGoroutines, "idle-goroutines", 10, "idle goroutines within this many of the baseline (what the load started ends with it; a few may still be finishing a sweep or closing a connection)")
+	fs.IntVar(&o.limits.idleGoroutines, "idle-goroutines", 10, "idle goroutines within this many of the baseline (what the load started ends with it, but serve's pooled keep-alive connections to the upstream, model and provider, 2 goroutines each, stay up to its HTTP clients' idle timeout, and a sweep may be running)")
 	fs.Float64Var(&o.limits.idleHeap, "idle-heap", 48, "idle heap in use within this many MiB of the baseline (loose, and measured as it is, no GC forced: an idle server allocates next to nothing, so the garbage of the load's last GC cycle, up to GOGC=100% of the live heap, stays until the runtime's forced GC every 2 min; and the turn store's 16 MiB cache stays full by design)")
 	fs.IntVar(&o.limits.idleFDs, "idle-fds", 10, "idle open files within this many of the baseline")
 	fs.Float64Var(&o.limits.errorRate, "max-error-rate", 0.01, "a route whose requests fail more often than this fraction fails the soak")
