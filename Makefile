@@ -83,14 +83,22 @@ $(FAKELLM_VENV)/bin/fakellm:
 .PHONY: model-mock-deps
 model-mock-deps: $(FAKELLM_VENV)/bin/fakellm ## install fakellm, the independent OpenAI-compatible mock the openai adapter is checked against
 
+# A cold Go cache makes the first build of cmd/agentauth take minutes (about
+# 2.5 on 2 cores), so it says so before and how long it took after.
 .PHONY: build
 build: check-tools ## build bin/agentauth
-	$(GO) build -o $(BIN) ./cmd/agentauth
+	@echo "building agentauth (first build takes a few minutes)…"
+	@start=$$(date +%s); $(GO) build -o $(BIN) ./cmd/agentauth; \
+	  echo "built $(BIN) in $$(( $$(date +%s) - start )) s"
 
 .PHONY: run
-run: provider-deps build ## run agentauth + the demo OpenID provider locally
+run: provider-deps build ## run agentauth + the demo OpenID provider locally (the banner prints once serve answers)
 	@BIN=$(BIN) HOME_DIR='$(HOME_DIR)' BUNDLE='$(BUNDLE)' ADDR=$(ADDR) \
 	  PROVIDER_DIR=$(PROVIDER_DIR) PROVIDER_PORT=$(PROVIDER_PORT) MODEL_ADDR=$(MODEL_ADDR) scripts/run.sh
+
+.PHONY: reset
+reset: ## delete make run's demo home (HOME_DIR, default .agentauth) after listing what goes; refuses any other directory
+	@HOME_DIR='$(HOME_DIR)' scripts/reset.sh
 
 TOOLS_BIN     := $(CURDIR)/.tools/bin
 ACTIONLINT    := $(TOOLS_BIN)/actionlint
@@ -218,7 +226,7 @@ soak: ## soak agentauth serve on loopback for SOAK_DURATION (default 10m; SOAK_A
 	bin/soak --bin $(BIN) --duration $(SOAK_DURATION) $(SOAK_ARGS)
 
 .PHONY: clean
-clean: ## remove build output (keeps .agentauth)
+clean: ## remove build output (keeps .agentauth: make reset deletes it)
 	rm -rf bin
 
 # The real stack on the local emulator with the real CDK CLI (localstack/README.md).

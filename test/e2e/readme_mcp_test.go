@@ -184,7 +184,8 @@ func startMakeRun(t *testing.T, apiPort, providerPort int) *makeRun {
 		resp, err := http.Get(base + "/healthz")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == 200 {
+			// The banner follows /healthz; its last line says ready.
+			if resp.StatusCode == 200 && strings.Contains(r.Out.String(), bannerReady) {
 				return r
 			}
 		}
