@@ -45,10 +45,12 @@ func (m *Manager) TokenRefused(ctx context.Context, req TokenRequest, refused do
 		// GetAccessToken answers these requests with their error result.
 		return m.GetAccessToken(ctx, req)
 	}
-	tomb, err := m.renewRefused(ctx, rt, GrantID(rt.app.Ref(), subject), refused)
+	id := GrantID(rt.app.Ref(), subject)
+	tomb, err := m.renewRefused(ctx, rt, id, refused)
 	if err != nil {
-		m.log.WarnContext(ctx, "refresh after an upstream refusal failed", "grantId", GrantID(rt.app.Ref(), subject), "err", err)
-		return ErrorResult(CodeRefreshFailed, fmt.Sprintf("refreshing grant %s after the upstream refused its token failed: %s", GrantID(rt.app.Ref(), subject), safeReason(err)))
+		// The reason, not err: a provider's answer is never logged.
+		m.log.WarnContext(ctx, "refresh after an upstream refusal failed", "grantId", id, "reason", safeReason(err))
+		return ErrorResult(CodeRefreshFailed, fmt.Sprintf("refreshing grant %s after the upstream refused its token failed: %s", id, safeReason(err)))
 	}
 	res := m.GetAccessToken(ctx, req)
 	if tomb != nil && res.Status == StatusAuthorizationRequired {
