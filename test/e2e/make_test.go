@@ -130,7 +130,7 @@ func TestMakeRunBannerOnlyOnceServing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b = []byte(strings.NewReplacer(readmeProviderAddr, fmt.Sprintf("127.0.0.1:%d", providerPort), "127.0.0.1:9292", modelAddr).Replace(string(b)))
+		b = []byte(strings.NewReplacer(readmeProviderAddr, fmt.Sprintf("127.0.0.1:%d", providerPort), readmeModelAddr, modelAddr).Replace(string(b)))
 		if err := os.WriteFile(filepath.Join(bundle, filepath.Base(f)), b, 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -24,22 +24,26 @@ import (
 const (
 	readmeAgentauthAddr = "127.0.0.1:8080"
 	readmeProviderAddr  = "127.0.0.1:9090"
+	readmeModelAddr     = "127.0.0.1:9292" // the scripted model's
 )
 
 // readmeSnippetMarker names the fenced block that follows it in README.md;
 // the tests run such blocks as written.
 var readmeSnippetMarker = regexp.MustCompile(`^<!-- test/e2e runs this: ([A-Za-z0-9._-]+) -->$`)
 
-// readmeSnippets returns README.md's marked blocks by name: each marker
-// line is followed by an opening fence, and the block is everything up to
-// the closing one.
-func readmeSnippets(t *testing.T) map[string]string {
+// readmeSnippets returns README.md's marked blocks by name (docSnippets).
+func readmeSnippets(t *testing.T) map[string]string { return docSnippets(t, "README.md") }
+
+// docSnippets returns the marked blocks of the document at doc (a path
+// in the module) by name: each marker line is followed by an opening
+// fence, and the block is everything up to the closing one.
+func docSnippets(t *testing.T, doc string) map[string]string {
 	t.Helper()
 	root, err := e2ekit.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	b, err := os.ReadFile(filepath.Join(root, doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,10 +56,10 @@ func readmeSnippets(t *testing.T) map[string]string {
 		}
 		name := m[1]
 		if _, dup := out[name]; dup {
-			t.Fatalf("README.md:%d: a second block named %q", i+1, name)
+			t.Fatalf("%s:%d: a second block named %q", doc, i+1, name)
 		}
 		if i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "```") {
-			t.Fatalf("README.md:%d: the marker of %q is not followed by a fenced block", i+1, name)
+			t.Fatalf("%s:%d: the marker of %q is not followed by a fenced block", doc, i+1, name)
 		}
 		var body []string
 		j := i + 2
@@ -63,7 +67,7 @@ func readmeSnippets(t *testing.T) map[string]string {
 			body = append(body, lines[j])
 		}
 		if j == len(lines) {
-			t.Fatalf("README.md:%d: the block %q is not closed", i+1, name)
+			t.Fatalf("%s:%d: the block %q is not closed", doc, i+1, name)
 		}
 		out[name] = strings.Join(body, "\n") + "\n"
 		i = j
@@ -101,16 +105,17 @@ func cleanEnv() []string {
 
 // makeRun is scripts/run.sh — what `make run` runs — started on free ports.
 type makeRun struct {
-	Addr, ProviderAddr, Home string
-	Out                      *lockedBuffer // its stdout and stderr: the banner, then serve's log
-	cmd                      *exec.Cmd
+	Addr, ProviderAddr, ModelAddr, Home string
+	Out                                 *lockedBuffer // its stdout and stderr: the banner, then serve's log
+	cmd                                 *exec.Cmd
 }
 
 // startMakeRun runs scripts/run.sh as the Makefile does, with agentauth on
 // 127.0.0.1:apiPort and the demo provider on providerPort, serving
-// examples/bundle with the provider's address put in, and waits for
-// /healthz. The provider's demo clients are its defaults but for their
-// redirect URIs, which name agentauth's address.
+// examples/bundle with the provider's address put in, the scripted model
+// on a free port (the bundle's Model pointed at it), and waits for
+// /healthz and the banner. The provider's demo clients are its defaults
+// but for their redirect URIs, which name agentauth's address.
 func startMakeRun(t *testing.T, apiPort, providerPort int) *makeRun {
 	t.Helper()
 	root, err := e2ekit.ModuleRoot()
@@ -122,7 +127,7 @@ func startMakeRun(t *testing.T, apiPort, providerPort int) *makeRun {
 		t.Fatal(err)
 	}
 	r := &makeRun{Addr: fmt.Sprintf("127.0.0.1:%d", apiPort), ProviderAddr: fmt.Sprintf("127.0.0.1:%d", providerPort),
-		Home: t.TempDir(), Out: &lockedBuffer{}}
+		ModelAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), Home: t.TempDir(), Out: &lockedBuffer{}}
 	base := "http://" + r.Addr
 
 	bundle := t.TempDir()
@@ -135,7 +140,7 @@ func startMakeRun(t *testing.T, apiPort, providerPort int) *makeRun {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b = []byte(strings.ReplaceAll(string(b), readmeProviderAddr, r.ProviderAddr))
+		b = []byte(strings.NewReplacer(readmeProviderAddr, r.ProviderAddr, readmeModelAddr, r.ModelAddr).Replace(string(b)))
 		if err := os.WriteFile(filepath.Join(bundle, filepath.Base(f)), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +159,7 @@ func startMakeRun(t *testing.T, apiPort, providerPort int) *makeRun {
 	r.cmd = exec.Command("bash", filepath.Join(root, "scripts", "run.sh"))
 	r.cmd.Dir = root
 	r.cmd.Env = append(cleanEnv(), "BIN="+agentauthBin, "HOME_DIR="+r.Home, "BUNDLE="+bundle, "ADDR="+r.Addr,
-		"PROVIDER_DIR="+providerDir, fmt.Sprintf("PROVIDER_PORT=%d", providerPort), "MODEL_ADDR=",
+		"PROVIDER_DIR="+providerDir, fmt.Sprintf("PROVIDER_PORT=%d", providerPort), "MODEL_ADDR="+r.ModelAddr,
 		"PROVIDER_CLIENTS_JSON="+string(clients))
 	r.cmd.Stdout, r.cmd.Stderr = r.Out, r.Out
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
