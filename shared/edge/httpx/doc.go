@@ -11,8 +11,14 @@
 //     per-route size limit else 413, and for JSON one value with no
 //     unknown field, no field name in another case, no duplicate key (at
 //     any depth) and no trailing data else 400, naming the field, the key
-//     and its JSONPath, or the byte offset. Unmarshal is the same decoder
+//     and its JSONPath — and for an unknown field the one it likely means
+//     (domain.Suggest) — or the byte offset. Unmarshal is the same decoder
 //     for JSON a body holds as raw bytes.
+//   - Unmatched is every router's catch-all: 405 with Allow for a route
+//     asked with another method, else 404.
+//   - Credential.Refusal says which credential a route takes when it was
+//     sent the other (judged by the token's shape, never echoed);
+//     PrefersHTML reads Accept for a route that has a page.
 //   - Observe gives every request its request id and trace id, recovers
 //     panics into a generic 500 and writes one access-log line.
 //

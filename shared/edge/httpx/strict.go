@@ -20,7 +20,9 @@ import (
 // a log in front of us may have read A. encoding/json/v2 refuses both but
 // needs GOEXPERIMENT=jsonv2, which this module's builds do not set. So
 // Unmarshal decodes with v1 (its errors, its types) and then scans the
-// bytes it accepted once more for the two things v1 lets through.
+// bytes it accepted once more for the two things v1 lets through. An
+// unknown field v1 refuses is found by the same scan, for its JSONPath
+// and the field it likely means: v1's error names neither.
 
 // errTrailing is data after the one JSON value of a body.
 var errTrailing = errors.New("unexpected data after the JSON object")
