@@ -48,3 +48,31 @@ func TestCredentialRefusal(t *testing.T) {
 		})
 	}
 }
+
+// FuzzCredentialRefusal: any Authorization header is judged without a
+// panic, and the message is one of two fixed texts (or none): nothing of
+// the token gets into it.
+func FuzzCredentialRefusal(f *testing.F) {
+	for _, s := range []string{"Bearer aat_x", "Bearer eyJhbGciOiJSUzI1NiJ9.e30.c2ln", "bearer a.b.c", "Bearer ..", "Basic x", ""} {
+		f.Add(s)
+	}
+	fixed := func(c Credential, header string) string {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("Authorization", header)
+		return c.Refusal(r)
+	}
+	toRuntime, toTools := fixed(RuntimeToken, "Bearer eyJ9.e30.c2ln"), fixed(AgentJWT, "Bearer aat_abc")
+	if toRuntime == "" || toTools == "" {
+		f.Fatal("no message for the known shapes")
+	}
+	f.Fuzz(func(t *testing.T, header string) {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header["Authorization"] = []string{header}
+		if msg := RuntimeToken.Refusal(r); msg != "" && msg != toRuntime {
+			t.Fatalf("%q: %q", header, msg)
+		}
+		if msg := AgentJWT.Refusal(r); msg != "" && msg != toTools {
+			t.Fatalf("%q: %q", header, msg)
+		}
+	})
+}

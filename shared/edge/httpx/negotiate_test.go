@@ -2,6 +2,7 @@ package httpx
 
 import (
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -21,4 +22,20 @@ func TestPrefersHTML(t *testing.T) {
 			t.Errorf("Accept %q: PrefersHTML = %v, want %v", accept, got, want)
 		}
 	}
+}
+
+// FuzzPrefersHTML: any Accept header is read without a panic, and one that
+// names neither HTML nor a wildcard never gets the page.
+func FuzzPrefersHTML(f *testing.F) {
+	for _, s := range []string{"", "text/html", "*/*;q=0.8", "text/*;q=x", "application/json;q=1.5, text/html", ";;,", "text/html;q=0.5;q=1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, accept string) {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header["Accept"] = []string{accept}
+		got := PrefersHTML(r)
+		if got && !strings.Contains(accept, "/") {
+			t.Fatalf("Accept %q prefers HTML", accept)
+		}
+	})
 }
