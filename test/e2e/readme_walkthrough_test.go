@@ -57,6 +57,41 @@ func (d *docRun) run(t *testing.T, name, block string, env []string, placeholder
 	return string(out)
 }
 
+// sameKeys fails the test unless got (an answer) has the members the
+// README's answer shown holds, in the same order, with the same values
+// where shown is not a placeholder (holding "…" or a time).
+func sameKeys(t *testing.T, name, shown, got string) {
+	t.Helper()
+	members := func(s string) ([]string, map[string]json.RawMessage) {
+		dec := json.NewDecoder(strings.NewReader(s))
+		var keys []string
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+			t.Fatalf("%s: not an object: %s", name, s)
+		}
+		vals := map[string]json.RawMessage{}
+		for dec.More() {
+			k, _ := dec.Token()
+			var v json.RawMessage
+			if err := dec.Decode(&v); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			keys = append(keys, k.(string))
+			vals[k.(string)] = v
+		}
+		return keys, vals
+	}
+	sk, sv := members(shown)
+	gk, gv := members(got)
+	if strings.Join(sk, ",") != strings.Join(gk, ",") {
+		t.Fatalf("%s: the answer has %v; the README shows %v", name, gk, sk)
+	}
+	for k, v := range sv {
+		if !strings.Contains(string(v), "…") && k != "expiresAt" && string(v) != string(gv[k]) {
+			t.Fatalf("%s: %s is %s; the README shows %s", name, k, gv[k], v)
+		}
+	}
+}
+
 // jsonOut decodes a block's output, one JSON object.
 func jsonOut(t *testing.T, name, out string) map[string]any {
 	t.Helper()
@@ -90,7 +125,9 @@ func TestREADMETokenWalkthrough(t *testing.T) {
 	}
 	token := "TOKEN=" + strings.TrimSpace(string(tokenFile))
 
-	first := jsonOut(t, "token-request", d.run(t, "token-request", blocks["token-request"], nil))
+	firstOut := d.run(t, "token-request", blocks["token-request"], nil)
+	sameKeys(t, "token-consent-answer", blocks["token-consent-answer"], firstOut)
+	first := jsonOut(t, "token-request", firstOut)
 	session, _ := first["authSessionId"].(string)
 	link, _ := first["authorizationUrl"].(string)
 	if first["status"] != "authorization_required" || !strings.HasPrefix(session, "as-") || !strings.HasPrefix(link, "http://"+r.ProviderAddr+"/auth?") {
@@ -103,7 +140,9 @@ func TestREADMETokenWalkthrough(t *testing.T) {
 	if done := jsonOut(t, "token-wait", d.run(t, "token-wait", blocks["token-wait"], []string{token}, "as-3f0c…", session)); done["status"] != "completed" {
 		t.Fatalf("token-wait: %v", done)
 	}
-	ready := jsonOut(t, "token-request again", d.run(t, "token-request", blocks["token-request"], nil))
+	readyOut := d.run(t, "token-request", blocks["token-request"], nil)
+	sameKeys(t, "token-ready-answer", blocks["token-ready-answer"], readyOut)
+	ready := jsonOut(t, "token-request again", readyOut)
 	access, _ := ready["accessToken"].(string)
 	if ready["status"] != "ready" || access == "" || ready["tokenType"] != "Bearer" {
 		t.Fatalf("the same request after consent: %v", ready)
