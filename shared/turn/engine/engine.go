@@ -117,6 +117,12 @@ func (e *Engine) handle(ctx context.Context, key turn.InstanceKey, ev domain.Eve
 		// it back.
 		e.log().InfoContext(ctx, "instance deleted while its event was handled: event dropped", "eventId", ev.ID, "instance", key.String())
 		return nil
+	case errors.Is(err, domain.ErrNotFound) && !startsAnInstance(parseInput(ev), ev):
+		// Consent news, a hand-over or a wake-up for an instance that is
+		// not there (deleted: its consent expired later, say) has nothing
+		// to act on, and must not bring the instance back.
+		e.log().InfoContext(ctx, "event for an instance that does not exist dropped", "eventId", ev.ID, "instance", key.String())
+		return nil
 	case errors.Is(err, domain.ErrNotFound):
 		st = turn.NewState()
 	case err != nil:
@@ -173,6 +179,20 @@ func (e *Engine) handle(ctx context.Context, key turn.InstanceKey, ev domain.Eve
 		})
 	}
 	return r.start(ctx, ev, in, 0)
+}
+
+// startsAnInstance reports whether ev may create its instance: a message
+// or any event a connector posts may; the engine's own news about work in
+// an instance (consent granted, expired or revoked; a hand-over; a
+// lifecycle wake-up) needs the instance it is about.
+func startsAnInstance(in input, ev domain.Event) bool {
+	switch in.Type {
+	case EventAuthGranted, EventAuthExpired, EventAuthRevoked, EventContinuation:
+		return false
+	case EventWakeup:
+		return ev.Metadata[MetaWake] == ""
+	}
+	return true
 }
 
 // run is one Handle's working state: the instance as last committed.

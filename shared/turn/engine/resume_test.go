@@ -420,3 +420,42 @@ type failingTools struct {
 func (f *failingTools) Invoke(context.Context, Invocation) Outcome {
 	return Outcome{Kind: OutcomeError, Result: errorResult("E_TOOL_UPSTREAM", f.msg)}
 }
+
+// TestNewsForADeletedInstanceDoesNotBringItBack: consent news (granted,
+// expired, revoked), a hand-over or a resume's wake-up for an instance
+// that was deleted is dropped; the instance stays deleted (the soak found
+// deleted instances coming back when their consents expired).
+func TestNewsForADeletedInstanceDoesNotBringItBack(t *testing.T) {
+	for _, tc := range []struct {
+		name, input string
+		meta        map[string]string
+	}{
+		{"auth.granted", `{"type":"auth.granted"}`, map[string]string{"eventType": "auth.granted", "authSessionId": "as-1"}},
+		{"auth.expired", `{"type":"auth.expired"}`, map[string]string{"authSessionId": "as-1"}},
+		{"auth.revoked", `{"type":"auth.revoked"}`, map[string]string{"eventType": "auth.revoked", "authSessionId": "as-2"}},
+		{"continuation", `{"type":"turn.continue"}`, map[string]string{MetaTurnID: "turn-x"}},
+		{"wake-up", `{"type":"system.wakeup"}`, map[string]string{MetaWake: "resume"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, callTools("whoami"), say("never"))
+			f.send(t, "ev-1", "who am I?")
+			if err := f.e.Delete(context.Background(), f.key); err != nil {
+				t.Fatal(err)
+			}
+			ev := f.event("late-"+tc.name, tc.input)
+			ev.Metadata = tc.meta
+			if err := f.e.Handle(context.Background(), ev); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.store.Load(context.Background(), f.key); !errors.Is(err, domain.ErrNotFound) {
+				t.Fatalf("the deleted instance came back: %v", err)
+			}
+		})
+	}
+	// A message still starts a new conversation on the key.
+	f := newFixture(t, say("hello again"))
+	f.send(t, "ev-new", "hi")
+	if tr := lastTurn(f.state(t)); tr.Final != "hello again" {
+		t.Fatalf("a message on a fresh key: %+v", tr)
+	}
+}
