@@ -1,6 +1,7 @@
 package filestore
 
 import (
+	"container/list"
 	"context"
 	"encoding/json"
 	"errors"
@@ -245,43 +246,79 @@ func stampOf(fi fs.FileInfo) fileStamp {
 	return fileStamp{size: fi.Size(), mtime: fi.ModTime().UnixNano(), ino: inodeOf(fi)}
 }
 
+// maxCachedRecords bounds each record cache (grants, sessions, uploads):
+// sessions are kept for their retention (24 h by default), and a cache of
+// every one of them grew with the consent rate for a day (the soak). The
+// least recently used goes first; a miss costs one decode.
+const maxCachedRecords = 4096
+
 // recordCache holds decoded records by id with the stamp of the file they
-// were decoded from. Entries are never handed out: callers get deep copies.
-// The zero value is ready to use.
+// were decoded from, at most max (default maxCachedRecords) of them, least
+// recently used out first. Entries are never handed out: callers get deep
+// copies. The zero value is ready to use.
 type recordCache[T any] struct {
-	mu sync.RWMutex
-	m  map[string]cacheEntry[T]
+	mu  sync.Mutex
+	max int
+	m   map[string]*list.Element // of *cacheEntry[T]
+	lru list.List                // front: most recently used
 }
 
 type cacheEntry[T any] struct {
+	id    string
 	stamp fileStamp
 	rec   T
 }
 
 func (c *recordCache[T]) cached(id string, st fileStamp) (T, bool) {
-	c.mu.RLock()
-	e, ok := c.m[id]
-	c.mu.RUnlock()
-	if !ok || e.stamp != st {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.m[id]
+	if !ok || el.Value.(*cacheEntry[T]).stamp != st {
 		var zero T
 		return zero, false
 	}
-	return e.rec, true
+	c.lru.MoveToFront(el)
+	return el.Value.(*cacheEntry[T]).rec, true
 }
 
 func (c *recordCache[T]) remember(id string, st fileStamp, rec T) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = map[string]cacheEntry[T]{}
+		c.m = map[string]*list.Element{}
 	}
-	c.m[id] = cacheEntry[T]{stamp: st, rec: rec}
-	c.mu.Unlock()
+	if el, ok := c.m[id]; ok {
+		e := el.Value.(*cacheEntry[T])
+		e.stamp, e.rec = st, rec
+		c.lru.MoveToFront(el)
+		return
+	}
+	c.m[id] = c.lru.PushFront(&cacheEntry[T]{id: id, stamp: st, rec: rec})
+	max := c.max
+	if max <= 0 {
+		max = maxCachedRecords
+	}
+	for c.lru.Len() > max {
+		old := c.lru.Back()
+		c.lru.Remove(old)
+		delete(c.m, old.Value.(*cacheEntry[T]).id)
+	}
 }
 
 func (c *recordCache[T]) drop(id string) {
 	c.mu.Lock()
-	delete(c.m, id)
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if el, ok := c.m[id]; ok {
+		c.lru.Remove(el)
+		delete(c.m, id)
+	}
+}
+
+// size is how many records the cache holds.
+func (c *recordCache[T]) size() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lru.Len()
 }
 
 // checkCtx lets long loops stop when the caller has gone.
