@@ -218,3 +218,31 @@ func TestConsentMessageEndsOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestToolsCallResultTypeOnTheSessionlessRevision: a tools/call answered
+// to a client on protocol 2026-07-28 (the tools function's stateless
+// mode) carries "resultType":"complete", which that revision requires
+// (SEP-2322; the official Python SDK refuses a result without it); older
+// revisions get none.
+func TestToolsCallResultTypeOnTheSessionlessRevision(t *testing.T) {
+	h := newHarness(t, harnessConfig{stateless: true})
+	for _, tc := range []struct {
+		version string
+		want    bool
+	}{{"2026-07-28", true}, {"2025-11-25", false}} {
+		c := h.raw(t, "tok-alice")
+		c.version = tc.version
+		meta := ""
+		if tc.version == "2026-07-28" {
+			meta = `,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"0"}}`
+		}
+		resp, body := c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}`+meta+`}}`,
+			"Mcp-Method", "tools/call", "Mcp-Name", "echo")
+		if resp.StatusCode != 200 || !strings.Contains(body, `"result"`) {
+			t.Fatalf("%s: %d %s", tc.version, resp.StatusCode, body)
+		}
+		if got := strings.Contains(body, `"resultType":"complete"`); got != tc.want {
+			t.Fatalf("%s: resultType present %v, want %v: %s", tc.version, got, tc.want, body)
+		}
+	}
+}

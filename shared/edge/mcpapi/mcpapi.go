@@ -167,7 +167,7 @@ func (s *Server) middleware(sess *session) mcp.Middleware {
 				if err != nil {
 					return nil, err // not a nil *CallToolResult in a non-nil Result
 				}
-				return r, nil
+				return typed(req, r), nil
 			}
 			res, err := next(ctx, method, req)
 			if err == nil && sess.onInitialized != nil {
@@ -178,6 +178,36 @@ func (s *Server) middleware(sess *session) mcp.Middleware {
 			return res, err
 		}
 	}
+}
+
+// completeResult is a tools/call result for a client on protocol
+// 2026-07-28 or later, which requires "resultType" (SEP-2322): the SDK
+// sets it only on results its own tool handlers return, and this
+// server's middleware answers tools/call itself. The SDK keeps the field
+// unexported, so the wire form is written here.
+type completeResult struct{ *mcp.CallToolResult }
+
+func (r completeResult) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(r.CallToolResult)
+	if err != nil || !bytes.HasPrefix(b, []byte("{")) || bytes.Contains(b, []byte(`"resultType"`)) {
+		return b, err
+	}
+	if string(b) == "{}" {
+		return []byte(`{"resultType":"complete"}`), nil
+	}
+	return append([]byte(`{"resultType":"complete",`), b[1:]...), nil
+}
+
+// typed marks r complete for a client whose protocol needs the mark.
+func typed(req mcp.Request, r *mcp.CallToolResult) mcp.Result {
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	if ss == nil {
+		return r
+	}
+	if ip := ss.InitializeParams(); ip == nil || ip.ProtocolVersion < sessionlessRevision {
+		return r
+	}
+	return completeResult{r}
 }
 
 // listing is the caller's tools as MCP lists them: the manifest's tools
