@@ -339,13 +339,14 @@ func (c *clock) advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.U
 // and the latency since the step began.
 func TestStepCompletedFigures(t *testing.T) {
 	usage := model.Usage{PromptTokens: 120, CompletionTokens: 30, TotalTokens: 150}
-	twoCalls := func(model.Request) model.Response {
+	threeCalls := func(model.Request) model.Response {
 		return model.Response{Message: message.Message{Role: message.Assistant, Content: []message.Part{
 			{Type: message.ToolUse, CallID: "c-ok", Name: "echo", Input: json.RawMessage(`{}`)},
 			{Type: message.ToolUse, CallID: "c-bad", Name: "broken", Input: json.RawMessage(`{}`)},
+			{Type: message.ToolUse, CallID: "c-ok2", Name: "lookup", Input: json.RawMessage(`{}`)},
 		}}, Finish: model.FinishToolUse, Usage: usage}
 	}
-	f := newFixture(t, twoCalls, say("done"))
+	f := newFixture(t, threeCalls, say("done"))
 	clk := &clock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
 	f.e.Now = clk.now
 	f.e.Tools = &brokenTools{}
@@ -378,7 +379,7 @@ func TestStepCompletedFigures(t *testing.T) {
 		t.Fatalf("%d step.completed events", len(got))
 	}
 	first, second := got[0], got[1]
-	if first.Step != 1 || first.ToolCalls != 2 || first.Errors != 1 || first.Usage == nil || *first.Usage != usage ||
+	if first.Step != 1 || first.ToolCalls != 3 || first.Errors != 1 || first.Usage == nil || *first.Usage != usage ||
 		first.LatencyMs == nil || *first.LatencyMs != 1500 {
 		t.Fatalf("step 1 figures %+v (usage %v, latency %v)", first, first.Usage, first.LatencyMs)
 	}
@@ -837,5 +838,80 @@ func TestBacklogDropsAuthEventsNothingWaitsFor(t *testing.T) {
 	st := f.state(t)
 	if len(st.Backlog) != 0 || len(st.Turns) != 1 || lastTurn(st).InputEventID != "ev-2" || lastTurn(st).Final != "hello bob" {
 		t.Fatalf("backlog %d, turns %d, last %+v", len(st.Backlog), len(st.Turns), lastTurn(st))
+	}
+}
+
+// TestResultsOfCallsWithoutIndex: calls stored before Call.Index existed
+// (all 0) give their results back in the order of their last update,
+// then of their ids.
+func TestResultsOfCallsWithoutIndex(t *testing.T) {
+	f := newFixture(t, say("done"))
+	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	tr := turn.Turn{ID: "turn-old", Instance: f.key, InputEventID: "ev-0", InputType: EventUserInput, TraceID: "trace-old",
+		Status: turn.TurnRunning, Steps: 1, StepAnswered: true, Catalog: []string{"echo"}, ToolCalls: 3, StartedAt: t0, NextEvent: 1}
+	result := json.RawMessage(`{"status":"ok","output":{}}`)
+	var calls []turn.Call
+	var uses []message.Part
+	for _, c := range []struct {
+		id string
+		at time.Time
+	}{{"c-z", t0.Add(-time.Second)}, {"c-a", t0}, {"c-b", t0}} {
+		calls = append(calls, turn.Call{ID: c.id, TurnID: tr.ID, Step: 1, Tool: "echo", Args: json.RawMessage(`{}`), State: turn.CallOK, Result: result, Starts: 1, UpdatedAt: c.at})
+		uses = append(uses, message.Part{Type: message.ToolUse, CallID: c.id, Name: "echo", Input: json.RawMessage(`{}`)})
+	}
+	seed(t, f, turn.Commit{
+		Instance:  turn.Instance{ActiveTurn: tr.ID, NextSeq: 2},
+		Turn:      &tr,
+		Calls:     []turn.Call{calls[2], calls[1], calls[0]},
+		Events:    []turn.TurnEvent{{TurnID: tr.ID, Seq: 0, Type: turn.EvTurnStarted, At: t0}},
+		Processed: "ev-0",
+		Messages: []message.Event{
+			{Seq: 0, Type: message.LLMMessage, Message: &message.Message{ID: tr.ID + "-input", Role: message.User, Content: []message.Part{{Type: message.Text, Text: "go"}}}},
+			{Seq: 1, Type: message.LLMMessage, Message: &message.Message{ID: tr.ID + "-step1", Role: message.Assistant, Content: uses}},
+		},
+	})
+	if err := f.e.Handle(context.Background(), f.event("cont:turn-old:1", `{"type":"turn.continue"}`)); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, m := range f.model.calls[0].Messages {
+		for _, p := range m.Content {
+			if p.Type == message.ToolResult {
+				order = append(order, p.CallID)
+			}
+		}
+	}
+	if got := strings.Join(order, ","); got != "c-z,c-a,c-b" {
+		t.Fatalf("results in the order %s", got)
+	}
+}
+
+// listFails is a store whose List fails.
+type listFails struct{ turn.Store }
+
+func (listFails) List(context.Context) ([]turn.Instance, []turn.Unreadable, error) {
+	return nil, nil, errStore
+}
+
+// TestInspectAndList: Inspect reads an instance's state (a key that is
+// not one is refused); List names the instances, and says what failed
+// when the store cannot list them.
+func TestInspectAndList(t *testing.T) {
+	f := newFixture(t, say("hi"))
+	f.send(t, "ev-1", "hello")
+	st, err := f.e.Inspect(context.Background(), f.key)
+	if err != nil || !st.HasProcessed("ev-1") || st.Instance.Version == 0 {
+		t.Fatalf("Inspect: %v, version %d", err, st.Instance.Version)
+	}
+	if _, err := f.e.Inspect(context.Background(), turn.InstanceKey{Swarm: "default"}); err == nil {
+		t.Fatal("Inspect of a key without agent or instance key succeeded")
+	}
+	list, _, err := f.e.List(context.Background())
+	if err != nil || len(list) != 1 || list[0].Key != f.key {
+		t.Fatalf("List: %v, %+v", err, list)
+	}
+	f.e.Store = listFails{f.store}
+	if list, _, err := f.e.List(context.Background()); !errors.Is(err, errStore) || !strings.HasPrefix(err.Error(), "engine: list instances") || list != nil {
+		t.Fatalf("List over a failing store: %v, %+v", err, list)
 	}
 }
