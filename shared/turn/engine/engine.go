@@ -75,12 +75,14 @@ type input struct {
 
 func parseInput(ev domain.Event) input {
 	var in input
-	if json.Unmarshal([]byte(ev.Input), &in) != nil || in.Type == "" {
+	err := json.Unmarshal([]byte(ev.Input), &in)
+	if err == nil && in.Type == "" {
+		// An object without a type takes the one its metadata names.
+		in.Type = ev.Metadata["eventType"]
+	}
+	if err != nil || in.Type == "" {
 		// A bare string is a user's message.
 		return input{Type: EventUserInput, Text: ev.Input}
-	}
-	if t := ev.Metadata["eventType"]; in.Type == "" && t != "" {
-		in.Type = t
 	}
 	return in
 }

@@ -459,3 +459,43 @@ func TestNewsForADeletedInstanceDoesNotBringItBack(t *testing.T) {
 		t.Fatalf("a message on a fresh key: %+v", tr)
 	}
 }
+
+// TestReplacementCallIDsNeverCollide: a model answer whose ids look like
+// the engine's replacements (["call_s1_1", ""], or one id twice) still
+// gets one id per call: every call runs once and the history pairs each.
+func TestReplacementCallIDsNeverCollide(t *testing.T) {
+	for _, ids := range [][]string{{"call_s1_1", ""}, {"call_s1_1", "call_s1_1"}, {"", "call_s1_0"}} {
+		answer := func(model.Request) model.Response {
+			var parts []message.Part
+			for _, id := range ids {
+				parts = append(parts, message.Part{Type: message.ToolUse, CallID: id, Name: "echo", Input: json.RawMessage(`{}`)})
+			}
+			return model.Response{Message: message.Message{Role: message.Assistant, Content: parts}, Finish: model.FinishToolUse}
+		}
+		f := newFixture(t, answer, say("done"))
+		f.send(t, "ev-1", "go")
+		st := f.state(t)
+		if tr := lastTurn(st); tr.Status != turn.TurnCompleted || f.tools.ran("echo") != 2 {
+			t.Fatalf("%q: turn %s, echo ran %d times", ids, tr.Status, f.tools.ran("echo"))
+		}
+		if bad := message.CheckToolPairs(mustFold(st)); len(bad) != 0 || strings.Count(history(st), "use:echo") != 2 {
+			t.Fatalf("%q: history %s %+v", ids, history(st), bad)
+		}
+	}
+}
+
+// TestTypeFromMetadata: an event whose JSON names no type takes the one
+// its metadata names (eventType); the input's own type wins over it.
+func TestTypeFromMetadata(t *testing.T) {
+	ev := domain.Event{Input: `{"grantId":"g"}`, Metadata: map[string]string{"eventType": EventAuthGranted}}
+	if in := parseInput(ev); in.Type != EventAuthGranted {
+		t.Fatalf("from metadata: %+v", in)
+	}
+	ev.Input = `{"type":"user.input","text":"hi"}`
+	if in := parseInput(ev); in.Type != EventUserInput || in.Text != "hi" {
+		t.Fatalf("own type: %+v", in)
+	}
+	if in := parseInput(domain.Event{Input: `{"text":"hi"}`}); in.Type != EventUserInput || in.Text != `{"text":"hi"}` {
+		t.Fatalf("no type anywhere: %+v", in)
+	}
+}

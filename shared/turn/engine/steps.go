@@ -330,7 +330,12 @@ func (r *run) uniqueCallIDs(t turn.Turn, step int, parts []message.Part) []messa
 	out := make([]message.Part, len(parts))
 	for i, p := range parts {
 		if p.Type == message.ToolUse && (p.CallID == "" || seen[p.CallID] || len(p.CallID) > 64) {
+			// A fresh id no call of the turn has — the model's own ids
+			// may look like ours.
 			p.CallID = fmt.Sprintf("call_s%d_%d", step, i)
+			for n := 2; seen[p.CallID]; n++ {
+				p.CallID = fmt.Sprintf("call_s%d_%d_%d", step, i, n)
+			}
 		}
 		if p.Type == message.ToolUse {
 			seen[p.CallID] = true
