@@ -166,13 +166,14 @@ func TestREADMETokenWalkthrough(t *testing.T) {
 		t.Fatalf("grants list printed:\n%s\nthe README shows:\n%s", grants, strings.Join(shown, "\n"))
 	}
 	// The README: the worker took auth.granted for Swarm default, instance
-	// 1700000000.000100, Agent assistant, and nothing ran.
+	// 1700000000.000100, Agent assistant, which has no turn: dropped,
+	// nothing ran.
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		log := r.Out.String()
-		if i := strings.Index(log, `"msg":"auth event with no call parked on it"`); i >= 0 {
+		if i := strings.Index(log, `"msg":"event for an instance that does not exist dropped"`); i >= 0 {
 			line := log[i:]
 			line = line[:strings.IndexByte(line, '\n')]
-			if !strings.Contains(line, `"authSessionId":"`+session+`"`) || !strings.Contains(line, `"instance":"default/1700000000.000100/assistant"`) {
+			if !strings.Contains(line, `"eventId":"`+session+`"`) || !strings.Contains(line, `"instance":"default/1700000000.000100/assistant"`) {
 				t.Fatalf("the worker's line: %s", line)
 			}
 			break
