@@ -24,10 +24,11 @@ const (
 	DefaultMaxStream = 10 * time.Minute
 )
 
-// streamWriteWindow bounds one write of a stream: a client that stops
+// StreamWriteWindow bounds one write of a stream (every stream, the MCP
+// server's too): a client that stops
 // reading is dropped after it, as http.Server's WriteTimeout would drop
 // it, while a stream that keeps writing lives on.
-const streamWriteWindow = 30 * time.Second
+const StreamWriteWindow = 30 * time.Second
 
 // deadlineMargin is the time a stream keeps for its last words before the
 // request context's deadline (a Lambda invocation's end): the reconnect
@@ -141,7 +142,7 @@ func OpenStream(w http.ResponseWriter, r *http.Request, lim StreamLimits) (*Stre
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	h.Del("Content-Length")
-	_ = s.rc.SetWriteDeadline(time.Now().Add(streamWriteWindow))
+	_ = s.rc.SetWriteDeadline(time.Now().Add(StreamWriteWindow))
 	w.WriteHeader(http.StatusOK)
 	if err := s.rc.Flush(); err != nil {
 		return nil, err
@@ -200,7 +201,7 @@ func (s *Stream) Comment(text string) error {
 func (s *Stream) write(b []byte) error {
 	// A writer without deadlines (a recorder, the Lambda stream) has none
 	// to move: its ErrNotSupported is no failure.
-	_ = s.rc.SetWriteDeadline(time.Now().Add(streamWriteWindow))
+	_ = s.rc.SetWriteDeadline(time.Now().Add(StreamWriteWindow))
 	if _, err := s.w.Write(b); err != nil {
 		return err
 	}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/agentauth/agentauth/shared/edge/httpx"
 )
 
 // What the MCP server's event streams add to the SDK's writing, the rules
@@ -18,9 +20,6 @@ import (
 // comment, so proxies keep it open and a client that went away is seen;
 // and every stream starts with a retry field, the reconnection delay.
 const (
-	// streamWriteWindow bounds one write of a stream (httpx's window): a
-	// client that stops reading is dropped after it.
-	streamWriteWindow = 30 * time.Second
 	// reconnectAfter is the stream's retry field.
 	reconnectAfter = 3 * time.Second
 )
@@ -72,7 +71,7 @@ func (x *streamWriter) Write(b []byte) (int, error) {
 	}
 	// A writer without deadlines (a recorder, the Lambda stream) has none
 	// to move: its ErrNotSupported is no failure.
-	_ = x.rc.SetWriteDeadline(time.Now().Add(streamWriteWindow))
+	_ = x.rc.SetWriteDeadline(time.Now().Add(httpx.StreamWriteWindow))
 	if !x.started {
 		x.started = true
 		if isEventStream(x.w.Header()) {
@@ -120,7 +119,7 @@ func (x *streamWriter) ping() {
 	if x.ended {
 		return
 	}
-	_ = x.rc.SetWriteDeadline(time.Now().Add(streamWriteWindow))
+	_ = x.rc.SetWriteDeadline(time.Now().Add(httpx.StreamWriteWindow))
 	if _, err := x.w.Write(keepAliveComment); err != nil {
 		x.cancel() // the client is gone
 		return
