@@ -30,6 +30,7 @@ const cleanupEvery = time.Minute
 // serveOptions are serve's flags beyond the configuration.
 type serveOptions struct {
 	addr, level, debugAddr string
+	idleRelease            time.Duration
 }
 
 // serveCommands are the servers: agentauth itself and the demo's
@@ -50,6 +51,7 @@ func serveCommands() []command {
 				fs.StringVar(&cfg.PublicURL, "public-url", cfg.PublicURL, "the public base `URL` providers redirect browsers to (default http://<addr>)")
 				fs.StringVar(&o.level, "log-level", "info", "`LEVEL` the least severe level logged: debug, info, warn or error")
 				fs.StringVar(&o.debugAddr, "debug-addr", "", "serve /debug/vars (goroutines, heap, GC) and /debug/pprof on this loopback `HOST:PORT`, e.g. 127.0.0.1:6060 (default: off)")
+				fs.DurationVar(&o.idleRelease, "idle-release", defaultIdleRelease, "after `DURATION` with no request, drop the in-memory caches and return the memory to the OS (0: never)")
 				return func(ctx context.Context, std stdio, _ []string) error {
 					return cmdServe(ctx, *cfg, o, std.out, std.err)
 				}
@@ -83,6 +85,9 @@ func cmdServe(ctx context.Context, cfg config.Config, o serveOptions, stdout, st
 			return err
 		}
 	}
+	if o.idleRelease < 0 {
+		return usageError{msg: fmt.Sprintf("serve: --idle-release %s: want a duration ≥ 0 (0: never release)", o.idleRelease)}
+	}
 	if cfg.AWS != nil {
 		return usageError{msg: fmt.Sprintf("serve runs on the embedded backends in --home; unset %s (the AWS backends are for the Lambda functions)", config.Table)}
 	}
@@ -114,8 +119,16 @@ func cmdServe(ctx context.Context, cfg config.Config, o serveOptions, stdout, st
 	if err != nil {
 		return err
 	}
+	handler := a.Handler()
+	if o.idleRelease > 0 {
+		idle := newIdleRelease(o.idleRelease, h.ReleaseCaches, log)
+		handler = idle.wrap(handler)
+		t := time.NewTicker(max(o.idleRelease/3, time.Second))
+		defer t.Stop()
+		go idle.run(ctx, t.C)
+	}
 	srv := &http.Server{
-		Handler:           a.Handler(),
+		Handler:           handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      oauth.MaxWait + 15*time.Second, // long polls

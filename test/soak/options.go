@@ -110,9 +110,9 @@ func (o *options) flags() *flag.FlagSet {
 	fs.Float64Var(&o.limits.p50Slope, "max-p50-slope", 100, "flat latency: a route's p50 moves at most this percent of its mean per hour")
 	fs.Float64Var(&o.limits.noise, "noise", 2, "a slope is not flat only beyond this many standard errors of its estimate too")
 	fs.Float64Var(&o.limits.idleCPU, "idle-cpu", 5, "idle CPU within this many percentage points of a core of the baseline")
-	fs.Float64Var(&o.limits.idleRSS, "idle-rss", 64, "idle RSS within this many MiB of the baseline (loose: Go collects an idle heap only every 2 min and returns memory to the OS gradually)")
+	fs.Float64Var(&o.limits.idleRSS, "idle-rss", 48, "idle RSS within this many MiB of the baseline (serve drops its caches and returns the freed memory to the OS after 30 s with no request, --idle-release; the runtime keeps some spans and stacks)")
 	fs.IntVar(&o.limits.idleGoroutines, "idle-goroutines", 10, "idle goroutines within this many of the baseline (what the load started ends with it, but serve's pooled keep-alive connections to the upstream, model and provider, 2 goroutines each, stay up to its HTTP clients' idle timeout, and a sweep may be running)")
-	fs.Float64Var(&o.limits.idleHeap, "idle-heap", 48, "idle heap in use within this many MiB of the baseline (loose, and measured as it is, no GC forced: an idle server allocates next to nothing, so the garbage of the load's last GC cycle, up to GOGC=100% of the live heap, stays until the runtime's forced GC every 2 min; and the turn store's 16 MiB cache stays full by design)")
+	fs.Float64Var(&o.limits.idleHeap, "idle-heap", 24, "idle heap in use within this many MiB of the baseline (serve drops its caches and collects after 30 s with no request, --idle-release; what stays is its live state: the bundle, indexes, pools)")
 	fs.IntVar(&o.limits.idleFDs, "idle-fds", 10, "idle open files within this many of the baseline")
 	fs.Float64Var(&o.limits.errorRate, "max-error-rate", 0.01, "a route whose requests fail more often than this fraction fails the soak")
 	return fs

@@ -37,6 +37,14 @@ type Backends struct {
 	Turns *turnfile.Store
 }
 
+// ReleaseCaches drops what the stores keep in memory to answer warm reads
+// (decoded grants and sessions, instance states); reads after it decode
+// from the files again.
+func (b *Backends) ReleaseCaches() {
+	b.Store.ReleaseCaches()
+	b.Turns.ReleaseCache()
+}
+
 // Option sets an optional setting of Open.
 type Option func(*settings)
 

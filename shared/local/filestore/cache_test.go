@@ -1,8 +1,12 @@
 package filestore
 
 import (
+	"context"
 	"fmt"
+	"reflect"
 	"testing"
+
+	"github.com/agentauth/agentauth/shared/testkit/storetest"
 )
 
 // TestRecordCacheIsBounded: the cache keeps at most its bound, the least
@@ -43,5 +47,50 @@ func TestRecordCacheIsBounded(t *testing.T) {
 	}
 	if d.size() != maxCachedRecords {
 		t.Fatalf("the default bound: %d", d.size())
+	}
+}
+
+// TestReleaseCaches: ReleaseCaches empties the grant and session caches
+// (serve calls it when idle, so a burst's records do not stay in memory),
+// and every record reads back the same from its file afterwards.
+func TestReleaseCaches(t *testing.T) {
+	ctx := context.Background()
+	s, err := New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := storetest.SampleGrant(storetest.NewGrantID())
+	if _, err := s.PutGrant(ctx, g, 0); err != nil {
+		t.Fatal(err)
+	}
+	sess := storetest.SampleSession(storetest.NewSessionID())
+	if err := s.CreateSession(ctx, sess); err != nil {
+		t.Fatal(err)
+	}
+	wantG, err := s.GetGrant(ctx, g.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantS, err := s.GetSession(ctx, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.grants.size() != 1 || s.sessions.size() != 1 {
+		t.Fatalf("before: %d grants, %d sessions cached, want 1 and 1", s.grants.size(), s.sessions.size())
+	}
+	s.ReleaseCaches()
+	if s.grants.size() != 0 || s.sessions.size() != 0 {
+		t.Fatalf("after ReleaseCaches: %d grants, %d sessions cached, want none", s.grants.size(), s.sessions.size())
+	}
+	gotG, err := s.GetGrant(ctx, g.ID)
+	if err != nil || !reflect.DeepEqual(gotG, wantG) {
+		t.Fatalf("the grant after the release: %+v (%v), want %+v", gotG, err, wantG)
+	}
+	gotS, err := s.GetSession(ctx, sess.ID)
+	if err != nil || !reflect.DeepEqual(gotS, wantS) {
+		t.Fatalf("the session after the release: %+v (%v), want %+v", gotS, err, wantS)
+	}
+	if s.grants.size() != 1 || s.sessions.size() != 1 {
+		t.Fatalf("the caches did not refill: %d grants, %d sessions", s.grants.size(), s.sessions.size())
 	}
 }

@@ -51,6 +51,14 @@ type Store struct {
 
 var _ domain.Store = (*Store)(nil)
 
+// ReleaseCaches drops the decoded grants and sessions the store keeps in
+// memory; the next read of each decodes its file again. serve calls it when
+// it has been idle (cmd/agentauth idle.go).
+func (s *Store) ReleaseCaches() {
+	s.grants.purge()
+	s.sessions.purge()
+}
+
 // New opens (creating if needed) the store under <home>/oauth, with tenant
 // uploads under <home>/tenants.
 func New(home string) (*Store, error) {
@@ -312,6 +320,14 @@ func (c *recordCache[T]) drop(id string) {
 		c.lru.Remove(el)
 		delete(c.m, id)
 	}
+}
+
+// purge drops every record.
+func (c *recordCache[T]) purge() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lru.Init()
+	c.m = nil
 }
 
 // size is how many records the cache holds.

@@ -80,6 +80,13 @@ func (l *lru) remove(dir string) {
 	l.used -= e.Value.(*lruEntry).c.cost()
 }
 
+// clear drops every state.
+func (l *lru) clear() {
+	l.order.Init()
+	clear(l.byDir)
+	l.used = 0
+}
+
 // dirs lists the cached directories, most recently used first (tests).
 func (l *lru) dirs() []string {
 	var out []string

@@ -223,3 +223,45 @@ func normalize(st turn.State) string {
 	out, _ := json.Marshal(v)
 	return string(out)
 }
+
+// TestReleaseCache: ReleaseCache empties the cache (serve calls it when
+// idle) and every instance reads back the same from its files.
+func TestReleaseCache(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	keys, _ := threeInstances(t, dir)
+	s, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for name, k := range keys {
+		st, err := s.Load(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[name] = normalize(st)
+	}
+	if got := cachedNames(s, keys); len(strings.Split(got, ",")) != 3 {
+		t.Fatalf("before: cached %q, want all three", got)
+	}
+	s.ReleaseCache()
+	s.mu.Lock()
+	used := s.cache.used
+	s.mu.Unlock()
+	if got := cachedNames(s, keys); got != "" || used != 0 {
+		t.Fatalf("after ReleaseCache: cached %q (%d bytes), want none", got, used)
+	}
+	for name, k := range keys {
+		st, err := s.Load(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if normalize(st) != want[name] {
+			t.Fatalf("%s after the release:\n%s\nwant\n%s", name, normalize(st), want[name])
+		}
+	}
+	if got := cachedNames(s, keys); len(strings.Split(got, ",")) != 3 {
+		t.Fatalf("the cache did not refill: %q", got)
+	}
+}

@@ -92,6 +92,16 @@ func New(dir string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
+// ReleaseCache drops every state this Store holds in memory; the next
+// read of each instance parses its files again. serve calls it when it has
+// been idle (cmd/agentauth idle.go), so a server that handled a burst
+// returns to its idle footprint instead of holding the burst's states.
+func (s *Store) ReleaseCache() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cache.clear()
+}
+
 const (
 	snapshotFile = "snapshot.json"
 	journalFile  = "journal.jsonl"
