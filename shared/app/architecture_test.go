@@ -64,7 +64,7 @@ func layer(pkg string) string {
 	case pkg == "shared/turn/model/openai", pkg == "shared/turn/model/bedrock":
 		// The model adapters call providers over the network.
 		return "adapter"
-	case pkg == "shared/oauth", pkg == "shared/bundle", strings.HasPrefix(pkg, "shared/tools/"), strings.HasPrefix(pkg, "shared/turn"):
+	case pkg == "shared/oauth", pkg == "shared/bundle", pkg == "shared/changeset", strings.HasPrefix(pkg, "shared/tools/"), strings.HasPrefix(pkg, "shared/turn"):
 		return "pure"
 	case strings.HasPrefix(pkg, "shared/aws/"), strings.HasPrefix(pkg, "shared/local/"):
 		return "adapter"

@@ -12,7 +12,7 @@ const (
 )
 
 func decodeAgent(r *res, d *document) {
-	spec := r.spec(d, "modelRef", "systemPrompt", "tools", "limits")
+	spec := r.spec(d, "modelRef", "systemPrompt", "tools", "limits", "changesets")
 	if spec == nil {
 		return
 	}
@@ -39,6 +39,7 @@ func decodeAgent(r *res, d *document) {
 	a.MaxStepsPerTurn = limits.intIn("maxStepsPerTurn", 0, 1, maxStepsPerTurn)
 	a.MaxToolCallsPerStep = limits.intIn("maxToolCallsPerStep", DefaultMaxToolCallsPerStep, 1, maxToolCallsPerStep)
 	a.ToolTimeout = time.Duration(limits.intIn("toolTimeoutSeconds", defaultToolTimeoutSecs, 1, maxToolTimeoutSecs)) * time.Second
+	a.Changesets = agentChangesets(spec)
 
 	keepFirst(r.l.b.Agents, a.Name, a)
 }

@@ -174,12 +174,12 @@ func LoadDir(dir string, opts Options) (*Bundle, error) {
 		if d.IsDir() {
 			return nil
 		}
-		if ext := filepath.Ext(path); ext != ".yaml" && ext != ".yml" {
-			return nil
-		}
 		rel, err := filepath.Rel(dir, path)
 		if err != nil {
 			return err
+		}
+		if !IsBundleFile(filepath.ToSlash(rel)) {
+			return nil
 		}
 		data, err := os.ReadFile(path)
 		if err != nil {

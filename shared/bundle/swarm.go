@@ -33,7 +33,9 @@ func decodeSwarm(r *res, d *document) {
 	if entryS.OK && member(spec, "entrypoint", entryS, entry.Name) {
 		s.Entrypoint = entry.Name
 	}
-	s.MaxStepsPerTurn = spec.child("policy", "maxStepsPerTurn").intIn("maxStepsPerTurn", DefaultMaxStepsPerTurn, 1, maxStepsPerTurn)
+	policy := spec.child("policy", "maxStepsPerTurn", "changesets")
+	s.MaxStepsPerTurn = policy.intIn("maxStepsPerTurn", DefaultMaxStepsPerTurn, 1, maxStepsPerTurn)
+	s.Changesets = swarmChangesets(policy)
 
 	catchAll := ""
 	spec.listItems("ingress", func(p string, line int, n *yaml.Node) {

@@ -187,10 +187,12 @@ func TestParseAgents(t *testing.T) {
 				ExplicitToolIDs: []string{"native:now", "tenant:later"},
 				ExcludedToolIDs: []string{"slack:legacy_post"},
 			},
-			MaxStepsPerTurn: 8, MaxToolCallsPerStep: 4, ToolTimeout: 30 * time.Second},
+			MaxStepsPerTurn: 8, MaxToolCallsPerStep: 4, ToolTimeout: 30 * time.Second,
+			Changesets: AgentChangesets{Enabled: true}},
 		"helper": {Name: "helper", File: "turn.yaml", Line: 61,
 			ModelRef:            domain.ObjectRef{Kind: "Model", Name: "local"},
-			MaxToolCallsPerStep: DefaultMaxToolCallsPerStep, ToolTimeout: DefaultToolTimeout},
+			MaxToolCallsPerStep: DefaultMaxToolCallsPerStep, ToolTimeout: DefaultToolTimeout,
+			Changesets: AgentChangesets{Enabled: true}},
 	}
 	if !reflect.DeepEqual(b.Agents, want) {
 		for name, a := range b.Agents {
@@ -234,9 +236,11 @@ func TestParseSwarms(t *testing.T) {
 				{Properties: map[string]string{"channel": "help", "priority": "high"}},
 				{Event: "system.wakeup", Agent: "helper"},
 				{},
-			}},
+			},
+			Changesets: SwarmChangesets{EmitRevisionChanged: true}},
 		"solo": {Name: "solo", File: "turn.yaml", Line: 83,
-			Agents: []string{"helper"}, Entrypoint: "helper", MaxStepsPerTurn: DefaultMaxStepsPerTurn},
+			Agents: []string{"helper"}, Entrypoint: "helper", MaxStepsPerTurn: DefaultMaxStepsPerTurn,
+			Changesets: SwarmChangesets{EmitRevisionChanged: true}},
 	}
 	if !reflect.DeepEqual(b.Swarms, want) {
 		for name, s := range b.Swarms {

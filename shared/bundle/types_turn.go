@@ -82,6 +82,10 @@ const (
 //	limits.maxStepsPerTurn        integer 1..1000               overrides the Swarm's policy.maxStepsPerTurn
 //	limits.maxToolCallsPerStep    integer 1..128, default 16    the most tool calls one step makes
 //	limits.toolTimeoutSeconds     integer 1..900, default 60    one tool call
+//	changesets.enabled            boolean, default true         false: the agent may not change the bundle even when its
+//	                                                            Swarm's policy.changesets allows it
+//	changesets.allowed.files      [glob]                        the files it may change, within its Swarm's list; absent or
+//	                                                            empty: every file (see Swarm.ChangesetPolicy)
 type Agent struct {
 	Name   string // metadata.name
 	Labels map[string]string
@@ -95,6 +99,16 @@ type Agent struct {
 	MaxStepsPerTurn     int // limits.maxStepsPerTurn; 0: the Swarm's (see Swarm.StepLimit)
 	MaxToolCallsPerStep int
 	ToolTimeout         time.Duration
+
+	Changesets AgentChangesets
+}
+
+// AgentChangesets is an Agent's changesets: whether it takes part when its
+// Swarm enables changesets, and which files it may change. Ask
+// Swarm.ChangesetPolicy, which combines it with the Swarm's.
+type AgentChangesets struct {
+	Enabled      bool     // changesets.enabled; true when the bundle sets none
+	AllowedFiles []string // changesets.allowed.files, distinct globs; nil: every file
 }
 
 // Ref is the agent's object reference.
@@ -108,17 +122,27 @@ const DefaultMaxStepsPerTurn = 32
 // conversation, and which of them an incoming event goes to. Its spec
 // fields:
 //
-//	field                     type                           rule
-//	agents                    [Agent/<name>], required       Agents of the bundle, at least one, each once
-//	entrypoint                Agent/<name>, required         one of agents
-//	policy.maxStepsPerTurn    integer 1..1000, default 32    a turn ends after this many steps (an Agent's limit overrides it)
-//	ingress                   [rule]                         routes events to agents; first match wins
+//	field                                       type                           rule
+//	agents                                      [Agent/<name>], required       Agents of the bundle, at least one, each once
+//	entrypoint                                  Agent/<name>, required         one of agents
+//	policy.maxStepsPerTurn                      integer 1..1000, default 32    a turn ends after this many steps (an Agent's limit
+//	                                                                           overrides it)
+//	policy.changesets.enabled                   boolean, default false         whether the swarm's agents may change the bundle
+//	policy.changesets.allowed.files             [glob]                         the files they may change; absent or empty: every file
+//	policy.changesets.emitRevisionChangedEvent  boolean, default true          whether a committed changeset emits a revision-changed event
+//	ingress                                     [rule]                         routes events to agents; first match wins
 //
 // and an ingress rule's:
 //
 //	match.event               string                         the event type, exactly; omitted: any
 //	match.properties          {string: string}               each must equal the event's property; omitted: any
 //	route.agentRef            Agent/<name>                   one of agents; omitted: the entrypoint
+//
+// A glob of allowed.files (the Swarm's and an Agent's) matches the whole
+// slash-separated path relative to the bundle root: * and ? within one
+// segment, ** across segments, {a,b} and [a-z] as in doublestar; names
+// starting with "." match like any other. It must be relative, without
+// backslashes, . or .. segments, or empty segments.
 //
 // event and properties AND; a rule without match (or with an empty one)
 // matches every event, so any rule after it is unreachable (a warning).
@@ -132,6 +156,16 @@ type Swarm struct {
 	Entrypoint      string   // one of Agents
 	MaxStepsPerTurn int      // policy.maxStepsPerTurn
 	Ingress         []IngressRule
+	Changesets      SwarmChangesets // policy.changesets
+}
+
+// SwarmChangesets is a Swarm's policy.changesets: whether its agents may
+// change the bundle, and which files. Ask Swarm.ChangesetPolicy, which
+// combines it with an Agent's.
+type SwarmChangesets struct {
+	Enabled             bool     // enabled; false when the bundle sets none
+	AllowedFiles        []string // allowed.files, distinct globs; nil: every file
+	EmitRevisionChanged bool     // emitRevisionChangedEvent; true when the bundle sets none
 }
 
 // IngressRule is one rule of a Swarm's ingress.

@@ -1,0 +1,228 @@
+// Package bundlerepo is the local changeset backend: the bundle directory
+// as a git repository (go-git), its checked-out branch as the active ref,
+// and changeset records as files under the home.
+package bundlerepo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+
+	"github.com/agentauth/agentauth/shared/changeset"
+)
+
+// Repo is a bundle directory that is a git repository.
+type Repo struct {
+	dir    string
+	gitDir string
+	repo   *git.Repository
+	objs   *lockedObjects
+	// branch is the ref HEAD names: the active revision.
+	branch plumbing.ReferenceName
+}
+
+var _ changeset.Repo = (*Repo)(nil)
+
+// ErrNotRepository: the directory has no .git of its own.
+var ErrNotRepository = errors.New("not a git repository")
+
+// IsRepository reports whether dir has a git repository of its own (a
+// .git directory at its root; a parent's repository does not count).
+func IsRepository(dir string) bool {
+	fi, err := os.Stat(filepath.Join(dir, git.GitDirName))
+	return err == nil && fi.IsDir()
+}
+
+// Open opens the repository at dir. Its HEAD must name a branch: that
+// branch is the active revision.
+func Open(dir string) (*Repo, error) {
+	if !IsRepository(dir) {
+		return nil, fmt.Errorf("bundle %s: %w (run `agentauth bundle init --bundle %s`, or git init and commit it)", dir, ErrNotRepository, dir)
+	}
+	r, err := git.PlainOpen(dir)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: open the git repository: %w", dir, err)
+	}
+	head, err := r.Storer.Reference(plumbing.HEAD)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: read HEAD: %w", dir, err)
+	}
+	if head.Type() != plumbing.SymbolicReference || !head.Target().IsBranch() {
+		return nil, fmt.Errorf("bundle %s: HEAD is detached at %s; check out a branch (git -C %s switch main): its commits are the active revision", dir, head.Hash(), dir)
+	}
+	return &Repo{dir: dir, gitDir: filepath.Join(dir, git.GitDirName), repo: r, objs: &lockedObjects{s: r.Storer}, branch: head.Target()}, nil
+}
+
+// Branch is the active branch's name (refs/heads/…).
+func (r *Repo) Branch() plumbing.ReferenceName { return r.branch }
+
+// Objects is the repository's object database.
+func (r *Repo) Objects() storer.EncodedObjectStorer { return r.objs }
+
+// Head is the branch's commit.
+func (r *Repo) Head(context.Context) (plumbing.Hash, error) {
+	r.objs.mu.Lock() // go-git's reference reads share its storage's state
+	ref, err := r.repo.Storer.Reference(r.branch)
+	r.objs.mu.Unlock()
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return plumbing.ZeroHash, changeset.ErrNoRevision
+	}
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("bundle %s: read %s: %w", r.dir, r.branch, err)
+	}
+	return ref.Hash(), nil
+}
+
+// staleLock is how old a ref's lock file must be before a writer takes it
+// as left by a crash: a ref update holds it for milliseconds.
+const staleLock = time.Minute
+
+// lockWait bounds how long SwapHead waits for another writer's lock.
+const lockWait = 10 * time.Second
+
+// SwapHead moves the branch from old to new with git's own lock-file
+// protocol (<ref>.lock created exclusively, written, fsynced, renamed over
+// the ref), so it excludes other agentauth processes and the git command
+// line alike, and a crash leaves the old ref or the new one, never a torn
+// one. go-git's own CheckAndSetReference truncates the ref file in place
+// under flock: a crash between the truncate and the write leaves an empty
+// ref, and git's lock file does not see it.
+func (r *Repo) SwapHead(ctx context.Context, old, new plumbing.Hash) error {
+	refPath := filepath.Join(r.gitDir, filepath.FromSlash(r.branch.String()))
+	if err := os.MkdirAll(filepath.Dir(refPath), 0o755); err != nil {
+		return err
+	}
+	lock, err := r.lock(ctx, refPath+".lock")
+	if err != nil {
+		return err
+	}
+	done := false
+	defer func() {
+		if !done {
+			lock.Close()
+			os.Remove(lock.Name())
+		}
+	}()
+	cur, err := r.Head(ctx)
+	if errors.Is(err, changeset.ErrNoRevision) {
+		cur = plumbing.ZeroHash
+	} else if err != nil {
+		return err
+	}
+	if cur != old {
+		return changeset.ErrHeadMoved
+	}
+	if _, err := lock.WriteString(new.String() + "\n"); err != nil {
+		return err
+	}
+	if err := lock.Sync(); err != nil {
+		return err
+	}
+	if err := lock.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(lock.Name(), refPath); err != nil {
+		return err
+	}
+	done = true
+	return syncDir(filepath.Dir(refPath))
+}
+
+// lock creates the lock file, waiting while another writer holds it and
+// taking over one a crash left behind.
+func (r *Repo) lock(ctx context.Context, path string) (*os.File, error) {
+	deadline := time.Now().Add(lockWait)
+	wait := time.Millisecond
+	for {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+		if fi, serr := os.Stat(path); serr == nil && time.Since(fi.ModTime()) > staleLock {
+			os.Remove(path) // left by a crash: nobody holds a ref lock this long
+			continue
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("bundle %s: %s is held by another writer for over %s (remove it if no git command is running)", r.dir, path, lockWait)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+	}
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
+		return err
+	}
+	return nil
+}
+
+// Init makes dir a git repository on branch main whose first commit is
+// every file under it but hidden ones (the bundle as it is), and returns
+// that commit. It refuses a directory that already is one.
+func Init(dir string, when time.Time) (plumbing.Hash, error) {
+	if IsRepository(dir) {
+		return plumbing.ZeroHash, fmt.Errorf("bundle %s is already a git repository", dir)
+	}
+	r, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")}})
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("bundle %s: git init: %w", dir, err)
+	}
+	w, err := r.Worktree()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != dir && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		_, err = w.Add(filepath.ToSlash(rel))
+		return err
+	})
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("bundle %s: add its files: %w", dir, err)
+	}
+	sig := &object.Signature{Name: "agentauth", Email: "agentauth@agentauth.invalid", When: when.UTC().Truncate(time.Second)}
+	h, err := w.Commit("the bundle as agentauth found it\n", &git.CommitOptions{Author: sig, Committer: sig, AllowEmptyCommits: false})
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("bundle %s: first commit: %w", dir, err)
+	}
+	return h, nil
+}

@@ -1,0 +1,163 @@
+package bundlerepo
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/agentauth/agentauth/shared/changeset"
+	"github.com/agentauth/agentauth/shared/testkit/changesettest"
+)
+
+// emptyRepo is a fresh repository on branch main with no commit, and
+// records under another directory (the home).
+func emptyRepo(t *testing.T) (changeset.Repo, changeset.Records) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "bundle")
+	if _, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := NewRecords(filepath.Join(t.TempDir(), "home", "changesets"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, recs
+}
+
+func TestConformance(t *testing.T) { changesettest.Run(t, emptyRepo) }
+
+// TestGitReadsTheHistory: the git command line checks the repository a
+// changeset committed to (fsck --strict) and its log shows the commit
+// with its trailers; a ref git itself moved is what Head reads next.
+func TestGitReadsTheHistory(t *testing.T) {
+	gitBin, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git command on this machine")
+	}
+	dir := filepath.Join(t.TempDir(), "bundle")
+	if err := os.MkdirAll(filepath.Join(dir, "tools"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range changesettest.Seed() {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f.Path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.Path), f.Data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := Init(dir, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := NewRecords(filepath.Join(t.TempDir(), "changesets"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	m := &changeset.Manager{Repo: r, Records: recs, Validate: changesettest.Validate}
+	c := changeset.Caller{Owner: changeset.Owner{Swarm: "default", Instance: "thread-1", Agent: "assistant"}, TurnID: "turn-1", Policy: changesettest.Everyone}
+	o, err := m.Open(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.BaseRef != changeset.Ref(first) {
+		t.Fatalf("base %s, want the first commit %s", o.BaseRef, first)
+	}
+	if err := m.WriteFile(ctx, c, o.ChangesetID, "tools/gamma.yaml", []byte(changesettest.Tool("gamma"))); err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Commit(ctx, c, o.ChangesetID, "add gamma")
+	if err != nil || res.Status != changeset.StatusOK {
+		t.Fatalf("%+v %v", res, err)
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(gitBin, append([]string{"-C", dir}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	run("fsck", "--strict")
+	log := run("log", "--format=%H%n%an <%ae>%n%B")
+	for _, want := range []string{strings.TrimPrefix(res.NewRef, changeset.RefPrefix), "agent assistant <assistant@default.agents.agentauth.invalid>",
+		"add gamma", "Changeset-Id: " + o.ChangesetID, "Agentauth-Instance: thread-1", "the bundle as agentauth found it"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("git log lacks %q:\n%s", want, log)
+		}
+	}
+	if got := run("show", "HEAD:tools/gamma.yaml"); got != changesettest.Tool("gamma") {
+		t.Fatalf("git show: %q", got)
+	}
+	// git moves the branch; Head follows, and a swap from the stale value
+	// loses.
+	run("-c", "user.name=op", "-c", "user.email=op@example.com", "commit", "--allow-empty", "-q", "-m", "by hand")
+	h, err := r.Head(ctx)
+	if err != nil || changeset.Ref(h) == res.NewRef {
+		t.Fatalf("head after git commit: %s %v", h, err)
+	}
+	stale, _ := changeset.ParseRef(res.NewRef)
+	if err := r.SwapHead(ctx, stale, first); !errors.Is(err, changeset.ErrHeadMoved) {
+		t.Fatalf("a swap from a stale head: %v", err)
+	}
+}
+
+// TestSwapHeadLock: a lock file another writer holds makes SwapHead wait
+// and fail with what to do; one a crash left (older than staleLock) is
+// taken over.
+func TestSwapHeadLock(t *testing.T) {
+	repo, _ := emptyRepo(t)
+	r := repo.(*Repo)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	lock := filepath.Join(r.gitDir, "refs", "heads", "main.lock")
+	if err := os.MkdirAll(filepath.Dir(lock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := changeset.Import(context.Background(), noSwap{r}, changesettest.Seed(), "seed\n", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SwapHead(ctx, plumbing.ZeroHash, c); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("under a held lock: %v", err)
+	}
+	old := time.Now().Add(-2 * staleLock)
+	if err := os.Chtimes(lock, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SwapHead(context.Background(), plumbing.ZeroHash, c); err != nil {
+		t.Fatalf("over a stale lock: %v", err)
+	}
+	if h, _ := r.Head(context.Background()); h != c {
+		t.Fatalf("head %s, want %s", h, c)
+	}
+	if _, err := os.Stat(lock); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the lock file is left: %v", err)
+	}
+}
+
+// noSwap writes objects but never moves the ref (the test moves it).
+type noSwap struct{ *Repo }
+
+func (noSwap) SwapHead(context.Context, plumbing.Hash, plumbing.Hash) error { return nil }
