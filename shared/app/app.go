@@ -22,6 +22,7 @@ import (
 	"github.com/agentauth/agentauth/shared/aws/awsbackends"
 	"github.com/agentauth/agentauth/shared/aws/awscount"
 	"github.com/agentauth/agentauth/shared/bundle"
+	"github.com/agentauth/agentauth/shared/changeset"
 	"github.com/agentauth/agentauth/shared/config"
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/edge/httpapi"
@@ -38,6 +39,7 @@ import (
 	"github.com/agentauth/agentauth/shared/tools/toolhooks"
 	"github.com/agentauth/agentauth/shared/tools/toolplane"
 	"github.com/agentauth/agentauth/shared/turn"
+	"github.com/agentauth/agentauth/shared/turn/changesettools"
 	"github.com/agentauth/agentauth/shared/turn/turntools"
 )
 
@@ -60,6 +62,12 @@ type Backends struct {
 	// TurnStore holds agent instances (nil: the turn plane is off on
 	// these backends).
 	TurnStore turn.Store
+	// Changesets are a git bundle's backends (nil: Build opens the local
+	// ones when Home is set and the bundle directory is a repository; a
+	// plain directory has none).
+	Changesets *Changesets
+	// Home is the embedded backends' home ("" on AWS).
+	Home string
 }
 
 // FromEmbedded wraps a home's embedded backends; secretsDir resolves
@@ -67,7 +75,7 @@ type Backends struct {
 func FromEmbedded(h *embedded.Backends, secretsDir string) *Backends {
 	return &Backends{Store: h.Store, Tenants: h.Store, GrantSealer: h.Keyring, SessionSealer: h.Keyring, Queue: h.Queue,
 		StateKeys: h.Keyring.DerivedKeys("state"), Secrets: bundle.DirSecrets{Dir: secretsDir}, ToolLimiter: h.ToolLimiter,
-		Describe: "home " + h.Home + ", key " + h.Keyring.CurrentID(), TurnStore: h.Turns}
+		Describe: "home " + h.Home + ", key " + h.Keyring.CurrentID(), TurnStore: h.Turns, Home: h.Home}
 }
 
 // FromAWS wraps the opened AWS backends.
@@ -132,8 +140,15 @@ type Options struct {
 
 // App is a built agentauth: its bundle, OAuth manager and handlers.
 type App struct {
+	// Bundle is the bundle loaded at start (a git bundle's active revision
+	// then; see Active for the one now).
 	Bundle *bundle.Bundle
-	OAuth  *oauth.Manager
+	// Changesets runs changesets of a git bundle (nil for a plain
+	// directory).
+	Changesets *changeset.Manager
+	active     *activeBundle
+	plane      *toolplane.Plane
+	OAuth      *oauth.Manager
 	// Tools is nil when the tool routes are off (no AGENTAUTH_JWKS_URL).
 	Tools *toolsapi.API
 	// Turns is nil when the bundle has no Swarm or the backends keep no
@@ -164,10 +179,19 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b, err := bundle.LoadDir(cfg.BundleDir, bundle.Options{Secrets: be.Secrets})
+	cs := be.Changesets
+	if cs == nil && be.Home != "" {
+		var err error
+		if cs, err = localChangesets(cfg.BundleDir, be.Home); err != nil {
+			return nil, fmt.Errorf("bundle %s: %w", filepath.Clean(cfg.BundleDir), err)
+		}
+	}
+	load := loader(bundle.Options{Secrets: be.Secrets}, opts.Lambda)
+	active, err := openBundle(ctx, cfg.BundleDir, cs, be.Secrets, load, log)
 	if err != nil {
 		return nil, fmt.Errorf("bundle %s:\n%w", filepath.Clean(cfg.BundleDir), err)
 	}
+	b := active.first
 	if opts.Lambda {
 		for _, app := range b.OAuthApps {
 			if app.Flow == bundle.FlowDeviceCode {
@@ -189,7 +213,11 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 		return nil, err
 	}
 	api.SetAbout(about(opts))
-	a := &App{Bundle: b, OAuth: mgr, api: api, log: log}
+	a := &App{Bundle: b, OAuth: mgr, api: api, log: log, active: active}
+	if cs != nil {
+		a.Changesets = &changeset.Manager{Repo: cs.Repo, Records: cs.Records, Log: log,
+			Validate: func(files []bundle.File) error { _, err := load(files); return err }}
+	}
 	turns := len(b.Swarms) > 0 && be.TurnStore != nil
 	if len(b.Swarms) > 0 && be.TurnStore == nil {
 		log.Warn("the bundle has swarms but these backends keep no agent instances: turns are off")
@@ -197,11 +225,12 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 	if !cfg.Tools.Routes && !turns {
 		return a, nil
 	}
-	tp, err := buildToolPlane(ctx, cfg.Tools, b, mgr, be, log, opts)
+	tp, err := buildToolPlane(ctx, cfg.Tools, active, mgr, be, log, opts)
 	if err != nil {
 		return nil, fmt.Errorf("tool plane:\n%w", err)
 	}
 	a.limiter, _ = tp.limiter.(sweeper)
+	a.plane = tp.plane
 	// One cap on the event streams of this process, for every stream
 	// route (per principal and in all).
 	a.streams = httpx.NewStreamGate(0, 0)
@@ -219,12 +248,17 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 			Doc: "docs/tools.md#mcp-server", Routes: []string{mcpapi.Path}})
 	}
 	if turns {
-		tools, err := turntools.New(turntools.Config{Plane: tp.plane, Hooks: tp.hooks, Runner: tp.runner, Native: opts.Native,
-			TenantClaim: cfg.Tools.TenantClaim, SkillsClaim: cfg.Tools.SkillsClaim, SubjectsClaim: cfg.Tools.SubjectsClaim, Metrics: tp.metrics, Log: log})
+		tcfg := turntools.Config{Plane: tp.plane, Hooks: tp.hooks, Runner: tp.runner, Native: opts.Native,
+			TenantClaim: cfg.Tools.TenantClaim, SkillsClaim: cfg.Tools.SkillsClaim, SubjectsClaim: cfg.Tools.SubjectsClaim, Metrics: tp.metrics, Log: log}
+		if a.Changesets != nil {
+			tcfg.Bundles = active.at
+			tcfg.Builtins = &changesettools.Tools{Manager: a.Changesets, Bundles: active.at, Log: log}
+		}
+		tools, err := turntools.New(tcfg)
 		if err != nil {
 			return nil, err
 		}
-		if a.Turns, err = buildTurns(ctx, b, be, mgr, tools, tp.metrics, cfg.Tools.AllowPrivateUpstreams, log); err != nil {
+		if a.Turns, err = buildTurns(ctx, active, be, mgr, tools, tp.metrics, cfg.Tools.AllowPrivateUpstreams, log); err != nil {
 			return nil, fmt.Errorf("turns:\n%w", err)
 		}
 		a.Turns.Reserve = cfg.TurnReserve
@@ -274,13 +308,19 @@ type recorder interface {
 	metrics.TurnRecorder
 }
 
-func buildToolPlane(ctx context.Context, t *config.Tools, b *bundle.Bundle, tokens httptool.TokenSource, be *Backends, log *slog.Logger, opts Options) (*toolPlane, error) {
+func buildToolPlane(ctx context.Context, t *config.Tools, active *activeBundle, tokens httptool.TokenSource, be *Backends, log *slog.Logger, opts Options) (*toolPlane, error) {
 	lim, err := be.ToolLimiter(t.Limits)
 	if err != nil {
 		return nil, fmt.Errorf("tool rate limiter: %w", err)
 	}
-	plane, err := toolplane.New(ctx, toolplane.Config{Bundle: b, Tenants: be.Tenants, TenantClaim: t.TenantClaim,
-		CheckEvery: t.UploadsCheckEvery, AllowPrivateUpstreams: t.AllowPrivateUpstreams, Log: log})
+	pc := toolplane.Config{Bundle: active.first, Tenants: be.Tenants, TenantClaim: t.TenantClaim,
+		CheckEvery: t.UploadsCheckEvery, AllowPrivateUpstreams: t.AllowPrivateUpstreams, Log: log}
+	if active.revs != nil {
+		// The routes follow the active revision within CheckEvery; a
+		// turn's step asks for its own revision (SnapshotAt).
+		pc.Active = active.head
+	}
+	plane, err := toolplane.New(ctx, pc)
 	if err != nil {
 		return nil, err
 	}
@@ -409,6 +449,13 @@ func (a *App) Sweep(ctx context.Context) (oauth.CleanupReport, error) {
 			a.log.InfoContext(ctx, "rate-limit state swept", "keysRemoved", n)
 		}
 	}
+	if a.Changesets != nil {
+		if n, err := a.Changesets.Sweep(ctx, 1000); err != nil {
+			a.log.WarnContext(ctx, "changeset sweep failed", "err", err)
+		} else if n > 0 {
+			a.log.InfoContext(ctx, "abandoned changesets removed", "changesets", n)
+		}
+	}
 	return a.OAuth.CleanupExpiredSessions(ctx)
 }
 
@@ -417,3 +464,10 @@ func (a *App) Sweep(ctx context.Context) (oauth.CleanupReport, error) {
 func (a *App) Close(ctx context.Context) error {
 	return errors.Join(a.OAuth.Close(ctx), a.Turns.close(ctx))
 }
+
+// toolPlane is the tool plane (nil without tool routes and turns).
+func (a *App) toolPlane() *toolplane.Plane { return a.plane }
+
+// Active is the bundle the process runs on now: a git bundle's active
+// revision (read from the repository), else the bundle loaded at start.
+func (a *App) Active(ctx context.Context) (*bundle.Bundle, error) { return a.active.head(ctx) }

@@ -35,10 +35,21 @@ type Turns struct {
 	*engine.Engine
 	queue  domain.EventQueue
 	bundle *bundle.Bundle
+	// active, when set, is the bundle now (a git bundle's active revision):
+	// events are routed by its swarms.
+	active *activeBundle
 	now    func() time.Time
 	// deliverer sends turn events to their origin's Connector (nil: the
 	// bundle has none).
 	deliverer *origin.Deliverer
+}
+
+// swarms are the swarms events are routed by now.
+func (t *Turns) swarms(ctx context.Context) map[string]*bundle.Swarm {
+	if t.active != nil {
+		return t.active.headOr(ctx).Swarms
+	}
+	return t.bundle.Swarms
 }
 
 // NewTurns is the turn plane over an engine: Post routes by b's swarms
@@ -53,16 +64,22 @@ func NewTurns(e *engine.Engine, q domain.EventQueue, b *bundle.Bundle) *Turns {
 // events feed the turn metrics and — when the bundle has Connectors —
 // origin delivery on the upstream guard of uploaded http tools
 // (allowPrivate: its local-development escape hatch).
-func buildTurns(ctx context.Context, b *bundle.Bundle, be *Backends, mgr *oauth.Manager, tools engine.Tools, rec metrics.TurnRecorder, allowPrivate bool, log *slog.Logger) (*Turns, error) {
-	models, err := buildModels(ctx, b, nil)
-	if err != nil {
+func buildTurns(ctx context.Context, active *activeBundle, be *Backends, mgr *oauth.Manager, tools engine.Tools, rec metrics.TurnRecorder, allowPrivate bool, log *slog.Logger) (*Turns, error) {
+	b := active.first
+	models := &revisionModels{}
+	if _, err := models.of(ctx, b); err != nil {
 		return nil, err
 	}
-	e := &engine.Engine{Store: be.TurnStore, Config: bundleAgents{b: b, models: models}, Tools: tools,
+	e := &engine.Engine{Store: be.TurnStore, Config: bundleAgents{active: active, models: models}, Tools: tools,
 		Pending: pendingBlocks{mgr}, Queue: be.Queue, Log: log}
+	if active.revs != nil {
+		e.Revisions = revisionBlocks{active}
+	}
 	t := NewTurns(e, be.Queue, b)
+	t.active = active
 	var deliver func(context.Context, turn.Turn, []turn.TurnEvent)
 	if len(b.Connectors) > 0 {
+		var err error
 		if t.deliverer, err = origin.New(origin.Config{Connectors: b.Connectors, Transport: httptool.GuardedTransport(allowPrivate), Log: log}); err != nil {
 			return nil, err
 		}
@@ -119,7 +136,7 @@ var ErrUnknownSwarm = turn.ErrUnknownSwarm
 // event accepted before a terminate lands reaches the engine's
 // "recorded, not run" path.
 func (t *Turns) Post(ctx context.Context, swarm, instanceKey string, in Incoming) (domain.Event, error) {
-	sw, ok := t.bundle.Swarms[swarm]
+	sw, ok := t.swarms(ctx)[swarm]
 	if !ok {
 		return domain.Event{}, fmt.Errorf("swarm %q: %w", swarm, ErrUnknownSwarm)
 	}
@@ -187,20 +204,30 @@ const FaultEnv = "AGENTAUTH_FAULT"
 // bundleAgents resolves an instance's agent at the bundle's revision
 // (engine.Config): its model, prompt and limits.
 type bundleAgents struct {
-	b      *bundle.Bundle
-	models map[string]model.Model
+	active *activeBundle
+	models *revisionModels
 }
 
-func (c bundleAgents) Agent(_ context.Context, key turn.InstanceKey) (engine.Agent, string, error) {
-	sw, ok := c.b.Swarms[key.Swarm]
+// Agent is step.config, the Safe Point: the active revision now (a
+// changeset committed during the previous step is in it).
+func (c bundleAgents) Agent(ctx context.Context, key turn.InstanceKey) (engine.Agent, string, error) {
+	b, err := c.active.head(ctx)
+	if err != nil {
+		return engine.Agent{}, "", fmt.Errorf("the active bundle revision: %w", err)
+	}
+	models, err := c.models.of(ctx, b)
+	if err != nil {
+		return engine.Agent{}, "", fmt.Errorf("bundle revision %s: %w", b.Revision, err)
+	}
+	sw, ok := b.Swarms[key.Swarm]
 	if !ok {
 		return engine.Agent{}, "", fmt.Errorf("swarm %q: %w", key.Swarm, ErrUnknownSwarm)
 	}
 	if !slices.Contains(sw.Agents, key.Agent) {
 		return engine.Agent{}, "", fmt.Errorf("agent %q is not one of swarm %s's agents", key.Agent, key.Swarm)
 	}
-	ag := c.b.Agents[key.Agent]
-	m, ok := c.models[ag.ModelRef.Name]
+	ag := b.Agents[key.Agent]
+	m, ok := models[ag.ModelRef.Name]
 	if !ok {
 		return engine.Agent{}, "", fmt.Errorf("model %s of agent %s is not built", ag.ModelRef, ag.Name)
 	}
@@ -211,7 +238,7 @@ func (c bundleAgents) Agent(_ context.Context, key turn.InstanceKey) (engine.Age
 		}
 	}
 	return engine.Agent{Model: m, SystemPrompt: ag.SystemPrompt, MaxSteps: sw.StepLimit(ag),
-		MaxToolCallsPerStep: ag.MaxToolCallsPerStep, ToolTimeout: ag.ToolTimeout, Peers: peers}, c.b.Revision, nil
+		MaxToolCallsPerStep: ag.MaxToolCallsPerStep, ToolTimeout: ag.ToolTimeout, Peers: peers}, b.Revision, nil
 }
 
 // buildModels builds an adapter per Model of the bundle, each behind the

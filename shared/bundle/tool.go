@@ -466,3 +466,8 @@ func nodeAt(n *yaml.Node, tokens []string) *yaml.Node {
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// CompileInputSchema compiles an input schema the way the loader does
+// (draft 2020-12 by default, self-contained), for tools agentauth defines
+// itself (the changeset tools).
+func CompileInputSchema(doc map[string]any) (*jsonschema.Schema, error) { return compileSchema(doc) }

@@ -87,6 +87,10 @@ type Instance struct {
 	// throws a stored answer or a tool's result away (0: not known, as for
 	// records written before the field existed; no such retry).
 	WorkVersion int64 `json:"workVersion,omitempty"`
+	// BundleRevision is the bundle revision of the instance's last step
+	// (its step.config), so the first step on a new revision says so
+	// (swarmBundle.revisionChanged), in a later turn too.
+	BundleRevision string `json:"bundleRevision,omitempty"`
 }
 
 // TurnStatus is a turn's state.
@@ -216,4 +220,13 @@ const (
 	EvTurnInterrupted  = "turn.interrupted"
 	EvStepLimitReached = "turn.stepLimitReached"
 	EvMessageWarning   = "message.warning"
+	// A changeset commit's outcome (swarmBundle.commitChangeset), in the
+	// commit that records the call's result.
+	EvChangesetCommitted = "changeset.committed"
+	EvChangesetRejected  = "changeset.rejected"
+	EvChangesetConflict  = "changeset.conflict"
+	EvChangesetFailed    = "changeset.failed"
+	// EvRevisionChanged: the step runs on another bundle revision than
+	// the turn's previous step (a changeset landed).
+	EvRevisionChanged = "swarmBundle.revisionChanged"
 )

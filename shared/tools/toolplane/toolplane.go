@@ -44,7 +44,12 @@ const (
 
 // Config of a Plane.
 type Config struct {
+	// Bundle is the bundle the plane starts on.
 	Bundle *bundle.Bundle
+	// Active, when set, is the active bundle now (a git bundle's head,
+	// which changesets move): the plane follows it, checked with the
+	// uploads every CheckEvery. nil: Bundle for good.
+	Active func(ctx context.Context) (*bundle.Bundle, error)
 	// Tenants stores uploads; nil: uploads are off (the admin routes
 	// answer 501).
 	Tenants domain.TenantStore
@@ -84,7 +89,14 @@ type Snapshot struct {
 
 	tenantRev int64
 	uploads   []domain.TenantResource
+	bundle    *bundle.Bundle
+	// catalog is a side snapshot's own (SnapshotAt); the current one's is
+	// the plane's.
+	catalog *toolcatalog.Catalog
 }
+
+// BundleRevision is the revision of the bundle the snapshot is built on.
+func (s *Snapshot) BundleRevision() string { return s.bundle.Revision }
 
 // Plane is safe for concurrent use.
 type Plane struct {
@@ -97,7 +109,14 @@ type Plane struct {
 	// parsed caches uploads already validated, by key and spec, so a
 	// rebuild parses only what changed (guarded by refresh).
 	parsed map[string]parsedUpload
+	// side are snapshots of other bundle revisions than the current one
+	// (SnapshotAt), the most recent last (guarded by refresh).
+	side []*Snapshot
 }
+
+// maxSide bounds the side snapshots: revisions turns still run on while
+// a commit takes effect.
+const maxSide = 3
 
 // parsedUpload is one validated upload (skill or tool) or why it is not.
 type parsedUpload struct {
@@ -140,7 +159,7 @@ func New(ctx context.Context, cfg Config) (*Plane, error) {
 			return nil, fmt.Errorf("toolplane: listing tenant uploads: %w", err)
 		}
 	}
-	s, ix, err := p.build(rev, uploads, unreadable)
+	s, ix, err := p.build(cfg.Bundle, rev, uploads, unreadable)
 	if err != nil {
 		return nil, err
 	}
@@ -158,12 +177,12 @@ func (p *Plane) Catalog() *toolcatalog.Catalog { return p.catalog }
 // processes' uploads when CheckEvery has passed. A store that cannot be
 // read keeps the current snapshot (logged) rather than failing the call.
 func (p *Plane) Snapshot(ctx context.Context) *Snapshot {
-	if p.cfg.Tenants != nil && p.cfg.Now().UnixNano()-p.lastCheck.Load() >= int64(p.cfg.CheckEvery) && p.refresh.TryLock() {
+	if (p.cfg.Tenants != nil || p.cfg.Active != nil) && p.cfg.Now().UnixNano()-p.lastCheck.Load() >= int64(p.cfg.CheckEvery) && p.refresh.TryLock() {
 		func() {
 			defer p.refresh.Unlock()
 			p.lastCheck.Store(p.cfg.Now().UnixNano())
 			if err := p.reloadLocked(ctx, false); err != nil {
-				p.cfg.Log.WarnContext(ctx, "tenant uploads not reloaded; serving the previous ones", "err", err)
+				p.cfg.Log.WarnContext(ctx, "tool plane not reloaded; serving the previous bundle and uploads", "err", err)
 			}
 		}()
 	}
@@ -179,29 +198,92 @@ func (p *Plane) Reload(ctx context.Context) error {
 }
 
 func (p *Plane) reloadLocked(ctx context.Context, force bool) error {
-	if p.cfg.Tenants == nil {
+	cur := p.snap.Load()
+	b := cur.bundle
+	if p.cfg.Active != nil {
+		nb, err := p.cfg.Active(ctx)
+		if err != nil {
+			return fmt.Errorf("the active bundle: %w", err)
+		}
+		b = nb
+	}
+	rev, uploads := cur.tenantRev, cur.uploads
+	var unreadable []error
+	if p.cfg.Tenants != nil {
+		var err error
+		if rev, err = p.cfg.Tenants.TenantRevision(ctx); err != nil {
+			return err
+		}
+		if force || rev != cur.tenantRev {
+			if uploads, unreadable, err = p.cfg.Tenants.ListTenantResources(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	if !force && rev == cur.tenantRev && b.Revision == cur.bundle.Revision {
 		return nil
 	}
-	rev, err := p.cfg.Tenants.TenantRevision(ctx)
-	if err != nil {
-		return err
-	}
-	if !force && rev == p.snap.Load().tenantRev {
-		return nil
-	}
-	uploads, unreadable, err := p.cfg.Tenants.ListTenantResources(ctx)
-	if err != nil {
-		return err
-	}
-	s, ix, err := p.build(rev, uploads, unreadable)
+	s, ix, err := p.build(b, rev, uploads, unreadable)
 	if err != nil {
 		return err
 	}
 	p.snap.Store(s)
 	p.catalog.Update(ix, s.Revision)
-	p.cfg.Log.InfoContext(ctx, "tenant uploads loaded", "revision", s.Revision, "uploads", len(uploads), "unusable", len(s.Warnings))
+	if b.Revision != cur.bundle.Revision {
+		p.cfg.Log.InfoContext(ctx, "tool plane on a new bundle revision", "revision", s.Revision, "previous", cur.Revision)
+	} else {
+		p.cfg.Log.InfoContext(ctx, "tenant uploads loaded", "revision", s.Revision, "uploads", len(uploads), "unusable", len(s.Warnings))
+	}
 	s.logWarnings(ctx, p.cfg.Log)
 	return nil
+}
+
+// SnapshotAt is the plane at bundle b: the current snapshot when it is
+// built on b's revision — after checking the active bundle, which a turn's
+// step may have seen move first — else a snapshot of b with the current
+// uploads, kept among the few side snapshots, with its own catalog (see
+// Snapshot.Catalog). A turn's step asks for the revision its step.config
+// loaded, so its tools come from exactly that revision.
+func (p *Plane) SnapshotAt(ctx context.Context, b *bundle.Bundle) *Snapshot {
+	if cur := p.snap.Load(); cur.bundle.Revision == b.Revision {
+		return cur
+	}
+	p.refresh.Lock()
+	defer p.refresh.Unlock()
+	if p.cfg.Active != nil {
+		p.lastCheck.Store(p.cfg.Now().UnixNano())
+		if err := p.reloadLocked(ctx, false); err != nil {
+			p.cfg.Log.WarnContext(ctx, "tool plane not reloaded; serving the previous bundle and uploads", "err", err)
+		}
+	}
+	cur := p.snap.Load()
+	if cur.bundle.Revision == b.Revision {
+		return cur
+	}
+	for _, s := range p.side {
+		if s.bundle.Revision == b.Revision && s.tenantRev == cur.tenantRev {
+			return s
+		}
+	}
+	s, ix, err := p.build(b, cur.tenantRev, cur.uploads, nil)
+	if err != nil {
+		p.cfg.Log.WarnContext(ctx, "tool plane at an older bundle revision not built; serving the current one", "revision", b.Revision, "err", err)
+		return cur
+	}
+	s.catalog = toolcatalog.New(ix, s.Revision, toolcatalog.Settings{Now: p.cfg.Now, TenantClaim: p.cfg.TenantClaim})
+	p.side = append(p.side, s)
+	if len(p.side) > maxSide {
+		p.side = p.side[1:]
+	}
+	return s
+}
+
+// Catalog is the discovery catalog of the plane at this snapshot.
+func (p *Plane) CatalogOf(s *Snapshot) *toolcatalog.Catalog {
+	if s.catalog != nil {
+		return s.catalog
+	}
+	return p.catalog
 }
 
 func (s *Snapshot) logWarnings(ctx context.Context, log *slog.Logger) {
@@ -213,9 +295,8 @@ func (s *Snapshot) logWarnings(ctx context.Context, log *slog.Logger) {
 // build makes a snapshot and its discovery index. An upload that no
 // longer validates, or collides with the bundle, is skipped with a
 // warning: one bad upload never takes the plane down.
-func (p *Plane) build(tenantRev int64, uploads []domain.TenantResource, unreadable []error) (*Snapshot, *discovery.Index, error) {
-	b := p.cfg.Bundle
-	s := &Snapshot{Revision: fmt.Sprintf("%s+%d", b.Revision, tenantRev), Tools: map[string]Entry{}, tenantRev: tenantRev, uploads: uploads}
+func (p *Plane) build(b *bundle.Bundle, tenantRev int64, uploads []domain.TenantResource, unreadable []error) (*Snapshot, *discovery.Index, error) {
+	s := &Snapshot{Revision: fmt.Sprintf("%s+%d", b.Revision, tenantRev), Tools: map[string]Entry{}, tenantRev: tenantRev, uploads: uploads, bundle: b}
 	for _, err := range unreadable {
 		s.Warnings = append(s.Warnings, err.Error())
 	}
@@ -382,7 +463,7 @@ func (p *Plane) checkSkillUpload(tenant string, spec []byte) (string, []byte, er
 	if err != nil {
 		return "", nil, err
 	}
-	for _, bs := range p.cfg.Bundle.Skills {
+	for _, bs := range p.snap.Load().bundle.Skills {
 		if bs.TenantID == tenant && bs.SkillName == x.SkillName {
 			return "", nil, conflict("name", "the bundle already defines this tenant's skill %q", x.SkillName)
 		}

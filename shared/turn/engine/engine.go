@@ -26,6 +26,9 @@ type Engine struct {
 	Config  Config
 	Tools   Tools
 	Pending Pending // nil: no auth.pending block
+	// Revisions describes a change of bundle revision between steps (nil:
+	// no swarmBundle.revisionChanged block).
+	Revisions Revisions
 	// Queue receives continuations when the invocation's time runs short.
 	Queue domain.EventQueue
 	Hooks Hooks

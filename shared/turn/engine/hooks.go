@@ -27,6 +27,10 @@ type StepContext struct {
 	Messages []message.Message
 	// Response is the model's answer (step.post reads it).
 	Response *model.Response
+	// RevisionChanged is the swarmBundle.revisionChanged block's data
+	// when this step runs on another bundle revision than the instance's
+	// previous step (nil otherwise).
+	RevisionChanged json.RawMessage
 }
 
 // Block is a context block given to the model (auth.pending, …).

@@ -82,6 +82,23 @@ type Outcome struct {
 	// AuthSession and AuthorizationURL, with OutcomeAuthorizationRequired.
 	AuthSession      string
 	AuthorizationURL string
+	// Events are turn events the call reports (a changeset commit's
+	// outcome), recorded in the commit of its result: exactly once with
+	// it, never without it.
+	Events []Event
+}
+
+// Revisions describes a change of the bundle revision an instance runs
+// on, for the swarmBundle.revisionChanged block of the first step that
+// runs on the new one; ok false: no block (the swarm does not want it).
+type Revisions interface {
+	Changed(ctx context.Context, key turn.InstanceKey, from, to string) (data json.RawMessage, ok bool, err error)
+}
+
+// Event is a turn event a tool call reports.
+type Event struct {
+	Type string
+	Data any
 }
 
 // Tools is the tool plane as a turn sees it.

@@ -184,8 +184,10 @@ func (r *run) step(ctx context.Context, t turn.Turn) error {
 	if t.Steps >= maxSteps {
 		return r.stepLimit(ctx, t, maxSteps)
 	}
-	// step.tools
-	if sc.Tools, err = r.e.Tools.Catalog(ctx, t); err != nil {
+	// step.tools, at the revision step.config loaded.
+	at := t
+	at.BundleRevision = rev
+	if sc.Tools, err = r.e.Tools.Catalog(ctx, at); err != nil {
 		return fail("catalog_failed", err)
 	}
 	if len(agent.Peers) > 0 {
@@ -201,6 +203,16 @@ func (r *run) step(ctx context.Context, t turn.Turn) error {
 			log.WarnContext(ctx, "auth.pending block unavailable", "err", err)
 		} else if len(block) > 0 {
 			sc.Blocks = append(sc.Blocks, Block{Type: "auth.pending", Data: block})
+		}
+	}
+	if prev := r.st.Instance.BundleRevision; prev != "" && prev != rev && r.e.Revisions != nil {
+		data, ok, err := r.e.Revisions.Changed(ctx, r.key, prev, rev)
+		switch {
+		case err != nil:
+			log.WarnContext(ctx, "swarmBundle.revisionChanged block unavailable", "previousRef", prev, "newRef", rev, "err", err)
+		case ok:
+			sc.RevisionChanged = data
+			sc.Blocks = append(sc.Blocks, Block{Type: turn.EvRevisionChanged, Data: data})
 		}
 	}
 	if err := r.e.Hooks.run(ctx, r.e.Hooks.StepBlocks, sc); err != nil {
@@ -250,7 +262,7 @@ func llmInput(system string, msgs []message.Message, blocks []Block) []message.M
 		out = append(out, msgs...)
 	}
 	if len(blocks) > 0 {
-		text := "Context blocks (JSON):"
+		text := message.BlocksNote
 		for _, b := range blocks {
 			text += "\n" + b.Type + ": " + string(b.Data)
 		}
@@ -286,6 +298,10 @@ func (r *run) commitAnswer(ctx context.Context, t turn.Turn, sc *StepContext, wa
 		tt.Usage = tt.Usage.Add(resp.Usage)
 		// startedAt (step.pre) and the step's usage, for step.completed's figures.
 		r.emit(c, &tt, turn.EvStepStarted, map[string]any{"step": step, "bundleRevision": sc.Revision, "startedAt": began, "usage": resp.Usage})
+		if sc.RevisionChanged != nil {
+			r.emit(c, &tt, turn.EvRevisionChanged, sc.RevisionChanged)
+		}
+		c.Instance.BundleRevision = sc.Revision
 		for _, w := range warns {
 			r.emit(c, &tt, turn.EvMessageWarning, w)
 		}
@@ -390,7 +406,7 @@ func (r *run) runCalls(ctx context.Context, t turn.Turn, calls []turn.Call) erro
 			cl.State = turn.CallError
 		}
 		cl.Result = out.Result
-		if err := r.outcome(ctx, cl); err != nil {
+		if err := r.outcome(ctx, cl, out.Events...); err != nil {
 			return err
 		}
 	}
@@ -416,13 +432,16 @@ func idempotencyKey(turnID, callID string) string {
 }
 
 // outcome commits a call's known result: the call, its tool_result
-// message, its event.
-func (r *run) outcome(ctx context.Context, cl turn.Call) error {
+// message, its event, and the events the call reported.
+func (r *run) outcome(ctx context.Context, cl turn.Call, events ...Event) error {
 	cl.UpdatedAt = r.e.now()
 	err := r.commit(ctx, func(c *turn.Commit) {
 		tt := r.st.Turns[cl.TurnID]
 		c.Calls = []turn.Call{cl}
 		r.callDone(c, &tt, cl)
+		for _, ev := range events {
+			r.emit(c, &tt, ev.Type, ev.Data)
+		}
 		c.Turn = &tt
 	})
 	if err == nil && cl.State == turn.CallError {

@@ -446,3 +446,9 @@ func compact(raw json.RawMessage) string {
 	}
 	return b.String()
 }
+
+// BlocksNote starts the user message the engine adds after the
+// conversation with the step's context blocks (auth.pending,
+// swarmBundle.revisionChanged): a note to the model, not the user
+// speaking (the scripted model skips it).
+const BlocksNote = "Context blocks (JSON):"

@@ -27,6 +27,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/observe/metrics"
@@ -56,7 +58,34 @@ type Config struct {
 	TenantClaim, SkillsClaim, SubjectsClaim string
 	Metrics                                 metrics.Recorder
 	Log                                     *slog.Logger
+	// Bundles gives the bundle at a revision: a step's tools come from the
+	// revision its step.config loaded (a changeset may have moved the
+	// active one since). nil: the plane's current bundle.
+	Bundles func(ctx context.Context, rev string) (*bundle.Bundle, error)
+	// Builtins are the tools agentauth implements itself (the changeset
+	// tools), offered beside the plane's and run through the same hooks.
+	Builtins Builtins
 }
+
+// Builtin is a tool agentauth itself implements.
+type Builtin struct {
+	Spec       model.ToolSpec
+	Schema     *jsonschema.Schema
+	Idempotent bool
+	// Run runs a call for turn t; the events it returns are recorded with
+	// the call's result. An error becomes the call's error result (a
+	// toolhooks.CodedError sets its code).
+	Run func(ctx context.Context, t turn.Turn, args json.RawMessage) (json.RawMessage, []engine.Event, error)
+}
+
+// Builtins says which builtins a turn's agent has at its step's revision.
+type Builtins interface {
+	For(ctx context.Context, t turn.Turn) ([]Builtin, error)
+}
+
+// builtinErrorLimit bounds a builtin's error message: a rejected bundle's
+// problems are worth reading whole.
+const builtinErrorLimit = 4000
 
 // Tools implements engine.Tools. Safe for concurrent use.
 type Tools struct {
@@ -97,6 +126,13 @@ type view struct {
 // bundle does not have is an error.
 func (x *Tools) see(ctx context.Context, t turn.Turn) (view, error) {
 	v := view{principal: t.Auth.Principal(x.paths), snap: x.cfg.Plane.Snapshot(ctx)} // picks up other processes' uploads
+	if x.cfg.Bundles != nil && t.BundleRevision != "" && t.BundleRevision != v.snap.BundleRevision() {
+		b, err := x.cfg.Bundles(ctx, t.BundleRevision)
+		if err != nil {
+			return v, fmt.Errorf("turntools: bundle revision %s: %w", t.BundleRevision, err)
+		}
+		v.snap = x.cfg.Plane.SnapshotAt(ctx, b)
+	}
 	sel, ok := v.snap.Agents[t.Instance.Agent]
 	if !ok {
 		return v, fmt.Errorf("turntools: agent %q is not in the bundle", t.Instance.Agent)
@@ -105,7 +141,7 @@ func (x *Tools) see(ctx context.Context, t turn.Turn) (view, error) {
 		return v, nil
 	}
 	start := time.Now()
-	res := x.cfg.Plane.Catalog().Resolve(v.principal.Claims, toolcatalog.Options{}) // policies may match any claim
+	res := x.cfg.Plane.CatalogOf(v.snap).Resolve(v.principal.Claims, toolcatalog.Options{}) // policies may match any claim
 	x.cfg.Metrics.Resolution(ctx, metrics.Resolution{Denied: len(res.Access.GroupIDs) == 0, Tools: len(res.Manifest),
 		Duration: time.Since(start), Cached: res.Cached, Route: routeTurn})
 	for _, e := range res.Manifest {
@@ -127,7 +163,18 @@ func (x *Tools) Catalog(ctx context.Context, t turn.Turn) ([]engine.Tool, error)
 	}
 	var out []engine.Tool
 	at := map[string]int{}
+	builtins, err := x.builtins(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range builtins {
+		at[b.Spec.Name] = len(out)
+		out = append(out, engine.Tool{Spec: b.Spec, Idempotent: b.Idempotent})
+	}
 	for _, e := range v.entries {
+		if _, builtin := builtinNamed(builtins, e.Name); builtin {
+			continue // agentauth's own tool of that name is offered
+		}
 		idem := false
 		if en, ok := v.snap.Tools[e.ToolID]; ok {
 			idem = en.Tool.Idempotent
@@ -147,6 +194,13 @@ func (x *Tools) Catalog(ctx context.Context, t turn.Turn) ([]engine.Tool, error)
 // away since the step began (a policy, an upload deleted) is refused with
 // E_TOOL_NOT_IN_CATALOG, also when a parked call resumes.
 func (x *Tools) Invoke(ctx context.Context, in engine.Invocation) engine.Outcome {
+	builtins, err := x.builtins(ctx, in.Turn)
+	if err != nil {
+		x.cfg.Log.WarnContext(ctx, "builtin tools unavailable", "turnId", in.Turn.ID, "traceId", in.Turn.TraceID, "err", err)
+	}
+	if b, ok := builtinNamed(builtins, in.Call.Tool); ok {
+		return x.invokeBuiltin(ctx, in, b)
+	}
 	v, err := x.see(ctx, in.Turn)
 	if err != nil {
 		x.cfg.Log.WarnContext(ctx, "tool call refused: the turn's agent has no tools here", "turnId", in.Turn.ID, "traceId", in.Turn.TraceID, "err", err)
@@ -245,4 +299,44 @@ func resultJSON(r toolhooks.Result) json.RawMessage {
 		_ = enc.Encode(r)
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n")
+}
+
+// builtins are the builtins of t's agent at its step's revision.
+func (x *Tools) builtins(ctx context.Context, t turn.Turn) ([]Builtin, error) {
+	if x.cfg.Builtins == nil {
+		return nil, nil
+	}
+	return x.cfg.Builtins.For(ctx, t)
+}
+
+func builtinNamed(bs []Builtin, name string) (Builtin, bool) {
+	for _, b := range bs {
+		if b.Spec.Name == name {
+			return b, true
+		}
+	}
+	return Builtin{}, false
+}
+
+// invokeBuiltin runs a builtin through the tool hooks like any tool:
+// catalog (the step's), schema, rate limit, content-free audit.
+func (x *Tools) invokeBuiltin(ctx context.Context, in engine.Invocation, b Builtin) engine.Outcome {
+	catalog := []string{}
+	if slices.Contains(in.Catalog, b.Spec.Name) {
+		catalog = append(catalog, b.Spec.Name)
+	}
+	p := in.Turn.Auth.Principal(x.paths)
+	var events []engine.Event
+	run := func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+		out, evs, err := b.Run(ctx, in.Turn, args)
+		events = evs
+		return out, err
+	}
+	out := x.cfg.Hooks.Invoke(ctx, toolhooks.Call{
+		AgentID: in.Turn.Instance.Agent, ToolName: in.Call.Tool, CallID: in.Call.ID, Principal: p.Subject,
+		Args: in.Call.Args, GrantedScopes: p.Scopes, Catalog: catalog, Via: toolhooks.ViaTurn, Timeout: bundle.DefaultToolTimeout,
+	}, toolhooks.Tool{Name: b.Spec.Name, Transport: bundle.TransportNative, ErrorMessageLimit: builtinErrorLimit, Schema: b.Schema}, run)
+	o := outcome(out, builtinErrorLimit)
+	o.Events = events
+	return o
 }

@@ -43,6 +43,7 @@ type ending struct {
 
 func endingOf(msgs []message.Message) ending {
 	var e ending
+	msgs = withoutBlocks(msgs)
 	names := map[string]string{}
 	for _, m := range msgs {
 		for _, p := range m.ToolUses() {
@@ -86,6 +87,33 @@ func endingOf(msgs []message.Message) ending {
 		}
 	}
 	return e
+}
+
+// withoutBlocks drops the engine's context-block note from the end of the
+// conversation (its own user message, or text merged into the last user
+// message on Converse): the request ends with what came before it.
+func withoutBlocks(msgs []message.Message) []message.Message {
+	n := len(msgs)
+	if n == 0 || msgs[n-1].Role != message.User {
+		return msgs
+	}
+	last := msgs[n-1]
+	var kept []message.Part
+	for _, p := range last.Content {
+		if p.Type == message.Text && strings.HasPrefix(p.Text, message.BlocksNote) {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	if len(kept) == len(last.Content) {
+		return msgs
+	}
+	out := slices.Clone(msgs[:n-1])
+	if len(kept) > 0 {
+		last.Content = kept
+		out = append(out, last)
+	}
+	return out
 }
 
 // alone is name's wire name in a catalog of its own: what an adapter
@@ -155,6 +183,17 @@ func (t Turn) concrete(p parsed, body []byte, r *result) answer {
 		args := c.Args
 		if len(bytes.TrimSpace(args)) == 0 {
 			args = json.RawMessage(`{}`)
+		} else if placeholder.Match(args) {
+			// "{{result.KEY}}" inside an argument's JSON string: the value,
+			// escaped for that string.
+			args = json.RawMessage(placeholder.ReplaceAllStringFunc(string(args), func(m string) string {
+				v := ""
+				if r != nil {
+					v = text(lookup(r.output, placeholder.FindStringSubmatch(m)[1]))
+				}
+				q, _ := json.Marshal(v)
+				return string(q[1 : len(q)-1])
+			}))
 		}
 		a.calls = append(a.calls, call{id: fmt.Sprintf("call_%s_%d", hex.EncodeToString(sum[:6]), i), name: name, args: args})
 		size += len(name) + len(args)

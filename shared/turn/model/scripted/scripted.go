@@ -71,7 +71,10 @@ type Turn struct {
 // ToolCall is a scripted tool call: the tool's catalog or wire name (the
 // scripted model answers with the wire name the request offered; a name
 // no offered tool has is sent as is, like a model making one up) and its
-// JSON arguments ({} when empty).
+// JSON arguments ({} when empty). "{{result.KEY}}" inside a string of the
+// arguments is replaced, as in Text, by KEY of the matched tool result
+// (escaped for the string): a script carries an id from one tool's result
+// to the next call.
 type ToolCall struct {
 	Name string
 	Args json.RawMessage

@@ -132,6 +132,7 @@ func TestDemoScriptOnBothWires(t *testing.T) {
 
 func TestMatching(t *testing.T) {
 	script := Script{Turns: []Turn{
+		{ToolResult: "acme/orders.lookup", ResultHas: "ticket", ToolCalls: []ToolCall{{Name: "acme/orders.lookup", Args: json.RawMessage(`{"ticket":"{{result.ticket}}","note":"x{{result.missing}}"}`)}}},
 		{ToolResult: "acme/orders.lookup", Text: "order {{result.id}} is {{result.state}}{{result.missing}}"},
 		{UserContains: "order", ToolCalls: []ToolCall{{Name: "acme/orders.lookup", Args: json.RawMessage(`{"id":7}`)}, {Name: "made_up"}}},
 		{UserContains: "long", Text: "cut", Finish: model.FinishLength, Usage: &model.Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7}},
@@ -165,6 +166,16 @@ func TestMatching(t *testing.T) {
 			func(t *testing.T, out map[string]any) {
 				if msg, _ := oaAnswer(t, out); msg["content"] != "order 7 is shipped" {
 					t.Fatalf("%v", msg)
+				}
+			}},
+		{"a result's value fills a call's argument, escaped for its string", `{"model":"m",` + tools + `,"messages":[{"role":"user","content":"my order?"},
+			{"role":"assistant","content":null,"tool_calls":[{"id":"c9","type":"function","function":{"name":"` + wire + `","arguments":"{}"}}]},
+			{"role":"tool","tool_call_id":"c9","content":"{\"ticket\":\"T-1 \\\"quoted\\\"\"}"}]}`, 200,
+			func(t *testing.T, out map[string]any) {
+				msg, _ := oaAnswer(t, out)
+				f := msg["tool_calls"].([]any)[0].(map[string]any)["function"].(map[string]any)
+				if f["arguments"] != `{"ticket":"T-1 \"quoted\"","note":"x"}` {
+					t.Fatalf("arguments %v", f["arguments"])
 				}
 			}},
 		{"a user message after a tool result is a user message", `{"model":"m","messages":[{"role":"user","content":"my order?"},

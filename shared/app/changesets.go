@@ -1,0 +1,184 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+
+	"github.com/agentauth/agentauth/shared/bundle"
+	"github.com/agentauth/agentauth/shared/changeset"
+	"github.com/agentauth/agentauth/shared/local/bundlerepo"
+	"github.com/agentauth/agentauth/shared/turn"
+	"github.com/agentauth/agentauth/shared/turn/model"
+)
+
+// Changesets are the backends of a bundle that is a git repository: its
+// history and the active ref, and the changeset records.
+type Changesets struct {
+	Repo    changeset.Repo
+	Records changeset.Records
+	// Describe says where they are, for the start line.
+	Describe string
+}
+
+// localChangesets opens the bundle directory's git repository, with the
+// changeset records under the home (never inside the bundle); nil when
+// the bundle is a plain directory, which keeps its content-hash revision
+// and offers no changeset tools.
+func localChangesets(bundleDir, home string) (*Changesets, error) {
+	if !bundlerepo.IsRepository(bundleDir) {
+		return nil, nil
+	}
+	repo, err := bundlerepo.Open(bundleDir)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := bundlerepo.NewRecords(filepath.Join(home, "changesets"))
+	if err != nil {
+		return nil, err
+	}
+	return &Changesets{Repo: repo, Records: recs, Describe: "git " + repo.Branch().Short()}, nil
+}
+
+// activeBundle is the bundle the process runs on: a plain directory's,
+// fixed; or a git bundle's active revision, read again where it must be
+// current (a step's step.config) and any revision by its ref.
+type activeBundle struct {
+	fixed *bundle.Bundle
+	revs  *changeset.Bundles
+	// first is the revision loaded at start: the fallback when the head
+	// cannot be read.
+	first *bundle.Bundle
+	log   *slog.Logger
+}
+
+// head is the active bundle now.
+func (a *activeBundle) head(ctx context.Context) (*bundle.Bundle, error) {
+	if a.revs == nil {
+		return a.fixed, nil
+	}
+	return a.revs.Head(ctx)
+}
+
+// headOr is head, or the bundle loaded at start (logged) when the
+// repository cannot be read: routing an event keeps working.
+func (a *activeBundle) headOr(ctx context.Context) *bundle.Bundle {
+	b, err := a.head(ctx)
+	if err != nil {
+		a.log.WarnContext(ctx, "active bundle revision unreadable; using the one loaded at start", "revision", a.first.Revision, "err", err)
+		return a.first
+	}
+	return b
+}
+
+// at is revision rev's bundle ("" or a plain directory's: the fixed one).
+func (a *activeBundle) at(ctx context.Context, rev string) (*bundle.Bundle, error) {
+	if a.revs == nil || rev == "" {
+		return a.headOr(ctx), nil
+	}
+	return a.revs.At(ctx, rev)
+}
+
+// loader parses bundle files with the process's options and refuses what
+// the process could not run (device-code apps on Lambda) as a problem of
+// the bundle, so a commit that would add one is rejected.
+func loader(opts bundle.Options, lambda bool) func(files []bundle.File) (*bundle.Bundle, error) {
+	return func(files []bundle.File) (*bundle.Bundle, error) {
+		b, err := bundle.Parse(files, opts)
+		if err != nil || !lambda {
+			return b, err
+		}
+		var problems []bundle.Problem
+		for _, app := range b.OAuthApps {
+			if app.Flow == bundle.FlowDeviceCode {
+				problems = append(problems, bundle.Problem{File: app.File, Line: app.Line, Resource: "OAuthApp/" + app.Name, Field: "spec.flow",
+					Message: "flow deviceCode needs the background poller of the local server; the Lambda deployment does not run it"})
+			}
+		}
+		if len(problems) > 0 {
+			return nil, &bundle.ValidationError{Problems: problems}
+		}
+		return b, nil
+	}
+}
+
+// revisionModels are the model adapters of each loaded revision: a
+// revision that changes a Model gets its own.
+type revisionModels struct {
+	mu   sync.Mutex
+	byRv map[string]map[string]model.Model
+	keep []string
+}
+
+func (m *revisionModels) of(ctx context.Context, b *bundle.Bundle) (map[string]model.Model, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ms, ok := m.byRv[b.Revision]; ok {
+		return ms, nil
+	}
+	ms, err := buildModels(ctx, b, nil)
+	if err != nil {
+		return nil, err
+	}
+	if m.byRv == nil {
+		m.byRv = map[string]map[string]model.Model{}
+	}
+	m.byRv[b.Revision] = ms
+	m.keep = append(m.keep, b.Revision)
+	if len(m.keep) > 4 {
+		delete(m.byRv, m.keep[0])
+		m.keep = m.keep[1:]
+	}
+	return ms, nil
+}
+
+// revisionBlocks describes a revision change for the engine's
+// swarmBundle.revisionChanged block, when the swarm wants it
+// (policy.changesets.emitRevisionChangedEvent).
+type revisionBlocks struct{ active *activeBundle }
+
+func (r revisionBlocks) Changed(ctx context.Context, key turn.InstanceKey, from, to string) (json.RawMessage, bool, error) {
+	b, err := r.active.at(ctx, to)
+	if err != nil {
+		return nil, false, err
+	}
+	sw := b.Swarms[key.Swarm]
+	if sw == nil || !sw.Changesets.EmitRevisionChanged || r.active.revs == nil {
+		return nil, false, nil
+	}
+	var data any = map[string]string{"previousRef": from, "newRef": to}
+	if changeset.IsGitRef(from) {
+		ch, err := r.active.revs.Between(ctx, from, to)
+		if err != nil {
+			return nil, false, err
+		}
+		data = ch
+	}
+	raw, err := json.Marshal(data)
+	return raw, err == nil, err
+}
+
+// openBundle loads the bundle: a git bundle's active revision when there
+// are changesets backends, else the directory.
+func openBundle(ctx context.Context, dir string, cs *Changesets, secrets bundle.SecretResolver, load func([]bundle.File) (*bundle.Bundle, error), log *slog.Logger) (*activeBundle, error) {
+	if cs == nil {
+		b, err := bundle.LoadDir(dir, bundle.Options{Secrets: secrets})
+		if err != nil {
+			return nil, err
+		}
+		return &activeBundle{fixed: b, first: b, log: log}, nil
+	}
+	revs := changeset.NewBundles(cs.Repo, load)
+	b, err := revs.Head(ctx)
+	if errors.Is(err, changeset.ErrNoRevision) {
+		return nil, fmt.Errorf("the bundle's git repository (%s) has no commit yet: commit the bundle's files first", cs.Describe)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &activeBundle{revs: revs, first: b, log: log}, nil
+}
