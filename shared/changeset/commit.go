@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 
 	"github.com/agentauth/agentauth/shared/bundle"
 )
@@ -444,4 +445,170 @@ func oneLine(s string) string {
 		}
 		return r
 	}, s), 300)
+}
+
+// ImportResult is what Import did.
+type ImportResult struct {
+	// Status: "unchanged" (the source is what was imported last),
+	// "imported" (a new revision) or "conflict" (the source and the
+	// active revision changed the same lines since the last import:
+	// nothing changed).
+	Status      string   `json:"status"`
+	NewRef      string   `json:"newRef,omitempty"`
+	PreviousRef string   `json:"previousRef,omitempty"`
+	Summary     *Summary `json:"summary,omitempty"`
+	// ConflictingFiles, with status conflict.
+	ConflictingFiles []string `json:"conflictingFiles,omitempty"`
+}
+
+// Import statuses.
+const (
+	ImportUnchanged = "unchanged"
+	ImportDone      = "imported"
+	ImportConflict  = "conflict"
+)
+
+// importTrailer names, in an import's commit, the tree of the files it
+// imported: the base the next import of the same source merges from.
+const importTrailer = "Agentauth-Import-Tree"
+
+// Import brings a source directory's files (a deploy's packaged bundle,
+// the files make run starts from) into the repository the way a changeset
+// lands: the changes the source made since it was last imported are
+// merged with what agents committed since (edits to different files or
+// lines both stay; the same lines changed on both sides are a conflict,
+// and nothing changes), the bundle loader checks the result, and the
+// active ref moves by compare-and-swap. An empty repository gets the
+// source as its first commit. An invalid bundle is a
+// *bundle.ValidationError.
+func (m *Manager) Import(ctx context.Context, files []ImportFile, source string) (ImportResult, error) {
+	objs := m.Repo.Objects()
+	src := tree{}
+	for _, f := range files {
+		if err := CheckPath(f.Path); err != nil {
+			return ImportResult{}, fmt.Errorf("%s: %w", source, err)
+		}
+		h, err := writeBlob(objs, f.Data)
+		if err != nil {
+			return ImportResult{}, err
+		}
+		src[f.Path] = h
+	}
+	srcRoot, err := writeTree(objs, src)
+	if err != nil {
+		return ImportResult{}, err
+	}
+	m.commitMu.Lock()
+	defer m.commitMu.Unlock()
+	for attempt := range swapAttempts {
+		if attempt > 0 {
+			if err := sleep(ctx, time.Duration(1+rand.IntN(4<<min(attempt, 4)))*time.Millisecond); err != nil {
+				return ImportResult{}, err
+			}
+		}
+		head, err := m.Repo.Head(ctx)
+		if errors.Is(err, ErrNoRevision) {
+			head = plumbing.ZeroHash
+		} else if err != nil {
+			return ImportResult{}, err
+		}
+		base := tree{}
+		var merged tree
+		if head.IsZero() {
+			merged = src
+		} else {
+			last, ok, err := m.lastImport(head)
+			if err != nil {
+				return ImportResult{}, err
+			}
+			if ok && last == srcRoot {
+				return ImportResult{Status: ImportUnchanged, NewRef: Ref(head)}, nil
+			}
+			if ok {
+				if base, err = readTreeObject(objs, last); err != nil {
+					return ImportResult{}, err
+				}
+			}
+			theirs, err := readTree(objs, head)
+			if err != nil {
+				return ImportResult{}, err
+			}
+			if !ok {
+				// Never imported: the repository's history is its own, and
+				// the source replaces the files it has.
+				base = theirs
+			}
+			var conflicts []string
+			if merged, conflicts, err = m.merge(base, src, theirs); err != nil {
+				return ImportResult{}, err
+			}
+			if len(conflicts) > 0 {
+				return ImportResult{Status: ImportConflict, PreviousRef: Ref(head), ConflictingFiles: conflicts}, nil
+			}
+		}
+		bfiles, err := merged.bundleFiles(objs)
+		if err != nil {
+			return ImportResult{}, err
+		}
+		if err := m.Validate(bfiles); err != nil {
+			return ImportResult{}, err
+		}
+		root, err := writeTree(objs, merged)
+		if err != nil {
+			return ImportResult{}, err
+		}
+		sig := signature("agentauth", "agentauth@agentauth.invalid", m.now())
+		msg := fmt.Sprintf("import %s\n\n%s: %s\n", oneLine(source), importTrailer, srcRoot)
+		c, err := writeCommit(objs, root, head, sig, sig, msg)
+		if err != nil {
+			return ImportResult{}, err
+		}
+		err = m.Repo.SwapHead(ctx, head, c)
+		if errors.Is(err, ErrHeadMoved) {
+			continue
+		}
+		if err != nil {
+			return ImportResult{}, err
+		}
+		res := ImportResult{Status: ImportDone, NewRef: Ref(c)}
+		if !head.IsZero() {
+			prev, err := readTree(objs, head)
+			if err != nil {
+				return ImportResult{}, err
+			}
+			res.PreviousRef, res.Summary = Ref(head), summarize(prev, merged)
+		} else {
+			res.Summary = summarize(tree{}, merged)
+		}
+		return res, nil
+	}
+	return ImportResult{}, fmt.Errorf("import %s: %d other commits landed while it merged; run it again", source, swapAttempts)
+}
+
+// lastImport finds the tree the newest import since head imported.
+func (m *Manager) lastImport(head plumbing.Hash) (plumbing.Hash, bool, error) {
+	h := head
+	for range maxWalk {
+		cm, err := object.GetCommit(m.Repo.Objects(), h)
+		if err != nil {
+			return plumbing.ZeroHash, false, err
+		}
+		if v := trailer(cm.Message, importTrailer); v != "" && plumbing.IsHash(v) {
+			return plumbing.NewHash(v), true, nil
+		}
+		if len(cm.ParentHashes) == 0 {
+			break
+		}
+		h = cm.ParentHashes[0]
+	}
+	return plumbing.ZeroHash, false, nil
+}
+
+// readTreeObject lists the files of tree object h.
+func readTreeObject(objs storer.EncodedObjectStorer, h plumbing.Hash) (tree, error) {
+	t, err := object.GetTree(objs, h)
+	if err != nil {
+		return nil, fmt.Errorf("tree %s: %w", h, err)
+	}
+	return treeFiles(t)
 }

@@ -171,6 +171,22 @@ func newID() string {
 	return "cs_" + strings.ToLower(rand.Text())
 }
 
+// ValidID reports whether id has the form of a changeset id (cs_ and up
+// to 64 lower-case letters and digits): adapters check an id a tool call
+// gave before it names a file or an item.
+func ValidID(id string) bool {
+	rest, ok := strings.CutPrefix(id, "cs_")
+	if !ok || rest == "" || len(rest) > 64 {
+		return false
+	}
+	for _, c := range rest {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
 // Open starts a changeset on the active revision.
 func (m *Manager) Open(ctx context.Context, c Caller) (Opened, error) {
 	if !c.Policy.Enabled {

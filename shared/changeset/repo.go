@@ -70,17 +70,31 @@ func readTree(objs storer.EncodedObjectStorer, c plumbing.Hash) (tree, error) {
 	if err != nil {
 		return nil, fmt.Errorf("commit %s's tree: %w", c, err)
 	}
-	out := tree{}
-	err = t.Files().ForEach(func(f *object.File) error {
-		if f.Mode.IsFile() {
-			out[f.Name] = f.Hash
-		}
-		return nil
-	})
+	out, err := treeFiles(t)
 	if err != nil {
 		return nil, fmt.Errorf("commit %s's files: %w", c, err)
 	}
 	return out, nil
+}
+
+// treeFiles lists t's files by walking its trees only: no blob is read
+// (on S3 each would be a GET).
+func treeFiles(t *object.Tree) (tree, error) {
+	out := tree{}
+	w := object.NewTreeWalker(t, true, nil)
+	defer w.Close()
+	for {
+		name, e, err := w.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if e.Mode.IsFile() {
+			out[name] = e.Hash
+		}
+	}
 }
 
 // readBlob returns blob h's content, at most limit bytes (ErrTooLarge
@@ -244,12 +258,12 @@ type ImportFile struct {
 	Data []byte
 }
 
-// Import commits files as the whole tree of a new revision on top of the
+// CommitTree commits files as the whole tree of a new revision on top of the
 // active one (the first revision when there is none) and moves the active
 // ref to it; message says where the files came from. It answers the
 // active commit unchanged when files are exactly its tree. A lost swap is
 // ErrHeadMoved: the caller reads the head again and decides.
-func Import(ctx context.Context, repo Repo, files []ImportFile, message string, at time.Time) (plumbing.Hash, error) {
+func CommitTree(ctx context.Context, repo Repo, files []ImportFile, message string, at time.Time) (plumbing.Hash, error) {
 	objs := repo.Objects()
 	head, err := repo.Head(ctx)
 	if errors.Is(err, ErrNoRevision) {

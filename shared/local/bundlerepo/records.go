@@ -38,23 +38,10 @@ const recordExt = ".json"
 // path is the record file of id; ids are ours (cs_ and base32), but one
 // read from a tool call is checked before it names a file.
 func (r *Records) path(id string) (string, error) {
-	if !validID(id) {
+	if !changeset.ValidID(id) {
 		return "", changeset.ErrNotFound
 	}
 	return filepath.Join(r.dir, id+recordExt), nil
-}
-
-func validID(id string) bool {
-	rest, ok := strings.CutPrefix(id, "cs_")
-	if !ok || rest == "" || len(rest) > 64 {
-		return false
-	}
-	for _, c := range rest {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
 }
 
 func (r *Records) lock(ctx context.Context, id string) (*atomicfile.Lock, error) {
@@ -153,7 +140,7 @@ func (r *Records) Expired(ctx context.Context, t time.Time, limit int) ([]string
 	var out []string
 	for _, e := range entries {
 		id, ok := strings.CutSuffix(e.Name(), recordExt)
-		if !ok || !validID(id) {
+		if !ok || !changeset.ValidID(id) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {

@@ -135,7 +135,7 @@ func TestSwapHeadLock(t *testing.T) {
 	if err := os.WriteFile(lock, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := changeset.Import(context.Background(), noSwap{r}, changesettest.Seed(), "seed\n", time.Now())
+	c, err := changeset.CommitTree(context.Background(), noSwap{r}, changesettest.Seed(), "seed\n", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ func setup(t *testing.T, open Backends) *fixture {
 	t.Helper()
 	repo, recs := open(t)
 	ctx := context.Background()
-	seed, err := changeset.Import(ctx, repo, Seed(), "seed\n", time.Now())
+	seed, err := changeset.CommitTree(ctx, repo, Seed(), "seed\n", time.Now())
 	if err != nil {
 		t.Fatalf("import the seed: %v", err)
 	}
@@ -171,6 +171,8 @@ func Run(t *testing.T, open Backends) {
 	t.Run("CrashAroundTheSwap", func(t *testing.T) { crashAroundSwap(t, open) })
 	t.Run("Expiry", func(t *testing.T) { expiry(t, setup(t, open)) })
 	t.Run("TwentyConcurrentCommits", func(t *testing.T) { twenty(t, setup(t, open)) })
+	t.Run("Import", func(t *testing.T) { importSuite(t, open) })
+	t.Run("History", func(t *testing.T) { historySuite(t, setup(t, open)) })
 }
 
 func openEditCommit(t *testing.T, f *fixture) {
@@ -604,5 +606,109 @@ func twenty(t *testing.T, f *fixture) {
 	}
 	if count != n {
 		t.Fatalf("%d commits on the seed, want %d", count, n)
+	}
+}
+
+func importSuite(t *testing.T, open Backends) {
+	repo, recs := open(t)
+	ctx := context.Background()
+	m := &changeset.Manager{Repo: repo, Records: recs, Validate: Validate}
+	f := &fixture{t: t, ctx: ctx, repo: repo, recs: recs, m: m}
+	res, err := m.Import(ctx, Seed(), "seed/")
+	if err != nil || res.Status != changeset.ImportDone || res.PreviousRef != "" || len(res.Summary.FilesAdded) != len(Seed()) {
+		t.Fatalf("the first import: %+v %v", res, err)
+	}
+	f.seed = f.head()
+	if res, err := m.Import(ctx, Seed(), "seed/"); err != nil || res.Status != changeset.ImportUnchanged || f.head() != f.seed {
+		t.Fatalf("the same source again: %+v %v", res, err)
+	}
+	// An agent adds gamma and edits alpha's first lines; the source then
+	// edits beta and adds delta: both survive the next import.
+	c := caller("a")
+	id := f.open(c)
+	f.write(c, id, "tools/gamma.yaml", Tool("gamma"))
+	f.write(c, id, "tools/alpha.yaml", strings.Replace(Tool("alpha"), "The alpha tool.", "Alpha, by the agent.", 1))
+	if r := f.commit(c, id); r.Status != changeset.StatusOK {
+		t.Fatalf("the agent's commit: %+v", r)
+	}
+	src := Seed()
+	src[1].Data = []byte(strings.Replace(Tool("beta"), "The beta tool.", "Beta, by the source.", 1))
+	src = append(src, changeset.ImportFile{Path: "tools/delta.yaml", Data: []byte(Tool("delta"))})
+	res, err = m.Import(ctx, src, "seed/")
+	if err != nil || res.Status != changeset.ImportDone {
+		t.Fatalf("the import after an agent's commit: %+v %v", res, err)
+	}
+	b := f.loads()
+	if b.Tools["seed:gamma"] == nil || b.Tools["seed:delta"] == nil || !strings.Contains(f.headFile("tools/alpha.yaml"), "Alpha, by the agent.") ||
+		!strings.Contains(f.headFile("tools/beta.yaml"), "Beta, by the source.") {
+		t.Fatalf("the merged import lost a side: %v\nalpha: %s\nbeta: %s", b.Tools, f.headFile("tools/alpha.yaml"), f.headFile("tools/beta.yaml"))
+	}
+	// The source changes the line the agent changed: conflict, nothing moves.
+	before := f.head()
+	src[0].Data = []byte(strings.Replace(Tool("alpha"), "The alpha tool.", "Alpha, by the source.", 1))
+	res, err = m.Import(ctx, src, "seed/")
+	if err != nil || res.Status != changeset.ImportConflict || strings.Join(res.ConflictingFiles, ",") != "tools/alpha.yaml" || f.head() != before {
+		t.Fatalf("a conflicting import: %+v %v", res, err)
+	}
+	// An invalid source: the loader's problems, nothing moves.
+	src[0].Data = []byte(Tool("alpha"))
+	bad := append(slices.Clone(src), changeset.ImportFile{Path: "tools/bad.yaml", Data: []byte("kind: Tool\n")})
+	_, err = m.Import(ctx, bad, "seed/")
+	var ve *bundle.ValidationError
+	if !errors.As(err, &ve) || f.head() != before {
+		t.Fatalf("an invalid import: %v", err)
+	}
+}
+
+func historySuite(t *testing.T, f *fixture) {
+	c := caller("a")
+	id := f.open(c)
+	f.write(c, id, "tools/gamma.yaml", Tool("gamma"))
+	added := f.commit(c, id)
+	id = f.open(c)
+	f.write(c, id, "tools/alpha.yaml", strings.Replace(Tool("alpha"), "The alpha tool.", "Alpha, edited.", 1))
+	edited := f.commit(c, id)
+	log, err := changeset.Log(f.ctx, f.repo, 10)
+	if err != nil || len(log) != 3 || log[0].Ref != edited.NewRef || !log[0].Active || log[1].Ref != added.NewRef || log[2].Ref != changeset.Ref(f.seed) ||
+		log[0].Trailers.ChangesetID != id || log[0].Trailers.Instance != "thread-a" || log[0].Parent != added.NewRef {
+		t.Fatalf("log: %+v %v", log, err)
+	}
+	e, err := changeset.Show(f.ctx, f.repo, added.NewRef)
+	if err != nil || e.Active || strings.Join(e.Summary.FilesAdded, ",") != "tools/gamma.yaml" {
+		t.Fatalf("show: %+v %v", e, err)
+	}
+	d, err := changeset.Diff(f.ctx, f.repo, added.NewRef, edited.NewRef)
+	if err != nil || !strings.Contains(d, "-  description: The alpha tool.") || !strings.Contains(d, "+  description: Alpha, edited.") {
+		t.Fatalf("diff: %v\n%s", err, d)
+	}
+	for ref, want := range map[string]string{"active": edited.NewRef, "active~1": added.NewRef, "active~2": changeset.Ref(f.seed),
+		strings.TrimPrefix(added.NewRef, changeset.RefPrefix): added.NewRef} {
+		if got, err := changeset.ResolveRef(f.ctx, f.repo, ref); err != nil || got != want {
+			t.Errorf("resolve %s: %s %v, want %s", ref, got, err, want)
+		}
+	}
+	for _, bad := range []string{"active~3", "active~x", "main", "git:123", "HEAD~1"} {
+		if _, err := changeset.ResolveRef(f.ctx, f.repo, bad); err == nil {
+			t.Errorf("resolve %s: no error", bad)
+		}
+	}
+	// Revert the older commit (gamma's): the later edit of alpha stays.
+	r, err := f.m.Revert(f.ctx, added.NewRef, "operator alice")
+	if err != nil || r.Status != changeset.StatusOK || strings.Join(r.Summary.FilesDeleted, ",") != "tools/gamma.yaml" {
+		t.Fatalf("revert: %+v %v", r, err)
+	}
+	b := f.loads()
+	if b.Tools["seed:gamma"] != nil || !strings.Contains(f.headFile("tools/alpha.yaml"), "Alpha, edited.") {
+		t.Fatalf("after the revert: %v", b.Tools)
+	}
+	top, _ := changeset.Log(f.ctx, f.repo, 1)
+	if top[0].Trailers.Reverts != added.NewRef || top[0].Trailers.Operator != "operator alice" {
+		t.Fatalf("the revert's trailers: %+v", top[0].Trailers)
+	}
+	if _, err := f.m.Revert(f.ctx, changeset.Ref(f.seed), "alice"); err == nil {
+		t.Fatal("reverting the first revision")
+	}
+	if _, err := f.m.Revert(f.ctx, "git:"+strings.Repeat("ab", 20), "alice"); !errors.Is(err, changeset.ErrUnknownRevision) {
+		t.Fatalf("reverting an unknown revision: %v", err)
 	}
 }
