@@ -11,7 +11,9 @@
 # The Makefile passes its variables:
 #   BIN            the agentauth binary (built by `make build`)
 #   HOME_DIR       state: secrets/, runtime-token, provider.log, …
-#   BUNDLE         the bundle directory to serve
+#   BUNDLE         the bundle directory to start from: its files are
+#                  imported into the git repository HOME_DIR/bundle, which
+#                  serve runs (its history records every changeset)
 #   ADDR           agentauth's listen address
 #   PROVIDER_DIR   the demo provider (test/e2e/provider, npm ci done)
 #   PROVIDER_PORT  the demo provider's port on 127.0.0.1
@@ -47,6 +49,7 @@ echo "demo OpenID provider: http://127.0.0.1:$PROVIDER_PORT (log in as any name,
 echo "agent JWT for the tool routes: curl -s -u agentauth-agent:agent-secret -d grant_type=client_credentials -d resource=urn:agentauth:tools -d scope=profile.read http://127.0.0.1:$PROVIDER_PORT/token"
 echo "MCP server: $mcp_resource (Streamable HTTP, header Authorization: Bearer <access_token>; README.md \"MCP from make run\")"
 echo "agent JWT for MCP (1 h): curl -s -u agentauth-agent:agent-secret -d grant_type=client_credentials -d resource=$mcp_resource -d scope=profile.read http://127.0.0.1:$PROVIDER_PORT/token"
+echo "bundle: $repo, a git repository imported from $BUNDLE (history: $BIN bundle log --bundle $repo)"
 if [ -n "$model" ]; then echo "scripted model (a fixed script, not a language model): http://$MODEL_ADDR/v1"; fi
 echo "ready: agentauth on http://$ADDR (open it in a browser for what runs); Ctrl-C stops it, make reset deletes its state in $HOME_DIR"
 }
@@ -100,11 +103,18 @@ grep -q listening "$HOME_DIR/provider.log" || {
   exit 1
 }
 
+# serve runs a git repository in the home: agents' changesets commit to
+# it (docs/changesets.md). BUNDLE's files are imported at every start, so
+# what changed in them since the last start is merged with what agents
+# committed; the same lines changed on both sides stop the start here.
+repo="$HOME_DIR/bundle"
+"$BIN" bundle import --bundle "$repo" --home "$HOME_DIR" --from "$BUNDLE"
+
 AGENTAUTH_JWKS_URL=${AGENTAUTH_JWKS_URL:-http://127.0.0.1:$PROVIDER_PORT/jwks} \
 AGENTAUTH_JWT_ISSUER=${AGENTAUTH_JWT_ISSUER:-http://127.0.0.1:$PROVIDER_PORT} \
 AGENTAUTH_JWT_AUDIENCE=${AGENTAUTH_JWT_AUDIENCE:-urn:agentauth:tools} \
 AGENTAUTH_MCP_RESOURCE=$mcp_resource \
-  "$BIN" serve --bundle "$BUNDLE" --home "$HOME_DIR" --addr "$ADDR" &
+  "$BIN" serve --bundle "$repo" --home "$HOME_DIR" --addr "$ADDR" &
 serve=$!
 
 # Ready once /healthz answers: serve listens only after the bundle and the

@@ -56,6 +56,8 @@ var sections = []section{
 		[]string{"serve", "runtime-token", "grants list", "events list", "sessions cleanup", "keys rotate", "keys reseal", "keys generate", "keys rewrap"}},
 	{"Agent instances, over a running serve's HTTP API (--url URL, default http://127.0.0.1:8080, with the home's runtime token: $AGENTAUTH_RUNTIME_TOKEN, else <home>/runtime-token):",
 		[]string{"send", "instances list", "instances inspect", "instances events", "instances pause", "instances resume", "instances terminate", "instances delete"}},
+	{"The bundle's history, when the bundle is a git repository (--bundle DIR; import and revert check the result with the secrets of --home DIR; docs/changesets.md):",
+		[]string{"bundle init", "bundle import", "bundle log", "bundle show", "bundle diff", "bundle revert"}},
 	{"Other:", []string{"bench", "scripted-model", "version"}},
 }
 
@@ -396,6 +398,7 @@ func commands() []command {
 	out = append(out, homeCommands()...)
 	out = append(out, sendCommand())
 	out = append(out, instanceCommands()...)
+	out = append(out, bundleCommands()...)
 	out = append(out, benchCommand(), versionCommand())
 	return out
 }

@@ -182,7 +182,7 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 	cs := be.Changesets
 	if cs == nil && be.Home != "" {
 		var err error
-		if cs, err = localChangesets(cfg.BundleDir, be.Home); err != nil {
+		if cs, err = localChangesets(ctx, cfg.BundleDir, be.Home, log); err != nil {
 			return nil, fmt.Errorf("bundle %s: %w", filepath.Clean(cfg.BundleDir), err)
 		}
 	}

@@ -29,7 +29,7 @@ type Changesets struct {
 // changeset records under the home (never inside the bundle); nil when
 // the bundle is a plain directory, which keeps its content-hash revision
 // and offers no changeset tools.
-func localChangesets(bundleDir, home string) (*Changesets, error) {
+func localChangesets(ctx context.Context, bundleDir, home string, log *slog.Logger) (*Changesets, error) {
 	if !bundlerepo.IsRepository(bundleDir) {
 		return nil, nil
 	}
@@ -37,6 +37,11 @@ func localChangesets(bundleDir, home string) (*Changesets, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The directory shows the active revision (a commit may have landed
+	// while no server ran); files changed by hand are said to be inactive.
+	repo.Log = log
+	rep, err := repo.Sync()
+	repo.ReportSync(ctx, rep, err)
 	recs, err := bundlerepo.NewRecords(filepath.Join(home, "changesets"))
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,6 +30,8 @@ type Repo struct {
 	objs   *lockedObjects
 	// branch is the ref HEAD names: the active revision.
 	branch plumbing.ReferenceName
+	// Log, when set, gets what a working-tree sync could not do.
+	Log *slog.Logger
 }
 
 var _ changeset.Repo = (*Repo)(nil)
@@ -135,7 +138,31 @@ func (r *Repo) SwapHead(ctx context.Context, old, new plumbing.Hash) error {
 		return err
 	}
 	done = true
-	return syncDir(filepath.Dir(refPath))
+	if err := syncDir(filepath.Dir(refPath)); err != nil {
+		return err
+	}
+	// The ref moved: the working tree follows (best effort — the ref is
+	// the record; a file changed by hand stays as it is).
+	rep, err := r.Sync()
+	r.ReportSync(ctx, rep, err)
+	return nil
+}
+
+// ReportSync logs what a sync could not do (with Log set).
+func (r *Repo) ReportSync(ctx context.Context, rep SyncReport, err error) {
+	log := r.Log
+	if log == nil {
+		return
+	}
+	switch {
+	case err != nil:
+		log.WarnContext(ctx, "bundle working tree not updated to the active revision", "bundle", r.dir, "err", err)
+	case rep.Skipped != "":
+		log.WarnContext(ctx, "bundle working tree not updated to the active revision", "bundle", r.dir, "why", rep.Skipped)
+	case len(rep.Dirty) > 0:
+		log.WarnContext(ctx, "bundle files changed by hand are not active until committed", "bundle", r.dir, "files", rep.Dirty,
+			"hint", "git -C "+r.dir+" commit -am '…' (or git checkout -- FILE to drop the change)")
+	}
 }
 
 // lock creates the lock file, waiting while another writer holds it and
@@ -225,4 +252,20 @@ func Init(dir string, when time.Time) (plumbing.Hash, error) {
 		return plumbing.ZeroHash, fmt.Errorf("bundle %s: first commit: %w", dir, err)
 	}
 	return h, nil
+}
+
+// InitEmpty makes dir (created when missing) a git repository on branch
+// main with no commit yet: an import makes its first.
+func InitEmpty(dir string) error {
+	if IsRepository(dir) {
+		return fmt.Errorf("bundle %s is already a git repository", dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	_, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")}})
+	if err != nil {
+		return fmt.Errorf("bundle %s: git init: %w", dir, err)
+	}
+	return nil
 }

@@ -107,6 +107,59 @@ func TestGitReadsTheHistory(t *testing.T) {
 	if got := run("show", "HEAD:tools/gamma.yaml"); got != changesettest.Tool("gamma") {
 		t.Fatalf("git show: %q", got)
 	}
+	// The working tree and the index follow the commit: git sees nothing
+	// to commit, and the new file is on disk.
+	if st := run("status", "--porcelain"); st != "" {
+		t.Fatalf("git status after a changeset landed:\n%s", st)
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "tools", "gamma.yaml")); err != nil || string(data) != changesettest.Tool("gamma") {
+		t.Fatalf("the working file: %q %v", data, err)
+	}
+	// A file changed by hand stays as it is when a changeset changes
+	// another, and when one changes it too.
+	hand := strings.Replace(changesettest.Tool("alpha"), "The alpha tool.", "Alpha, by hand.", 1)
+	if err := os.WriteFile(filepath.Join(dir, "tools", "alpha.yaml"), []byte(hand), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, edit := range []struct{ path, data string }{
+		{"tools/beta.yaml", strings.Replace(changesettest.Tool("beta"), "The beta tool.", "Beta, by a changeset.", 1)},
+		{"tools/alpha.yaml", strings.Replace(changesettest.Tool("alpha"), "The alpha tool.", "Alpha, by a changeset.", 1)},
+	} {
+		o, err := m.Open(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.WriteFile(ctx, c, o.ChangesetID, edit.path, []byte(edit.data)); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := m.Commit(ctx, c, o.ChangesetID, "edit "+edit.path); err != nil || r.Status != changeset.StatusOK {
+			t.Fatalf("%+v %v", r, err)
+		}
+	}
+	if st := run("status", "--porcelain"); st != " M tools/alpha.yaml\n" {
+		t.Fatalf("git status with a file changed by hand:\n%q", st)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, "tools", "alpha.yaml")); string(data) != hand {
+		t.Fatalf("the hand-edited file was overwritten: %q", data)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, "tools", "beta.yaml")); !strings.Contains(string(data), "Beta, by a changeset.") {
+		t.Fatalf("the other file did not follow: %q", data)
+	}
+	rep, err := r.Sync()
+	if err != nil || strings.Join(rep.Dirty, ",") != "tools/alpha.yaml" || len(rep.Updated) != 0 {
+		t.Fatalf("sync: %+v %v", rep, err)
+	}
+	// Dropping the hand edit gives the active revision's file.
+	run("checkout", "--", "tools/alpha.yaml")
+	if data, _ := os.ReadFile(filepath.Join(dir, "tools", "alpha.yaml")); !strings.Contains(string(data), "Alpha, by a changeset.") {
+		t.Fatalf("after git checkout: %q", data)
+	}
+	if rep, err := r.Sync(); err != nil || len(rep.Updated) != 0 || len(rep.Dirty) != 0 {
+		t.Fatalf("sync after the hand edit was dropped: %+v %v", rep, err)
+	}
+	if st := run("status", "--porcelain"); st != "" {
+		t.Fatalf("git status at the end:\n%s", st)
+	}
 	// git moves the branch; Head follows, and a swap from the stale value
 	// loses.
 	run("-c", "user.name=op", "-c", "user.email=op@example.com", "commit", "--allow-empty", "-q", "-m", "by hand")

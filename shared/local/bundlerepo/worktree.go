@@ -1,0 +1,230 @@
+package bundlerepo
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/index"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// SyncReport is what a working-tree sync did.
+type SyncReport struct {
+	// Updated are the files written or removed to match the active
+	// revision (their index entries too).
+	Updated []string
+	// Dirty are files changed by hand (not as the index had them): left
+	// as they are, and not active until committed; their index entries
+	// follow the active revision.
+	Dirty []string
+	// Skipped says why nothing was synced ("" when it ran).
+	Skipped string
+}
+
+// Sync brings the bundle directory's working tree and index to the active
+// revision, the way `git reset --merge` would: a file that is as the index
+// has it (clean) and differs from the active revision is rewritten (or
+// removed), a file changed by hand is left alone and reported Dirty. It
+// runs after every commit a changeset lands (SwapHead) and when serve
+// opens the repository, so the directory a person looks at is the
+// revision serve runs. The index is written under git's index.lock, so
+// it never races a git command; when another holds it, Sync skips and
+// says so (the next one catches up).
+func (r *Repo) Sync() (SyncReport, error) {
+	var rep SyncReport
+	lockPath := filepath.Join(r.gitDir, "index.lock")
+	lock, err := os.OpenFile(lockPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		rep.Skipped = "index.lock is held (a git command is running)"
+		return rep, nil
+	}
+	if err != nil {
+		return rep, err
+	}
+	done := false
+	defer func() {
+		if !done {
+			lock.Close()
+			os.Remove(lockPath)
+		}
+	}()
+	r.objs.mu.Lock()
+	idx, err := r.repo.Storer.Index()
+	r.objs.mu.Unlock()
+	if err != nil {
+		return rep, fmt.Errorf("bundle %s: read the index: %w", r.dir, err)
+	}
+	head, err := r.Head(context.Background())
+	if err != nil {
+		return rep, err
+	}
+	target, err := r.targetFiles(head)
+	if err != nil {
+		return rep, err
+	}
+	entries := map[string]*index.Entry{}
+	for _, e := range idx.Entries {
+		if e.Stage == 0 {
+			entries[e.Name] = e
+		}
+	}
+	paths := map[string]bool{}
+	for p := range target {
+		paths[p] = true
+	}
+	for p := range entries {
+		paths[p] = true
+	}
+	sorted := make([]string, 0, len(paths))
+	for p := range paths {
+		sorted = append(sorted, p)
+	}
+	sort.Strings(sorted)
+	changed := false
+	for _, p := range sorted {
+		want, inTarget := target[p]
+		e, inIndex := entries[p]
+		if inIndex && inTarget && e.Hash == want {
+			if h, ok := r.workHash(p); !ok || h != want {
+				rep.Dirty = append(rep.Dirty, p)
+			}
+			continue
+		}
+		// The index differs from the active revision: the file follows
+		// when it is as the index has it (or absent from both).
+		h, exists := r.workHash(p)
+		clean := (!inIndex && !exists) || (inIndex && exists && h == e.Hash)
+		if !clean {
+			// Changed by hand: the file stays; the index follows the
+			// active revision (as `git reset` would), so git shows the
+			// hand change against what is active, not a staged undo.
+			rep.Dirty = append(rep.Dirty, p)
+			switch {
+			case !inTarget:
+				delete(entries, p)
+			case inIndex:
+				e.Hash = want
+			default:
+				entries[p] = &index.Entry{Name: p, Hash: want, Mode: filemode.Regular}
+			}
+			changed = true
+			continue
+		}
+		full := filepath.Join(r.dir, filepath.FromSlash(p))
+		if !inTarget {
+			if exists {
+				if err := os.Remove(full); err != nil {
+					return rep, err
+				}
+			}
+			delete(entries, p)
+		} else {
+			data, err := r.blob(want)
+			if err != nil {
+				return rep, err
+			}
+			if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+				return rep, err
+			}
+			if err := os.WriteFile(full, data, 0o644); err != nil {
+				return rep, err
+			}
+			fi, err := os.Stat(full)
+			if err != nil {
+				return rep, err
+			}
+			if !inIndex {
+				e = &index.Entry{Name: p}
+				entries[p] = e
+			}
+			e.Hash, e.Mode, e.Size, e.ModifiedAt, e.CreatedAt = want, filemode.Regular, uint32(fi.Size()), fi.ModTime(), fi.ModTime()
+		}
+		rep.Updated = append(rep.Updated, p)
+		changed = true
+	}
+	if !changed {
+		return rep, nil
+	}
+	idx.Entries = idx.Entries[:0]
+	for _, p := range sorted {
+		if e, ok := entries[p]; ok {
+			idx.Entries = append(idx.Entries, e)
+		}
+	}
+	bw := bufio.NewWriter(lock)
+	if err := index.NewEncoder(bw).Encode(idx); err != nil {
+		return rep, err
+	}
+	if err := bw.Flush(); err != nil {
+		return rep, err
+	}
+	if err := lock.Sync(); err != nil {
+		return rep, err
+	}
+	if err := lock.Close(); err != nil {
+		return rep, err
+	}
+	if err := os.Rename(lockPath, filepath.Join(r.gitDir, "index")); err != nil {
+		return rep, err
+	}
+	done = true
+	return rep, nil
+}
+
+// targetFiles lists the files of commit c.
+func (r *Repo) targetFiles(c plumbing.Hash) (map[string]plumbing.Hash, error) {
+	cm, err := object.GetCommit(r.objs, c)
+	if err != nil {
+		return nil, err
+	}
+	t, err := cm.Tree()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]plumbing.Hash{}
+	w := object.NewTreeWalker(t, true, nil)
+	defer w.Close()
+	for {
+		name, e, err := w.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if e.Mode.IsFile() {
+			out[name] = e.Hash
+		}
+	}
+}
+
+// workHash is the blob hash of the working file p (false: absent).
+func (r *Repo) workHash(p string) (plumbing.Hash, bool) {
+	data, err := os.ReadFile(filepath.Join(r.dir, filepath.FromSlash(p)))
+	if err != nil {
+		return plumbing.ZeroHash, false
+	}
+	return plumbing.ComputeHash(plumbing.BlobObject, data), true
+}
+
+func (r *Repo) blob(h plumbing.Hash) ([]byte, error) {
+	o, err := r.objs.EncodedObject(plumbing.BlobObject, h)
+	if err != nil {
+		return nil, err
+	}
+	rd, err := o.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	return io.ReadAll(rd)
+}
