@@ -103,3 +103,46 @@ func TestBundleCommands(t *testing.T) {
 		t.Fatalf("revert without an operator: %v", err)
 	}
 }
+
+// TestChangesetsDocCommands runs docs/changesets.md's operator commands
+// (its sh block) on a repository with two revisions in place of
+// .agentauth/bundle: each succeeds, and the revert lands.
+func TestChangesetsDocCommands(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "changesets.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(raw), "```sh\n")
+	if !ok {
+		t.Fatal("docs/changesets.md has no sh block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	home, src, repo := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "bundle")
+	t.Setenv("AGENTAUTH_HOME", home)
+	writeTree(t, src, changesettest.Seed())
+	if _, _, err := runCmd(t, "bundle", "import", "--bundle", repo, "--from", src); err != nil {
+		t.Fatal(err)
+	}
+	writeTree(t, src, []changeset.ImportFile{{Path: "tools/gamma.yaml", Data: []byte(changesettest.Tool("gamma"))}})
+	if _, _, err := runCmd(t, "bundle", "import", "--bundle", repo, "--from", src); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+		words := strings.Fields(strings.ReplaceAll(line, ".agentauth/bundle", repo))
+		if len(words) < 2 || words[0] != "bin/agentauth" {
+			t.Fatalf("not a command: %q", line)
+		}
+		out, _, err := runCmd(t, words[1:]...)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if words[2] == "revert" && !strings.Contains(out, "reverted git:") {
+			t.Fatalf("%s: %q", line, out)
+		}
+		n++
+	}
+	if n != 4 {
+		t.Fatalf("%d commands in the block, want log, show, diff and revert", n)
+	}
+}

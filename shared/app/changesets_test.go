@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/changeset"
 	"github.com/agentauth/agentauth/shared/config"
 	"github.com/agentauth/agentauth/shared/domain"
@@ -262,5 +263,28 @@ func TestAgentChangesetRefused(t *testing.T) {
 	after, _ := r.app.Active(context.Background())
 	if after.Revision != before.Revision {
 		t.Fatalf("the revision moved: %s → %s", before.Revision, after.Revision)
+	}
+}
+
+// TestChangesetsDocPolicy: docs/changesets.md's policy example loads (with
+// the Model it names) and means what the page says.
+func TestChangesetsDocPolicy(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "changesets.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(raw), "```yaml\n")
+	if !ok {
+		t.Fatal("docs/changesets.md has no yaml block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	model := "apiVersion: agents.example.io/v1alpha1\nkind: Model\nmetadata: {name: gpt}\nspec: {provider: openai, model: m, endpoint: \"http://127.0.0.1:1/v1\"}\n"
+	b, err := bundle.Parse([]bundle.File{{Name: "doc.yaml", Data: []byte(block)}, {Name: "model.yaml", Data: []byte(model)}}, bundle.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := b.Swarms["default"].ChangesetPolicy(b.Agents["assistant"])
+	if !p.Enabled || !p.EmitRevisionChanged || !p.Allows("tools/weather.yaml") || p.Allows("prompts/a.yaml") || p.Allows("agents.yaml") {
+		t.Fatalf("the documented policy: %+v", p)
 	}
 }
