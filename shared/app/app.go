@@ -25,6 +25,7 @@ import (
 	"github.com/agentauth/agentauth/shared/changeset"
 	"github.com/agentauth/agentauth/shared/config"
 	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/edge/bundleapi"
 	"github.com/agentauth/agentauth/shared/edge/httpapi"
 	"github.com/agentauth/agentauth/shared/edge/httpx"
 	"github.com/agentauth/agentauth/shared/edge/jwtauth"
@@ -217,6 +218,12 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 	if cs != nil {
 		a.Changesets = &changeset.Manager{Repo: cs.Repo, Records: cs.Records, Log: log,
 			Validate: func(files []bundle.File) error { _, err := load(files); return err }}
+		routes, err := bundleapi.New(bundleapi.Config{Manager: a.Changesets, Caller: opts.RuntimeAuth})
+		if err != nil {
+			return nil, err
+		}
+		api.MountRuntime(routes.Register, httpapi.Part{Name: "bundle history routes", Credential: httpx.RuntimeToken.Name(),
+			Doc: "docs/changesets.md#operators-history-diff-revert", Routes: routes.Patterns()})
 	}
 	turns := len(b.Swarms) > 0 && be.TurnStore != nil
 	if len(b.Swarms) > 0 && be.TurnStore == nil {

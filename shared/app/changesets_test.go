@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/agentauth/agentauth/shared/changeset"
 	"github.com/agentauth/agentauth/shared/config"
 	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/edge/httpapi"
 	"github.com/agentauth/agentauth/shared/local/bundlerepo"
 	"github.com/agentauth/agentauth/shared/local/embedded"
 	"github.com/agentauth/agentauth/shared/local/queueworker"
@@ -286,5 +288,71 @@ func TestChangesetsDocPolicy(t *testing.T) {
 	p := b.Swarms["default"].ChangesetPolicy(b.Agents["assistant"])
 	if !p.Enabled || !p.EmitRevisionChanged || !p.Allows("tools/weather.yaml") || p.Allows("prompts/a.yaml") || p.Allows("agents.yaml") {
 		t.Fatalf("the documented policy: %+v", p)
+	}
+}
+
+// TestBundleRoutes: the history routes, behind the runtime token, after a
+// scripted agent's commit: the revisions, one revision, the diff, a
+// revert; bad input is a 400 that names the field; no token is a 401.
+func TestBundleRoutes(t *testing.T) {
+	r := newChangesetRig(t, selfChangingScript("tools/gamma.yaml", gammaTool))
+	tr := r.turn(t, "thread-1", "change yourself")
+	newRef := strings.TrimPrefix(tr.Final, "committed ")
+	// The rig's app refuses every runtime caller (Options{}): build one
+	// with a token on the same home.
+	a, err := Build(context.Background(), r.cfg, FromEmbedded(r.home, r.cfg.LocalSecrets()), nil,
+		Options{RuntimeAuth: httpapi.BearerToken{Token: domain.NewSecret("tok")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := a.Handler()
+	call := func(method, path, body, token string) (int, string) {
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	if code, _ := call("GET", "/v1/bundle/revisions", "", ""); code != 401 {
+		t.Fatalf("no token: %d", code)
+	}
+	code, body := call("GET", "/v1/bundle/revisions?limit=5", "", "tok")
+	var log struct{ Revisions []changeset.Entry }
+	if code != 200 || json.Unmarshal([]byte(body), &log) != nil || len(log.Revisions) != 2 || log.Revisions[0].Ref != newRef ||
+		log.Revisions[0].Trailers.Turn != tr.ID || !log.Revisions[0].Active {
+		t.Fatalf("revisions: %d %s", code, body)
+	}
+	code, body = call("GET", "/v1/bundle/revisions/active", "", "tok")
+	if code != 200 || !strings.Contains(body, `"filesAdded":["tools/gamma.yaml"]`) {
+		t.Fatalf("show: %d %s", code, body)
+	}
+	code, body = call("GET", "/v1/bundle/diff?from=active~1", "", "tok")
+	if code != 200 || !strings.Contains(body, "+++ b/tools/gamma.yaml") {
+		t.Fatalf("diff: %d %s", code, body)
+	}
+	for _, bad := range []struct{ method, path, body, want string }{
+		{"GET", "/v1/bundle/revisions?limit=0", "", "limit"},
+		{"GET", "/v1/bundle/revisions/HEAD", "", "ref"},
+		{"GET", "/v1/bundle/diff", "", "from"},
+		{"POST", "/v1/bundle/revert", `{"ref":"active"}`, "operator"},
+		{"POST", "/v1/bundle/revert", `{"ref":"active","operator":"alice","force":true}`, "force"},
+	} {
+		if code, body := call(bad.method, bad.path, bad.body, "tok"); code != 400 || !strings.Contains(body, bad.want) {
+			t.Errorf("%s %s %s: %d %s", bad.method, bad.path, bad.body, code, body)
+		}
+	}
+	if code, body := call("GET", "/v1/bundle/revisions/git:"+strings.Repeat("ab", 20), "", "tok"); code != 404 {
+		t.Fatalf("an unknown revision: %d %s", code, body)
+	}
+	code, body = call("POST", "/v1/bundle/revert", `{"ref":"`+newRef+`","operator":"alice"}`, "tok")
+	if code != 200 || !strings.Contains(body, `"status":"ok"`) || !strings.Contains(body, `"filesDeleted":["tools/gamma.yaml"]`) {
+		t.Fatalf("revert: %d %s", code, body)
+	}
+	now, _ := a.Active(context.Background())
+	if now.Tools["seed:gamma"] != nil {
+		t.Fatal("the reverted tool is still active")
 	}
 }
