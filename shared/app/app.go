@@ -81,9 +81,13 @@ func FromEmbedded(h *embedded.Backends, secretsDir string) *Backends {
 
 // FromAWS wraps the opened AWS backends.
 func FromAWS(b *awsbackends.Backends) *Backends {
-	return &Backends{Store: b.Store, Tenants: b.Store, GrantSealer: b.GrantSealer, SessionSealer: b.SessionSealer, Queue: b.Queue,
+	be := &Backends{Store: b.Store, Tenants: b.Store, GrantSealer: b.GrantSealer, SessionSealer: b.SessionSealer, Queue: b.Queue,
 		StateKeys: b.StateKeys(), Secrets: b.Secrets, ToolLimiter: b.ToolLimiter, Describe: "table " + b.Table,
 		TurnStore: b.TurnStore()}
+	if b.BundleRepo != nil {
+		be.Changesets = &Changesets{Repo: b.BundleRepo, Records: b.BundleRecords, Describe: b.BundleWhere}
+	}
+	return be
 }
 
 // OpenBackends opens the AWS backends when cfg.AWS is set, else the
@@ -115,8 +119,12 @@ func OpenEmbedded(ctx context.Context, cfg config.Config, create bool) (*embedde
 // OpenAWS opens the AWS backends a names (also for `agentauth keys
 // rewrap`).
 func OpenAWS(ctx context.Context, a config.AWS, counter *awscount.Counter) (*awsbackends.Backends, error) {
-	return awsbackends.Open(ctx, awsbackends.Settings{Table: a.Table, KMSKeyID: a.KMSKeyID, QueueURL: a.QueueURL,
-		SessionKeysSecret: a.SessionKeysSecret, SecretPrefix: a.SecretPrefix, TurnBucket: a.TurnBucket}, counter)
+	s := awsbackends.Settings{Table: a.Table, KMSKeyID: a.KMSKeyID, QueueURL: a.QueueURL,
+		SessionKeysSecret: a.SessionKeysSecret, SecretPrefix: a.SecretPrefix, TurnBucket: a.TurnBucket}
+	if a.BundleRepo != nil {
+		s.BundleBucket, s.BundlePrefix = a.BundleRepo.Bucket, a.BundleRepo.Prefix
+	}
+	return awsbackends.Open(ctx, s, counter)
 }
 
 // Options are what the entry point knows and the environment does not.
@@ -216,8 +224,7 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 	api.SetAbout(about(opts))
 	a := &App{Bundle: b, OAuth: mgr, api: api, log: log, active: active}
 	if cs != nil {
-		a.Changesets = &changeset.Manager{Repo: cs.Repo, Records: cs.Records, Log: log,
-			Validate: func(files []bundle.File) error { _, err := load(files); return err }}
+		a.Changesets = &changeset.Manager{Repo: cs.Repo, Records: cs.Records, Log: log, Load: load}
 		routes, err := bundleapi.New(bundleapi.Config{Manager: a.Changesets, Caller: opts.RuntimeAuth})
 		if err != nil {
 			return nil, err

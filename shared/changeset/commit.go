@@ -99,7 +99,8 @@ func (m *Manager) Commit(ctx context.Context, c Caller, id, message string) (Res
 		if err != nil {
 			return Result{}, err
 		}
-		if err := m.Validate(files); err != nil {
+		after, err := m.load(files)
+		if err != nil {
 			var ve *bundle.ValidationError
 			if !errors.As(err, &ve) {
 				return Result{}, err
@@ -107,6 +108,21 @@ func (m *Manager) Commit(ctx context.Context, c Caller, id, message string) (Res
 			return res.refused(StatusRejected, &ResultError{Code: "E_BUNDLE_INVALID",
 				Message: clip("the bundle would not load; nothing changed:\n"+err.Error(), 4000),
 				Hint:    "fix the files named above in the changeset and commit again"}), nil
+		}
+		if after != nil {
+			baseFiles, err := baseTree.bundleFiles(objs)
+			if err != nil {
+				return Result{}, err
+			}
+			before, err := m.Load(baseFiles)
+			if err != nil {
+				return Result{}, fmt.Errorf("the changeset's base %s does not load: %w", cs.Base, err)
+			}
+			if bad := protectedChanges(before, after, changed); len(bad) > 0 {
+				return res.refused(StatusRejected, &ResultError{Code: "E_PROTECTED_RESOURCE",
+					Message:       "a changeset may not change OAuthApps, AccessPolicies, Connectors, Models, Swarms or an Agent's changesets policy: " + strings.Join(bad, "; "),
+					ViolatedFiles: pathsOf(bad), Hint: "restore those files; an operator changes them with git or agentauth bundle import"}), nil
+			}
 		}
 		root, err := writeTree(objs, merged)
 		if err != nil {
@@ -550,7 +566,7 @@ func (m *Manager) Import(ctx context.Context, files []ImportFile, source string)
 		if err != nil {
 			return ImportResult{}, err
 		}
-		if err := m.Validate(bfiles); err != nil {
+		if _, err := m.load(bfiles); err != nil {
 			return ImportResult{}, err
 		}
 		root, err := writeTree(objs, merged)
@@ -611,4 +627,25 @@ func readTreeObject(objs storer.EncodedObjectStorer, h plumbing.Hash) (tree, err
 		return nil, fmt.Errorf("tree %s: %w", h, err)
 	}
 	return treeFiles(t)
+}
+
+// load checks files with Load (the bundle, for the protection check) or
+// Validate (nil bundle).
+func (m *Manager) load(files []bundle.File) (*bundle.Bundle, error) {
+	if m.Load != nil {
+		return m.Load(files)
+	}
+	return nil, m.Validate(files)
+}
+
+// pathsOf keeps the path of each "path (why)".
+func pathsOf(items []string) []string {
+	var out []string
+	for _, it := range items {
+		p, _, _ := strings.Cut(it, " (")
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -230,7 +230,7 @@ func (m *Manager) Revert(ctx context.Context, ref, operator string) (Result, err
 		if err != nil {
 			return Result{}, err
 		}
-		if err := m.Validate(files); err != nil {
+		if _, err := m.load(files); err != nil {
 			return res.refused(StatusRejected, &ResultError{Code: "E_BUNDLE_INVALID",
 				Message: clip("the bundle would not load after the revert; nothing changed:\n"+err.Error(), 4000)}), nil
 		}

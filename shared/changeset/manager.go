@@ -58,6 +58,10 @@ type Manager struct {
 	// Validate loads files as a bundle with the process's options; an
 	// error (a *bundle.ValidationError) rejects the commit.
 	Validate func(files []bundle.File) error
+	// Load, when set, is used instead of Validate, and also on the
+	// changeset's base: a commit that changes a protected resource
+	// (protectedChanges) is rejected.
+	Load func(files []bundle.File) (*bundle.Bundle, error)
 	// TTL is DefaultTTL when zero.
 	TTL time.Duration
 	// Now is time.Now when nil.
