@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,7 @@ const (
 	SessionKeysSecret = "AGENTAUTH_SESSION_KEYS_SECRET"
 	SecretPrefix      = "AGENTAUTH_SECRET_PREFIX"
 	TurnBucket        = "AGENTAUTH_TURN_BUCKET"
+	BundleRepo        = "AGENTAUTH_BUNDLE_REPO"
 
 	JWKSURL               = "AGENTAUTH_JWKS_URL"
 	JWTIssuer             = "AGENTAUTH_JWT_ISSUER"
@@ -105,6 +107,7 @@ func Variables() []Var {
 		{Name: SessionKeysSecret, Doc: "Secrets Manager secret: comma-separated random strings (≥ 32 chars, first current) sealing sessions and signing state"},
 		{Name: SecretPrefix, Lambda: "agentauth/", Local: "agentauth/", Doc: "bundle Secret/<name> is the Secrets Manager secret <prefix><name>"},
 		{Name: TurnBucket, Doc: "S3 bucket for turn items over 32 KB (message payloads, tool outputs); without it a commit holding an item over 300 KB is refused"},
+		{Name: BundleRepo, Doc: "s3://<bucket>/<prefix>/: run the bundle as a git repository, its objects under the prefix and its active ref and changeset records in " + Table + " (required with it); every cold start imports the packaged " + Bundle + " into it (docs/changesets.md)"},
 		{Name: JWKSURL, Doc: "JWKS of the agents' JWT issuer: set it to serve the tool routes (https, or http on loopback)"},
 		{Name: JWTIssuer, Doc: "required iss of agent JWTs (required with " + JWKSURL + ")"},
 		{Name: JWTAudience, Doc: "required aud of agent JWTs (required with " + JWKSURL + ")"},
@@ -175,6 +178,52 @@ type AWS struct {
 	Table, KMSKeyID, QueueURL, SessionKeysSecret, SecretPrefix string
 	// TurnBucket keeps large turn items ("": none).
 	TurnBucket string
+	// BundleRepo is the git bundle's object store (nil: the packaged
+	// bundle directory, as is).
+	BundleRepo *S3Folder
+}
+
+// S3Folder is a folder of a bucket: s3://<Bucket>/<Prefix>, Prefix ending
+// with '/'.
+type S3Folder struct {
+	Bucket, Prefix string
+}
+
+// String is the folder as the variable writes it.
+func (f S3Folder) String() string { return "s3://" + f.Bucket + "/" + f.Prefix }
+
+// s3Bucket is an S3 bucket name (general purpose buckets' rules, without
+// the finer ones S3 itself enforces).
+var s3Bucket = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+
+// ParseS3Folder reads s3://<bucket>/<prefix>/: a bucket name and a
+// non-empty folder of printable ASCII (a missing final '/' is added).
+func ParseS3Folder(v string) (S3Folder, error) {
+	rest, ok := strings.CutPrefix(v, "s3://")
+	if !ok {
+		return S3Folder{}, errors.New("want s3://<bucket>/<prefix>/")
+	}
+	bucket, prefix, _ := strings.Cut(rest, "/")
+	if !s3Bucket.MatchString(bucket) {
+		return S3Folder{}, errors.New("want s3://<bucket>/<prefix>/ with a bucket name of 3-63 of a-z, 0-9, '.', '-'")
+	}
+	if prefix != "" && !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	if prefix == "" || len(prefix) > 512 || strings.HasPrefix(prefix, "/") || strings.Contains(prefix, "//") {
+		return S3Folder{}, errors.New("want s3://<bucket>/<prefix>/ with a folder such as bundle/")
+	}
+	for _, c := range prefix {
+		if c <= ' ' || c > '~' {
+			return S3Folder{}, errors.New("want s3://<bucket>/<prefix>/ with a folder of printable ASCII, no space")
+		}
+	}
+	for _, seg := range strings.Split(strings.TrimSuffix(prefix, "/"), "/") {
+		if seg == "." || seg == ".." {
+			return S3Folder{}, errors.New("want s3://<bucket>/<prefix>/ with no . or .. segment")
+		}
+	}
+	return S3Folder{Bucket: bucket, Prefix: prefix}, nil
 }
 
 // Tools is the tool routes' configuration.
@@ -246,6 +295,18 @@ func FromEnv(getenv func(string) string, p Profile) (Config, error) {
 				r.fail(k, "is required with "+Table)
 			}
 		}
+		if v := r.get(BundleRepo); v != "" {
+			f, err := ParseS3Folder(v)
+			if err != nil {
+				r.fail(BundleRepo, err.Error())
+			} else {
+				c.AWS.BundleRepo = &f
+			}
+		}
+	} else if r.get(BundleRepo) != "" {
+		// The repository's ref and records live in the table: without it
+		// there is nowhere to keep them.
+		r.fail(BundleRepo, "needs "+Table+" (the AWS backends)")
 	}
 	c.TurnReserve = time.Duration(r.intIn(TurnReserve, 1, 900)) * time.Second
 	c.Tools = r.tools()

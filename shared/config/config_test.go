@@ -332,3 +332,34 @@ func TestRetentionWindows(t *testing.T) {
 		}
 	}
 }
+
+// TestBundleRepo: AGENTAUTH_BUNDLE_REPO names a folder of a bucket, read
+// with the AWS backends only; a bad one is named, never quoted.
+func TestBundleRepo(t *testing.T) {
+	base := map[string]string{PublicURL: "https://auth.example", Table: "t", KMSKeyID: "k", QueueURL: "q", SessionKeysSecret: "s"}
+	for _, tc := range []struct{ in, bucket, prefix string }{
+		{"s3://agentauth-turnblobs-1/bundle/", "agentauth-turnblobs-1", "bundle/"},
+		{"s3://b.example/bundles/main", "b.example", "bundles/main/"},
+	} {
+		c, err := FromEnv(env(with(base, BundleRepo, tc.in)), Lambda)
+		if err != nil || c.AWS.BundleRepo == nil || *c.AWS.BundleRepo != (S3Folder{Bucket: tc.bucket, Prefix: tc.prefix}) {
+			t.Fatalf("%s: %+v, %v", tc.in, c.AWS, err)
+		}
+		if got := c.AWS.BundleRepo.String(); got != "s3://"+tc.bucket+"/"+tc.prefix {
+			t.Fatalf("String: %s", got)
+		}
+	}
+	if c, err := FromEnv(env(base), Lambda); err != nil || c.AWS.BundleRepo != nil {
+		t.Fatalf("unset: %+v, %v", c.AWS, err)
+	}
+	for _, bad := range []string{"https://b/x/", "s3://B/x/", "s3://bucket", "s3://bucket/", "s3://bucket//x/", "s3://bucket/a/../", "s3://bucket/a b/"} {
+		_, err := FromEnv(env(with(base, BundleRepo, bad)), Lambda)
+		if err == nil || !strings.Contains(err.Error(), BundleRepo+": want s3://") {
+			t.Errorf("%q: err = %v", bad, err)
+		}
+	}
+	local := map[string]string{BundleRepo: "s3://bucket/bundle/"}
+	if _, err := FromEnv(env(local), Local); err == nil || !strings.Contains(err.Error(), BundleRepo+": needs "+Table) {
+		t.Fatalf("without the table: %v", err)
+	}
+}

@@ -1,7 +1,9 @@
 // Package awsbackends opens agentauth's AWS backends from their Settings:
 // the DynamoDB store, the KMS envelope sealer for grants, the session
-// keyring from Secrets Manager, the SQS FIFO event queue and the Secrets
-// Manager resolver for the bundle. The Lambda functions and the admin CLI
+// keyring from Secrets Manager, the SQS FIFO event queue, the Secrets
+// Manager resolver for the bundle, the turn bucket and, for a git bundle,
+// its repository (gitstore: objects in S3, ref and changeset records on
+// the table). The Lambda functions and the admin CLI
 // (`agentauth keys rewrap`) share it.
 //
 // Errors name the missing setting or secret, never a value.
@@ -26,6 +28,7 @@ import (
 	"github.com/agentauth/agentauth/shared/aws/awscount"
 	"github.com/agentauth/agentauth/shared/aws/awssecrets"
 	"github.com/agentauth/agentauth/shared/aws/dynamostore"
+	"github.com/agentauth/agentauth/shared/aws/gitstore"
 	"github.com/agentauth/agentauth/shared/aws/kmsseal"
 	"github.com/agentauth/agentauth/shared/aws/s3blobs"
 	"github.com/agentauth/agentauth/shared/aws/sqsqueue"
@@ -50,7 +53,15 @@ type Settings struct {
 	SecretPrefix string
 	// TurnBucket keeps the turn store's large items ("": none).
 	TurnBucket string
+	// BundleBucket and BundlePrefix hold the git bundle's objects (""
+	// bucket: no git bundle); its active ref and changeset records are
+	// items of Table.
+	BundleBucket, BundlePrefix string
 }
+
+// BundleName names the deployment's one bundle: its active ref is the
+// item bundle#main#head (gitstore).
+const BundleName = "main"
 
 // Backends are the opened AWS backends.
 type Backends struct {
@@ -65,6 +76,12 @@ type Backends struct {
 	Table         string
 	// Blobs is the turn bucket (nil without TurnBucket).
 	Blobs *s3blobs.Store
+	// BundleRepo and BundleRecords are the git bundle's history and its
+	// changeset records (nil without BundleBucket).
+	BundleRepo    *gitstore.Repo
+	BundleRecords *gitstore.Records
+	// BundleWhere says where the git bundle is, for the start line.
+	BundleWhere string
 }
 
 // TurnStore is the turn store on the table, with the turn bucket for
@@ -112,11 +129,19 @@ func Open(ctx context.Context, s Settings, counter *awscount.Counter) (*Backends
 	if b.Queue, err = sqsqueue.New(sqs.NewFromConfig(cfg), s.QueueURL, sqsqueue.Options{}); err != nil {
 		return nil, err
 	}
-	if s.TurnBucket != "" {
+	var s3api *s3.Client
+	if s.TurnBucket != "" || s.BundleBucket != "" {
 		// Path-style addressing behind an endpoint override (an emulator
 		// on 127.0.0.1 has no per-bucket host names).
-		api := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = cfg.BaseEndpoint != nil })
-		if b.Blobs, err = s3blobs.New(api, s.TurnBucket); err != nil {
+		s3api = s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = cfg.BaseEndpoint != nil })
+	}
+	if s.TurnBucket != "" {
+		if b.Blobs, err = s3blobs.New(s3api, s.TurnBucket); err != nil {
+			return nil, err
+		}
+	}
+	if s.BundleBucket != "" {
+		if err := b.openBundle(s3api, s); err != nil {
 			return nil, err
 		}
 	}
@@ -137,6 +162,23 @@ func Open(ctx context.Context, s Settings, counter *awscount.Counter) (*Backends
 		return nil, err
 	}
 	return b, nil
+}
+
+// openBundle opens the git bundle: objects under the bundle folder, the
+// active ref and the changeset records on the table. It makes no call.
+func (b *Backends) openBundle(api gitstore.S3API, s Settings) error {
+	objs, err := gitstore.NewObjects(api, s.BundleBucket, s.BundlePrefix)
+	if err != nil {
+		return err
+	}
+	if b.BundleRepo, err = gitstore.NewRepo(objs, b.DynamoDB, b.Table, BundleName); err != nil {
+		return err
+	}
+	if b.BundleRecords, err = gitstore.NewRecords(b.DynamoDB, b.Table); err != nil {
+		return err
+	}
+	b.BundleWhere = "git s3://" + s.BundleBucket + "/" + s.BundlePrefix
+	return nil
 }
 
 // SessionKeys turns the session-keys secret — comma-separated random

@@ -5,6 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/agentauth/agentauth/shared/domain"
 )
 
@@ -43,5 +47,20 @@ func TestRoutedPicksByRecord(t *testing.T) {
 	s, _ := r.Seal(context.Background(), nil, domain.Binding{Record: "session"})
 	if g.KeyID != "kms" || s.KeyID != "local" {
 		t.Fatalf("grant %s session %s", g.KeyID, s.KeyID)
+	}
+}
+
+// TestOpenBundle: a bundle folder opens the git bundle on the table
+// without a call; a bad folder is refused by name.
+func TestOpenBundle(t *testing.T) {
+	b := &Backends{DynamoDB: dynamodb.NewFromConfig(aws.Config{}), Table: "agentauth-records"}
+	if err := b.openBundle(s3.NewFromConfig(aws.Config{}), Settings{BundleBucket: "turnblobs", BundlePrefix: "bundle/"}); err != nil {
+		t.Fatal(err)
+	}
+	if b.BundleRepo == nil || b.BundleRecords == nil || b.BundleWhere != "git s3://turnblobs/bundle/" {
+		t.Fatalf("%+v", b)
+	}
+	if err := (&Backends{DynamoDB: b.DynamoDB, Table: "t"}).openBundle(s3.NewFromConfig(aws.Config{}), Settings{BundleBucket: "b", BundlePrefix: "no-slash"}); err == nil {
+		t.Fatal("a prefix without '/' opened")
 	}
 }
