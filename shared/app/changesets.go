@@ -5,12 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/changeset"
+	"github.com/agentauth/agentauth/shared/config"
 	"github.com/agentauth/agentauth/shared/local/bundlerepo"
 	"github.com/agentauth/agentauth/shared/turn"
 	"github.com/agentauth/agentauth/shared/turn/model"
@@ -186,4 +191,91 @@ func openBundle(ctx context.Context, dir string, cs *Changesets, secrets bundle.
 		return nil, err
 	}
 	return &activeBundle{revs: revs, first: b, log: log}, nil
+}
+
+// ImportPackaged brings the bundle directory (cfg.BundleDir: a deployed
+// function's packaged bundle) into be's git bundle at a cold start, the
+// way `agentauth bundle import` does: what the package changed since its
+// last import is merged with what agents committed since, checked with the
+// loader the process runs (lambda: device-code apps refused), and lands by
+// compare-and-swap; an empty repository gets it as its first commit. Many
+// functions starting at once are safe: one import lands, the others find
+// it and answer unchanged. Nothing to do without a git bundle.
+//
+// A failed import (a conflict with agents' commits, a result that would
+// not load, a store error) is logged and the process runs the active
+// revision: a deploy never crash-loops on what agents committed. Only a
+// repository with no revision at all makes it an error.
+func ImportPackaged(ctx context.Context, cfg config.Config, be *Backends, lambda bool, log *slog.Logger) error {
+	cs := be.Changesets
+	if cs == nil {
+		return nil
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	start := time.Now()
+	load := loader(bundle.Options{Secrets: be.Secrets}, lambda)
+	m := &changeset.Manager{Repo: cs.Repo, Log: log, Load: load}
+	source := filepath.ToSlash(filepath.Clean(cfg.BundleDir))
+	files, err := readPackaged(cfg.BundleDir)
+	var res changeset.ImportResult
+	if err == nil {
+		res, err = m.Import(ctx, files, source)
+	}
+	if err == nil && res.Status == changeset.ImportConflict {
+		err = fmt.Errorf("the revisions agents committed since the last import changed the same lines as the package: %s", strings.Join(res.ConflictingFiles, ", "))
+	}
+	if err == nil {
+		attrs := []any{"bundle", cs.Describe, "source", source, "status", res.Status, "revision", res.NewRef, "ms", time.Since(start).Milliseconds()}
+		if res.PreviousRef != "" {
+			attrs = append(attrs, "previous", res.PreviousRef)
+		}
+		if res.Summary != nil {
+			attrs = append(attrs, "added", len(res.Summary.FilesAdded), "changed", len(res.Summary.FilesChanged), "deleted", len(res.Summary.FilesDeleted))
+		}
+		log.InfoContext(ctx, "packaged bundle imported", attrs...)
+		return nil
+	}
+	head, herr := cs.Repo.Head(ctx)
+	if herr != nil {
+		return fmt.Errorf("import the packaged bundle %s into %s: %w", source, cs.Describe, err)
+	}
+	log.ErrorContext(ctx, "packaged bundle not imported; running the active revision", "bundle", cs.Describe, "source", source,
+		"revision", changeset.Ref(head), "err", err)
+	return nil
+}
+
+// readPackaged reads every regular file under dir but hidden ones, as
+// `agentauth bundle import` does, so both import the same tree.
+func readPackaged(dir string) ([]changeset.ImportFile, error) {
+	var out []changeset.ImportFile
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != dir && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		out = append(out, changeset.ImportFile{Path: filepath.ToSlash(rel), Data: data})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", dir, err)
+	}
+	return out, nil
 }

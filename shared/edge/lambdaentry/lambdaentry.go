@@ -71,6 +71,17 @@ type function struct {
 }
 
 func build(ctx context.Context, getenv func(string) string, routes Routes, name string, log *slog.Logger, opts Options) (*function, error) {
+	l, err := start(ctx, getenv, routes, name, log, opts)
+	if err != nil {
+		return nil, err
+	}
+	return l.current(ctx), nil
+}
+
+// start is a cold start: configuration, backends, the packaged bundle
+// imported into a git bundle, then the function on the active revision,
+// which follows that revision from then on (live).
+func start(ctx context.Context, getenv func(string) string, routes Routes, name string, log *slog.Logger, opts Options) (*live, error) {
 	cfg, err := config.FromEnv(getenv, config.Lambda)
 	if err != nil {
 		return nil, err
@@ -79,14 +90,39 @@ func build(ctx context.Context, getenv func(string) string, routes Routes, name 
 	if err != nil {
 		return nil, err
 	}
+	if err := app.ImportPackaged(ctx, cfg, be, true, log); err != nil {
+		return nil, err
+	}
+	w := wiring{cfg: cfg, be: be, routes: routes, name: name, log: log, fault: getenv(app.FaultEnv)}
+	f, err := w.assemble(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return newLive(f, w.assemble, cfg.Tools.UploadsCheckEvery, log), nil
+}
+
+// wiring is what a function is assembled from: read and opened once per
+// cold start, reused by every rebuild (the SDK clients, their caches).
+type wiring struct {
+	cfg    config.Config
+	be     *app.Backends
+	routes Routes
+	name   string
+	log    *slog.Logger
+	fault  string
+}
+
+// assemble builds the function on the bundle's active revision.
+func (w wiring) assemble(ctx context.Context) (*function, error) {
+	cfg, log := w.cfg, w.log
 	// API Gateway authorizes runtime routes with IAM before we run.
-	a, err := app.Build(ctx, cfg, be, log, app.Options{RuntimeAuth: httpapi.GatewayAuthorized{}, Lambda: true,
-		Function: name, MetricsOut: os.Stdout})
+	a, err := app.Build(ctx, cfg, w.be, log, app.Options{RuntimeAuth: httpapi.GatewayAuthorized{}, Lambda: true,
+		Function: w.name, MetricsOut: os.Stdout})
 	if err != nil {
 		return nil, err
 	}
 	f := &function{app: a, log: log}
-	switch routes {
+	switch w.routes {
 	case CallbackRoutes:
 		f.http = a.CallbackHandler()
 	case ToolsRoutes:
@@ -98,7 +134,7 @@ func build(ctx context.Context, getenv func(string) string, routes Routes, name 
 			return nil, fmt.Errorf("the turn function has nothing to run: the bundle %s has no Swarm", cfg.BundleDir)
 		}
 		f.turns = &sqsBatch{handle: a.Turns.Handle, log: log}
-		if err := a.Turns.ArmFault(getenv(app.FaultEnv)); err != nil {
+		if err := a.Turns.ArmFault(w.fault); err != nil {
 			return nil, err
 		}
 		// Its function URL (IAM-authorized, response streaming) serves the
@@ -163,13 +199,13 @@ func (f *function) Invoke(ctx context.Context, raw json.RawMessage) (any, error)
 // environment (a failed cold start exits with the reason logged, never a
 // secret), log the init duration, then serve API Gateway events.
 func Main(name string, routes Routes) {
-	start := time.Now()
+	begin := time.Now()
 	log := logging.New(os.Stdout, slog.LevelInfo).With("function", name)
-	f, err := build(context.Background(), os.Getenv, routes, name, log, Options{})
+	l, err := start(context.Background(), os.Getenv, routes, name, log, Options{})
 	if err != nil {
 		log.Error("cold start failed", "err", err)
 		os.Exit(1)
 	}
-	log.Info("initialized", "initMs", time.Since(start).Milliseconds())
-	lambda.Start(f.Invoke)
+	log.Info("initialized", "initMs", time.Since(begin).Milliseconds(), "revision", l.current(context.Background()).app.Bundle.Revision)
+	lambda.Start(l.Invoke)
 }
