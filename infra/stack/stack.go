@@ -83,11 +83,21 @@ const (
 	// EnvTurnBucket (turn and gettoken, with turns): the bucket of the
 	// turn store's large items.
 	EnvTurnBucket = "AGENTAUTH_TURN_BUCKET"
+	// EnvBundleRepo (every function, with turns): s3://<turn bucket>/bundle/,
+	// the git bundle agents change through changesets (its objects there,
+	// its active ref and changeset records in the table).
+	EnvBundleRepo = "AGENTAUTH_BUNDLE_REPO"
 )
 
 // TurnBlobPrefix is the folder of the turn bucket the functions may use
 // (shared/aws/dynamostore: turns/<instance>/<epoch>/<sha256>).
 const TurnBlobPrefix = "turns/"
+
+// BundleRepoPrefix is the folder of the turn bucket that holds the git
+// bundle's objects (shared/aws/gitstore: bundle/objects/<2 hex>/<38 hex>).
+// No lifecycle rule may expire it: a process remembers the objects it
+// wrote and never writes them again.
+const BundleRepoPrefix = "bundle/"
 
 // Defaults of ToolsProps.TenantClaim and ToolsProps.SkillsClaim.
 const (
@@ -526,10 +536,18 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		if blobs {
 			fenv[EnvTurnBucket] = s.TurnBlobs.BucketName()
 		}
+		if s.TurnBlobs != nil {
+			// With turns agents may change their bundle: every function
+			// runs it as a git repository (docs/changesets.md).
+			fenv[EnvBundleRepo] = awscdk.Fn_Join(jsii.String(""), jsii.Strings("s3://", *s.TurnBlobs.BucketName(), "/"+BundleRepoPrefix))
+		}
 		s.Functions[fn] = newFunction(st, props, fn, roles[fn], fenv)
 		grantData(roles[fn], fn, s.Table, s.Queue, s.SessionKeys, props.SecretPrefix)
 		if blobs {
 			grantTurnBlobs(roles[fn], s.TurnBlobs)
+		}
+		if s.TurnBlobs != nil {
+			grantBundleRepo(roles[fn], s.TurnBlobs)
 		}
 	}
 	if props.Turns.Enabled {
@@ -945,10 +963,11 @@ func newKey(st awscdk.Stack, props Props, fns []string, roles map[string]awsiam.
 		},
 	}))
 	// The turn bucket's default encryption (SSE-KMS with an S3 Bucket
-	// Key): the functions that read and write it use the key through S3
-	// only, like the table's.
+	// Key): the functions that read and write it — every one, since the
+	// git bundle lives there — use the key through S3 only, like the
+	// table's.
 	if props.Turns.Enabled {
-		blobUsers := []awsiam.IPrincipal{awsiam.NewArnPrincipal(roles[GetToken].RoleArn()), awsiam.NewArnPrincipal(roles[Turn].RoleArn())}
+		blobUsers := callers
 		doc.AddStatements(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:        jsii.String("TurnBucketEncryptionThroughS3"),
 			Principals: &blobUsers,
@@ -1120,6 +1139,24 @@ func grantTurnBlobs(role awsiam.Role, bucket awss3.Bucket) {
 		Actions:    jsii.Strings("s3:ListBucket"),
 		Resources:  &[]*string{bucket.BucketArn()},
 		Conditions: &map[string]any{"StringLike": map[string]any{"s3:prefix": []string{TurnBlobPrefix + "*"}}},
+	}))
+}
+
+// grantBundleRepo lets role read and write the git bundle's objects under
+// BundleRepoPrefix — never delete them: gitstore only adds objects, each
+// written if absent — and list that folder only, so that a missing object
+// is S3's 404 (the ListBucket permission) rather than 403.
+func grantBundleRepo(role awsiam.Role, bucket awss3.Bucket) {
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("GitBundle"),
+		Actions:   jsii.Strings("s3:GetObject", "s3:PutObject"),
+		Resources: &[]*string{bucket.ArnForObjects(jsii.String(BundleRepoPrefix + "*"))},
+	}))
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("GitBundleList"),
+		Actions:    jsii.Strings("s3:ListBucket"),
+		Resources:  &[]*string{bucket.BucketArn()},
+		Conditions: &map[string]any{"StringLike": map[string]any{"s3:prefix": []string{BundleRepoPrefix + "*"}}},
 	}))
 }
 

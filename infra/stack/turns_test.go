@@ -35,6 +35,24 @@ func blobStatements(f *fixture) []any {
 	}
 }
 
+// bundleStatements are the git bundle's statements of a role (every
+// function, with turns): read and write objects under bundle/, never
+// delete; list that folder only.
+func bundleStatements(f *fixture) []any {
+	bucket := f.id["turnBlobs"]
+	return []any{
+		map[string]any{"Effect": "Allow", "Sid": "GitBundle", "Action": []any{"s3:GetObject", "s3:PutObject"},
+			"Resource": map[string]any{"Fn::Join": []any{"", []any{getAtt(bucket, "Arn"), "/bundle/*"}}}},
+		map[string]any{"Effect": "Allow", "Sid": "GitBundleList", "Action": "s3:ListBucket", "Resource": getAtt(bucket, "Arn"),
+			"Condition": map[string]any{"StringLike": map[string]any{"s3:prefix": []any{"bundle/*"}}}},
+	}
+}
+
+// bundleRepo is AGENTAUTH_BUNDLE_REPO as the stack sets it.
+func bundleRepo(f *fixture) any {
+	return map[string]any{"Fn::Join": []any{"", []any{"s3://", ref(f.id["turnBlobs"]), "/bundle/"}}}
+}
+
 // turnBlobsID finds the turn bucket.
 func turnBlobsID(t *testing.T, f *fixture) {
 	t.Helper()
@@ -59,6 +77,7 @@ func turnPolicy(f *fixture) map[string]any {
 		map[string]any{"Effect": "Allow", "Sid": "SessionKeys", "Action": "secretsmanager:GetSecretValue", "Resource": ref(f.id["sessionKeys"])},
 		map[string]any{"Effect": "Allow", "Sid": "BundleSecrets", "Action": "secretsmanager:GetSecretValue", "Resource": bundleSecretsARN("aa-test/")},
 		blobStatements(f)[0], blobStatements(f)[1],
+		bundleStatements(f)[0], bundleStatements(f)[1],
 		// The event source mapping's (CDK's grant for SqsEventSource).
 		map[string]any{"Effect": "Allow", "Action": []any{"sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl", "sqs:DeleteMessage", "sqs:GetQueueAttributes"},
 			"Resource": getAtt(f.id["queue"], "Arn")},
@@ -84,7 +103,8 @@ func TestTurnFunction(t *testing.T) {
 		}},
 		{"environment: the AWS backends, the step reserve (a sixth of the timeout, at most 20 s), EMF metrics", func(t *testing.T, f *fixture) {
 			vars := functionEnv(f)
-			maps.Copy(vars, map[string]any{stack.EnvTurnReserve: "20", stack.EnvMetrics: "emf", stack.EnvTurnBucket: ref(f.id["turnBlobs"])})
+			maps.Copy(vars, map[string]any{stack.EnvTurnReserve: "20", stack.EnvMetrics: "emf", stack.EnvTurnBucket: ref(f.id["turnBlobs"]),
+				stack.EnvBundleRepo: bundleRepo(f)})
 			check(t, func() {
 				f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
 					"FunctionName": "aa-test-turn",
@@ -160,6 +180,31 @@ func TestTurnFunction(t *testing.T) {
 				}
 			}
 		}},
+		{"git bundle: every function runs it from bundle/ of the turn bucket, may read and write its objects, never delete them", func(t *testing.T, f *fixture) {
+			for _, fn := range []string{stack.GetToken, stack.Callback, stack.Turn} {
+				check(t, func() {
+					f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{"FunctionName": "aa-test-" + fn,
+						"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(&map[string]any{stack.EnvBundleRepo: bundleRepo(f)})}})
+				})
+				doc := props(f.resources[f.id[fn+"Policy"]])["PolicyDocument"].(map[string]any)["Statement"].([]any)
+				if !strings.Contains(fmt.Sprint(doc), fmt.Sprint(bundleStatements(f)[0])) || !strings.Contains(fmt.Sprint(doc), fmt.Sprint(bundleStatements(f)[1])) {
+					t.Errorf("%s's policy lacks the git bundle's statements: %v", fn, doc)
+				}
+				for _, st := range doc {
+					if s := fmt.Sprint(st); strings.Contains(s, "bundle/") && strings.Contains(s, "s3:DeleteObject") {
+						t.Errorf("%s may delete git objects: %s", fn, s)
+					}
+				}
+			}
+		}},
+		{"no lifecycle rule expires objects (the git bundle's must stay)", func(t *testing.T, f *fixture) {
+			rules := fmt.Sprint(props(f.resources[f.id["turnBlobs"]])["LifecycleConfiguration"])
+			for _, expiry := range []string{"Expiration", "Transition", "NoncurrentVersion"} {
+				if strings.Contains(rules, expiry) {
+					t.Errorf("the turn bucket's lifecycle rules %s name %s", rules, expiry)
+				}
+			}
+		}},
 		{"turn bucket: private, SSE-KMS with the stack key and a Bucket Key, TLS only, lifecycle rule, retained", func(t *testing.T, f *fixture) {
 			check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::S3::Bucket"), jsii.Number(1)) })
 			check(t, func() {
@@ -192,23 +237,24 @@ func TestTurnFunction(t *testing.T) {
 		}},
 		{"gettoken (the turn routes) reads and deletes the bucket's turn objects too; callback never", func(t *testing.T, f *fixture) {
 			doc := props(f.resources[f.id[stack.GetToken+"Policy"]])["PolicyDocument"].(map[string]any)["Statement"].([]any)
-			if got := fmt.Sprint(doc[len(doc)-2:]); got != fmt.Sprint(blobStatements(f)) {
-				t.Errorf("gettoken's last statements %s, want the turn bucket's", got)
+			if got, want := fmt.Sprint(doc[len(doc)-4:]), fmt.Sprint(append(blobStatements(f), bundleStatements(f)...)); got != want {
+				t.Errorf("gettoken's last statements %s, want the turn bucket's and the git bundle's", got)
 			}
-			if s := fmt.Sprint(props(f.resources[f.id[stack.Callback+"Policy"]])); strings.Contains(s, "s3:") {
-				t.Errorf("callback's policy names S3: %s", s)
+			cb := props(f.resources[f.id[stack.Callback+"Policy"]])["PolicyDocument"].(map[string]any)["Statement"].([]any)
+			if got := fmt.Sprint(cb[len(cb)-2:]); got != fmt.Sprint(bundleStatements(f)) || strings.Contains(fmt.Sprint(cb), "turns/") {
+				t.Errorf("callback's S3 statements %s, want the git bundle's only", fmt.Sprint(cb))
 			}
 			check(t, func() {
 				f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{"FunctionName": "aa-test-gettoken",
 					"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(&map[string]any{stack.EnvTurnBucket: ref(f.id["turnBlobs"])})}})
 			})
 		}},
-		{"key policy: the turn bucket's encryption through S3 only, for turn and gettoken", func(t *testing.T, f *fixture) {
+		{"key policy: the turn bucket's encryption through S3 only, for every function (the git bundle is there)", func(t *testing.T, f *fixture) {
 			check(t, func() {
 				f.tpl.HasResourceProperties(jsii.String("AWS::KMS::Key"), map[string]any{
 					"KeyPolicy": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{map[string]any{
 						"Sid": "TurnBucketEncryptionThroughS3", "Effect": "Allow",
-						"Principal": map[string]any{"AWS": []any{getAtt(f.id[stack.GetToken+"Role"], "Arn"), getAtt(f.id[stack.Turn+"Role"], "Arn")}},
+						"Principal": map[string]any{"AWS": []any{getAtt(f.id[stack.GetToken+"Role"], "Arn"), getAtt(f.id[stack.Callback+"Role"], "Arn"), getAtt(f.id[stack.Turn+"Role"], "Arn")}},
 						"Action":    []any{"kms:Decrypt", "kms:GenerateDataKey"}, "Resource": "*",
 						"Condition": map[string]any{"StringEquals": map[string]any{
 							"kms:ViaService":    map[string]any{"Fn::Join": []any{"", []any{"s3.", ref("AWS::Region"), ".amazonaws.com"}}},
@@ -257,6 +303,12 @@ func TestNoTurnFunctionByDefault(t *testing.T) {
 		f.tpl.HasResourceProperties(jsii.String("AWS::SQS::Queue"), map[string]any{"QueueName": "aa-test-events.fifo", "VisibilityTimeout": 180})
 	})
 	check(t, func() { f.tpl.ResourceCountIs(jsii.String("AWS::S3::Bucket"), jsii.Number(0)) })
+	// Without turns no agent changes the bundle: the packaged directory
+	// runs as is.
+	check(t, func() {
+		f.tpl.ResourcePropertiesCountIs(jsii.String("AWS::Lambda::Function"), map[string]any{
+			"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(&map[string]any{stack.EnvBundleRepo: assertions.Match_AnyValue()})}}, jsii.Number(0))
+	})
 	if w := f.ann.FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("no turn function.*turns=1"))); len(*w) != 1 {
 		t.Errorf("want one warning that nothing consumes the queue, got %d", len(*w))
 	}
