@@ -56,14 +56,22 @@ func serveCommands() []command {
 					return cmdServe(ctx, *cfg, o, std.out, std.err)
 				}
 			}},
-		{name: "scripted-model", summary: "serve the demo's scripted model — NOT a language model: a fixed script, for make run",
-			about: `It speaks the OpenAI chat-completions and Bedrock Converse wire formats, so the example
-				bundle's Agent runs with no model account. Point the bundle's Model at a real endpoint to use
-				a language model.`,
+		{name: "scripted-model", summary: "serve the scripted model — NOT a language model: a fixed script, for make run and the tests",
+			about: `It speaks the OpenAI chat-completions and Bedrock Converse wire formats and answers every
+				request from a fixed script; it understands nothing. --script demo (make run's) calls whoami and
+				names the user, so the example bundle's Agent runs with no model account. --script self-change
+				is the end-to-end tests' agent changing its own bundle (docs/changesets.md): "change yourself"
+				opens a changeset, writes tools/gamma.yaml (tool=NAME, file=PATH, description=WORD,
+				source=SOURCE in the message change it), commits and answers "committed git:<sha>" or "not
+				committed: <code>"; "prepare a change" stops before the commit; "commit changeset=ID"
+				commits; "what tools" names the tools it was offered. Its test hook, GET /debug/requests
+				(loopback callers only), lists what it received: the user's words, the tools offered and
+				called, never a header. Point the bundle's Model at a real endpoint to use a language model.`,
 			bind: func(fs *flag.FlagSet, _ *config.Config) action {
 				addr := fs.String("addr", scripted.DemoAddr, "the `HOST:PORT` to listen on")
+				script := fs.String("script", scripted.ScriptNames()[0], "the `NAME` of the script: "+strings.Join(scripted.ScriptNames(), " or "))
 				return func(ctx context.Context, std stdio, _ []string) error {
-					return cmdScriptedModel(ctx, *addr, std.out, std.err)
+					return cmdScriptedModel(ctx, *addr, *script, std.out, std.err)
 				}
 			}},
 	}

@@ -84,6 +84,13 @@ func startServer(t *testing.T, port int, home string, bundleFiles map[string]str
 			t.Fatal(err)
 		}
 	}
+	return serveBundle(t, port, home, bdir, env...)
+}
+
+// serveBundle runs agentauth serve on 127.0.0.1:port with the bundle
+// directory bdir as it is (a git repository, say) and waits for /healthz.
+func serveBundle(t *testing.T, port int, home, bdir string, env ...string) *server {
+	t.Helper()
 	s := &server{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Home: home, Bundle: bdir, Token: "e2e-runtime-token-" + fmt.Sprint(time.Now().UnixNano()),
 		Stdout: &lockedBuffer{}, Stderr: &lockedBuffer{}}
 	s.cmd = exec.Command(agentauthBin, "serve", "--bundle", bdir, "--home", home, "--addr", fmt.Sprintf("127.0.0.1:%d", port))

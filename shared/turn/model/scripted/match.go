@@ -39,11 +39,15 @@ type ending struct {
 	userText string
 	hasUser  bool
 	results  []result
+	// said is the text of the user's last message anywhere in the
+	// conversation: what a turn's tool calls answer.
+	said string
 }
 
 func endingOf(msgs []message.Message) ending {
 	var e ending
 	msgs = withoutBlocks(msgs)
+	e.said = said(msgs)
 	names := map[string]string{}
 	for _, m := range msgs {
 		for _, p := range m.ToolUses() {
@@ -87,6 +91,31 @@ func endingOf(msgs []message.Message) ending {
 		}
 	}
 	return e
+}
+
+// said is the text of the user's last message in msgs: what the user
+// said, not tool results written as text nor the engine's context-block
+// note.
+func said(msgs []message.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role != message.User {
+			continue
+		}
+		var parts []string
+		for _, p := range msgs[i].Content {
+			if p.Type != message.Text || strings.HasPrefix(p.Text, message.BlocksNote) {
+				continue
+			}
+			if _, _, ok := message.TextResult(p.Text); ok {
+				continue
+			}
+			parts = append(parts, p.Text)
+		}
+		if len(parts) > 0 {
+			return strings.Join(parts, "\n")
+		}
+	}
+	return ""
 }
 
 // withoutBlocks drops the engine's context-block note from the end of the
@@ -147,32 +176,67 @@ func (s Script) pick(p parsed, body []byte) (int, answer, bool) {
 			if matched == nil {
 				continue
 			}
-			if t.UserContains != "" && !strings.Contains(e.userText, t.UserContains) {
+			if t.UserContains != "" && !strings.Contains(e.said, t.UserContains) {
 				continue
 			}
 		} else if !e.hasUser || !strings.Contains(e.userText, t.UserContains) {
 			continue
 		}
-		return i, t.concrete(p, body, matched), true
+		return i, t.concrete(p, body, matched, e.said), true
 	}
 	return -1, answer{}, false
 }
 
-var placeholder = regexp.MustCompile(`\{\{result\.([A-Za-z0-9_-]+)\}\}`)
+// placeholder is one of "{{result.KEY}}", "{{user.KEY}}" (either with
+// "|DEFAULT") and "{{tools}}".
+var placeholder = regexp.MustCompile(`\{\{(?:(result|user)\.([A-Za-z0-9_-]+)(?:\|([^{}]*))?|tools)\}\}`)
 
-func (t Turn) concrete(p parsed, body []byte, r *result) answer {
-	a := answer{text: t.Text, finish: t.Finish}
-	if r != nil {
-		a.text = placeholder.ReplaceAllStringFunc(t.Text, func(m string) string {
-			return text(lookup(r.output, placeholder.FindStringSubmatch(m)[1]))
-		})
-	} else {
-		a.text = placeholder.ReplaceAllString(t.Text, "")
+// fill replaces the placeholders in s: a value of the matched result r
+// (none: ""), a KEY=VALUE word of the user's message, the offered tools'
+// names; DEFAULT when the value is empty. quote escapes each value for
+// the JSON string s is inside of (a DEFAULT is written there already).
+func fill(s string, r *result, user string, offered []string, quote bool) string {
+	return placeholder.ReplaceAllStringFunc(s, func(m string) string {
+		sm := placeholder.FindStringSubmatch(m)
+		var v string
+		switch sm[1] {
+		case "result":
+			if r != nil {
+				v = text(lookup(r.output, sm[2]))
+			}
+		case "user":
+			v = userValue(user, sm[2])
+		default:
+			v = strings.Join(offered, ", ")
+		}
+		if v == "" {
+			return sm[3]
+		}
+		if quote {
+			q, _ := json.Marshal(v)
+			return string(q[1 : len(q)-1])
+		}
+		return v
+	})
+}
+
+// userValue is VALUE of the first KEY=VALUE word of the user's message
+// (words are separated by white space), "" when it has none.
+func userValue(user, key string) string {
+	for _, w := range strings.Fields(user) {
+		if v, ok := strings.CutPrefix(w, key+"="); ok {
+			return v
+		}
 	}
+	return ""
+}
+
+func (t Turn) concrete(p parsed, body []byte, r *result, user string) answer {
 	offered := make([]string, len(p.tools))
 	for i, tool := range p.tools {
 		offered[i] = tool.Name
 	}
+	a := answer{text: fill(t.Text, r, user, offered, false), finish: t.Finish}
 	sum := sha256.Sum256(body)
 	size := len(a.text)
 	for i, c := range t.ToolCalls {
@@ -184,16 +248,9 @@ func (t Turn) concrete(p parsed, body []byte, r *result) answer {
 		if len(bytes.TrimSpace(args)) == 0 {
 			args = json.RawMessage(`{}`)
 		} else if placeholder.Match(args) {
-			// "{{result.KEY}}" inside an argument's JSON string: the value,
+			// A placeholder inside an argument's JSON string: the value,
 			// escaped for that string.
-			args = json.RawMessage(placeholder.ReplaceAllStringFunc(string(args), func(m string) string {
-				v := ""
-				if r != nil {
-					v = text(lookup(r.output, placeholder.FindStringSubmatch(m)[1]))
-				}
-				q, _ := json.Marshal(v)
-				return string(q[1 : len(q)-1])
-			}))
+			args = json.RawMessage(fill(string(args), r, user, offered, true))
 		}
 		a.calls = append(a.calls, call{id: fmt.Sprintf("call_%s_%d", hex.EncodeToString(sum[:6]), i), name: name, args: args})
 		size += len(name) + len(args)

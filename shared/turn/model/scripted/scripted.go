@@ -9,11 +9,15 @@
 // last user message contains a string; the request ends with a result of a
 // given tool) and replies with that turn's text or tool calls, the same
 // way for the same request every time. Tests use it to see what an adapter
-// sent (Requests) and to make it fail (FailNext); `make run` uses it, with
-// DemoScript, as the demo's stand-in for a model.
+// sent (Requests, or GET /debug/requests from another process) and to make
+// it fail (FailNext); `make run` uses it, with DemoScript, as the demo's
+// stand-in for a model; the end-to-end tests drive agents changing their
+// own bundle with SelfChangeScript.
 //
 // It must never be presented as a model, and never log a request's content
-// or headers (an adapter sends its API key to it like to any provider).
+// or headers (an adapter sends its API key to it like to any provider);
+// /debug/requests, its test hook, shows no header and answers loopback
+// callers only.
 package scripted
 
 import (
@@ -44,8 +48,18 @@ type Script struct {
 // set answers a request that ends with tool results, one of them from that
 // tool; any other turn answers a request that ends with a user message
 // whose text contains UserContains.
+//
+// Text and the strings of ToolCalls' arguments may hold placeholders:
+// "{{result.KEY}}", the value of KEY in the matched tool result (the
+// shallowest, then the first in key order); "{{user.KEY}}", VALUE of the
+// first word KEY=VALUE in the user's last message; "{{tools}}", the names
+// of the tools the request offered, comma-separated. Each is "" when it
+// has no value, or DEFAULT when written "{{result.KEY|DEFAULT}}" or
+// "{{user.KEY|DEFAULT}}".
 type Turn struct {
-	// UserContains, when set, must be in the last user message's text.
+	// UserContains, when set, must be in the user's last message's text:
+	// the message the request ends with, or, with ToolResult, the last
+	// one the user sent before the tool calls.
 	UserContains string
 	// ToolResult names a tool (its catalog name or its wire name) whose
 	// result the request ends with.
@@ -54,9 +68,7 @@ type Turn struct {
 	// depth).
 	ResultHas string
 
-	// Text is the answer's text. "{{result.KEY}}" is replaced by the value
-	// of KEY in the matched tool result (the shallowest, then the first in
-	// key order), "" when it has none.
+	// Text is the answer's text, its placeholders filled.
 	Text string
 	// ToolCalls are the tools the answer calls, in order.
 	ToolCalls []ToolCall
@@ -71,10 +83,10 @@ type Turn struct {
 // ToolCall is a scripted tool call: the tool's catalog or wire name (the
 // scripted model answers with the wire name the request offered; a name
 // no offered tool has is sent as is, like a model making one up) and its
-// JSON arguments ({} when empty). "{{result.KEY}}" inside a string of the
-// arguments is replaced, as in Text, by KEY of the matched tool result
-// (escaped for the string): a script carries an id from one tool's result
-// to the next call.
+// JSON arguments ({} when empty). A placeholder inside a string of the
+// arguments is filled as in Text, escaped for the string: a script carries
+// an id from one tool's result, or a word of the user's message, to the
+// next call.
 type ToolCall struct {
 	Name string
 	Args json.RawMessage
@@ -113,9 +125,11 @@ type Request struct {
 	MaxTokens   int
 	Temperature *float64
 	// Status is what the scripted model answered; Turn the index of the
-	// script turn that answered (-1: none).
+	// script turn that answered (-1: none); Calls the names of the tools
+	// its answer called.
 	Status int
 	Turn   int
+	Calls  []string
 }
 
 // maxRecorded bounds what a long-running demo server keeps.
@@ -248,6 +262,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(r.URL.Path, "/model/") && strings.HasSuffix(r.URL.Path, "/converse"):
 		wr = converseWire{}
 		modelID = strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/model/"), "/converse")
+	case r.URL.Path == DebugRequestsPath:
+		s.serveSeen(w, r)
+		return
 	default:
 		http.Error(w, "the scripted model answers POST /v1/chat/completions and POST /model/{modelId}/converse", http.StatusNotFound)
 		return
@@ -294,6 +311,9 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, wr wire, body []
 	if !ok {
 		wr.fail(w, http.StatusBadRequest, "no_scripted_turn", "the scripted model has no turn for this request")
 		return http.StatusBadRequest, -1
+	}
+	for _, c := range a.calls {
+		rec.Calls = append(rec.Calls, c.name)
 	}
 	wr.answer(w, p, a)
 	return http.StatusOK, i
