@@ -13,6 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/changeset"
 	"github.com/agentauth/agentauth/shared/config"
@@ -216,7 +219,9 @@ func ImportPackaged(ctx context.Context, cfg config.Config, be *Backends, lambda
 	}
 	start := time.Now()
 	load := loader(bundle.Options{Secrets: be.Secrets}, lambda)
-	m := &changeset.Manager{Repo: cs.Repo, Log: log, Load: load}
+	// Staged: the package's objects reach the store only when its import
+	// lands, so a cold start that finds it imported writes nothing.
+	m := &changeset.Manager{Repo: newStagedRepo(cs.Repo), Log: log, Load: load}
 	source := filepath.ToSlash(filepath.Clean(cfg.BundleDir))
 	files, err := readPackaged(cfg.BundleDir)
 	var res changeset.ImportResult
@@ -278,4 +283,100 @@ func readPackaged(dir string) ([]changeset.ImportFile, error) {
 		return nil, fmt.Errorf("read %s: %w", dir, err)
 	}
 	return out, nil
+}
+
+// stagedRepo holds the objects written through it in memory until the
+// ref moves, then writes them all and moves the ref (objects first, as a
+// commit needs). An import that finds the package unchanged, conflicts or
+// would not load writes nothing — on S3, no PutObject per package file at
+// every cold start, and no unreferenced objects.
+type stagedRepo struct {
+	changeset.Repo
+	objs *stagedObjects
+}
+
+func newStagedRepo(r changeset.Repo) *stagedRepo {
+	return &stagedRepo{Repo: r, objs: &stagedObjects{EncodedObjectStorer: r.Objects(), staged: map[plumbing.Hash]plumbing.EncodedObject{}}}
+}
+
+func (r *stagedRepo) Objects() storer.EncodedObjectStorer { return r.objs }
+
+// SwapHead writes the staged objects, then moves the ref.
+func (r *stagedRepo) SwapHead(ctx context.Context, old, new plumbing.Hash) error {
+	if err := r.objs.flush(); err != nil {
+		return err
+	}
+	return r.Repo.SwapHead(ctx, old, new)
+}
+
+// stagedObjects reads through to the repository's object database and
+// keeps what is written in memory until flush.
+type stagedObjects struct {
+	storer.EncodedObjectStorer
+	mu     sync.Mutex
+	staged map[plumbing.Hash]plumbing.EncodedObject
+	order  []plumbing.Hash
+}
+
+func (s *stagedObjects) SetEncodedObject(o plumbing.EncodedObject) (plumbing.Hash, error) {
+	h := o.Hash()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.staged[h]; !ok {
+		s.staged[h] = o
+		s.order = append(s.order, h)
+	}
+	return h, nil
+}
+
+func (s *stagedObjects) get(h plumbing.Hash) (plumbing.EncodedObject, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.staged[h]
+	return o, ok
+}
+
+func (s *stagedObjects) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+	if o, ok := s.get(h); ok {
+		if t != plumbing.AnyObject && o.Type() != t {
+			return nil, plumbing.ErrObjectNotFound
+		}
+		return o, nil
+	}
+	return s.EncodedObjectStorer.EncodedObject(t, h)
+}
+
+func (s *stagedObjects) HasEncodedObject(h plumbing.Hash) error {
+	if _, ok := s.get(h); ok {
+		return nil
+	}
+	return s.EncodedObjectStorer.HasEncodedObject(h)
+}
+
+func (s *stagedObjects) EncodedObjectSize(h plumbing.Hash) (int64, error) {
+	if o, ok := s.get(h); ok {
+		return o.Size(), nil
+	}
+	return s.EncodedObjectStorer.EncodedObjectSize(h)
+}
+
+// flush writes the staged objects, in the order they were staged, and
+// forgets them.
+func (s *stagedObjects) flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, h := range s.order {
+		if _, err := s.EncodedObjectStorer.SetEncodedObject(s.staged[h]); err != nil {
+			// What was written stays written (objects are immutable); the
+			// rest stays staged for the next attempt.
+			for _, done := range s.order[:i] {
+				delete(s.staged, done)
+			}
+			s.order = s.order[i:]
+			return err
+		}
+	}
+	clear(s.staged)
+	s.order = s.order[:0]
+	return nil
 }

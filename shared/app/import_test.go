@@ -6,10 +6,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/changeset"
@@ -152,5 +156,68 @@ func TestImportPackagedConcurrentColdStarts(t *testing.T) {
 	entries, err := changeset.Log(ctx, openRepo(t, dir).Repo, 10)
 	if err != nil || len(entries) != 1 {
 		t.Fatalf("history: %d entries, %v", len(entries), err)
+	}
+}
+
+// countingRepo counts the objects written to a repository.
+type countingRepo struct {
+	changeset.Repo
+	objs *countingObjects
+}
+
+func (r countingRepo) Objects() storer.EncodedObjectStorer { return r.objs }
+
+type countingObjects struct {
+	storer.EncodedObjectStorer
+	mu     sync.Mutex
+	writes int
+}
+
+func (c *countingObjects) SetEncodedObject(o plumbing.EncodedObject) (plumbing.Hash, error) {
+	c.mu.Lock()
+	c.writes++
+	c.mu.Unlock()
+	return c.EncodedObjectStorer.SetEncodedObject(o)
+}
+
+// TestImportPackagedWritesOnlyWhatLands: a cold start that finds its
+// package imported, or whose import conflicts, writes no object (on S3:
+// no PutObject per package file); one that lands writes its blobs, trees
+// and commit before the ref moves.
+func TestImportPackagedWritesOnlyWhatLands(t *testing.T) {
+	ctx := context.Background()
+	be, _ := gitBackends(t)
+	objs := &countingObjects{EncodedObjectStorer: be.Changesets.Repo.Objects()}
+	be.Changesets.Repo = countingRepo{Repo: be.Changesets.Repo, objs: objs}
+	seed := changesettest.Seed()
+	cfg := config.Config{BundleDir: packaged(t, seed)}
+	if err := ImportPackaged(ctx, cfg, be, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	// 4 blobs, 2 trees (root, tools/), 1 commit.
+	if objs.writes != 7 {
+		t.Fatalf("first import wrote %d objects, want 7", objs.writes)
+	}
+	head, _ := be.Changesets.Repo.Head(ctx)
+	if _, err := changeset.BundleFiles(be.Changesets.Repo, head); err != nil {
+		t.Fatalf("the landed revision reads back: %v", err)
+	}
+	for i := range 3 {
+		objs.writes = 0
+		if err := ImportPackaged(ctx, cfg, be, true, nil); err != nil || objs.writes != 0 {
+			t.Fatalf("cold start %d on an imported package wrote %d objects (%v)", i+2, objs.writes, err)
+		}
+	}
+	// A conflicting package writes nothing either.
+	clash := func(desc string) []changeset.ImportFile {
+		return append(slices.Clone(seed), changeset.ImportFile{Path: "tools/x.yaml", Data: []byte(strings.Replace(changesettest.Tool("x"), "The x tool.", desc, 1))})
+	}
+	if _, err := changeset.CommitTree(ctx, be.Changesets.Repo, clash("Agents say so."), "an agent's edit", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	objs.writes = 0
+	cfg.BundleDir = packaged(t, clash("The deploy says otherwise."))
+	if err := ImportPackaged(ctx, cfg, be, true, nil); err != nil || objs.writes != 0 {
+		t.Fatalf("a conflicting import wrote %d objects (%v)", objs.writes, err)
 	}
 }
