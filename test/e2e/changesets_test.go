@@ -199,17 +199,20 @@ func (r *changesetRig) activeRef(t *testing.T) string {
 	return e.Ref
 }
 
-// eventBody is a user's message to an instance of the default swarm.
-func (r *changesetRig) eventBody(text string) map[string]any {
+// eventBody is a user's message to an instance of the default swarm,
+// from a user of its own (the tool rate limit is per principal: 60 calls
+// of a tool a minute).
+func (r *changesetRig) eventBody(instance, text string) map[string]any {
 	r.posted++
+	user := "user-" + instance
 	return map[string]any{"id": fmt.Sprintf("msg-%d-%d", time.Now().UnixNano(), r.posted), "text": text,
-		"auth": map[string]any{"actor": map[string]string{"type": "user", "id": "alice"},
-			"subjects": map[string]string{"user": "demo:user:alice"}, "claims": map[string]any{"sub": "alice"}}}
+		"auth": map[string]any{"actor": map[string]string{"type": "user", "id": user},
+			"subjects": map[string]string{"user": "demo:user:" + user}, "claims": map[string]any{"sub": user}}}
 }
 
 func (r *changesetRig) post(t *testing.T, instance, text string) {
 	t.Helper()
-	if code, out := r.srv.call(t, "POST", "/v1/instances/default/"+instance+"/events", r.eventBody(text)); code != http.StatusAccepted {
+	if code, out := r.srv.call(t, "POST", "/v1/instances/default/"+instance+"/events", r.eventBody(instance, text)); code != http.StatusAccepted {
 		t.Fatalf("post to %s: %d %v", instance, code, out)
 	}
 }
@@ -316,17 +319,24 @@ func committed(t *testing.T, tr turnOf) string {
 // trailers and the working tree follows; commits of other files merge,
 // the same lines conflict and the agent writes them again; a file outside
 // allowed.files and a bundle that would not load are refused and the
-// active revision stays; 20 concurrent commits all land, linearly.
+// active revision stays; 20 concurrent commits all land, linearly, also
+// from two servers on one home; a policy narrowed by an operator's git
+// commit rejects a changeset prepared before; a changeset is its
+// instance's and a repeated commit answers the same; git gc, an
+// operator's revert and a hand edit live alongside; serve killed while
+// agents commit loses and repeats none. Every wait polls with a deadline.
 func TestAgentsChangeTheirBundle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	r := startChangesetRig(t)
+	var gammaSha, xID, xSha string // for the probes at the end
 
 	t.Run("the tool an agent adds is offered from the step after its commit", func(t *testing.T) {
 		first := r.head(t)
 		r.post(t, "i-gamma", "change yourself")
 		tr := r.final(ctx, t, "i-gamma", 1)
 		sha := committed(t, tr)
+		gammaSha = sha
 		if got := r.head(t); got != sha {
 			t.Fatalf("HEAD is %s, the agent committed %s", got, sha)
 		}
@@ -423,6 +433,7 @@ func TestAgentsChangeTheirBundle(t *testing.T) {
 		x, y := prepared("i-x", "first"), prepared("i-y", "second")
 		r.post(t, "i-x", "commit changeset="+x+" tool=alpha description=first")
 		xs := committed(t, r.final(ctx, t, "i-x", 2))
+		xID, xSha = x, xs
 		yText := "commit changeset=" + y + " tool=alpha description=second"
 		r.post(t, "i-y", yText)
 		yt := r.final(ctx, t, "i-y", 2)
@@ -539,6 +550,59 @@ func TestAgentsChangeTheirBundle(t *testing.T) {
 		r.clean(t)
 	})
 
+	t.Run("a changeset is its instance's; a repeated commit answers the same", func(t *testing.T) {
+		if xID == "" {
+			t.Skip("the conflict subtest did not run")
+		}
+		before := r.head(t)
+		r.post(t, "i-thief", "commit changeset="+xID+" tool=alpha")
+		if ans := r.final(ctx, t, "i-thief", 1).FinalAnswer; ans != "not committed: E_CHANGESET_NOT_FOUND" {
+			t.Fatalf("another instance committing i-x's changeset: %q", ans)
+		}
+		r.post(t, "i-x", "commit changeset="+xID+" tool=alpha")
+		if ans := r.final(ctx, t, "i-x", 3).FinalAnswer; ans != "committed git:"+xSha {
+			t.Fatalf("i-x committing its changeset again: %q, want its first answer (git:%s)", ans, xSha)
+		}
+		if after := r.head(t); after != before {
+			t.Fatalf("HEAD moved: %s → %s", before, after)
+		}
+	})
+
+	t.Run("git gc packs the repository; commits still land", func(t *testing.T) {
+		r.git(t, "gc", "--quiet")
+		r.git(t, "pack-refs", "--all")
+		before := r.head(t)
+		r.post(t, "i-gc", "change yourself tool=packed")
+		sha := committed(t, r.final(ctx, t, "i-gc", 1))
+		if parent := strings.TrimSpace(r.git(t, "rev-parse", sha+"^")); parent != before {
+			t.Fatalf("the commit after gc sits on %s, not %s", parent, before)
+		}
+		r.clean(t)
+		r.git(t, "fsck", "--strict", "--no-dangling")
+	})
+
+	t.Run("an operator's revert with serve running: the next turn no longer offers the tool", func(t *testing.T) {
+		if gammaSha == "" {
+			t.Skip("the first subtest did not run")
+		}
+		out := r.cli(t, "bundle", "revert", "--bundle", r.bundle, "--home", r.home, "--as", "e2e-operator", "git:"+gammaSha)
+		if !strings.HasPrefix(out, "reverted git:"+gammaSha) {
+			t.Fatalf("bundle revert: %s", out)
+		}
+		msg := r.git(t, "log", "-1", "--format=%B")
+		if !strings.Contains(msg, "Agentauth-Operator: e2e-operator") {
+			t.Fatalf("the revert's message:\n%s", msg)
+		}
+		r.clean(t)
+		if _, err := os.Stat(filepath.Join(r.bundle, "tools", "gamma.yaml")); !os.IsNotExist(err) {
+			t.Fatalf("tools/gamma.yaml is still in the working tree: %v", err)
+		}
+		r.post(t, "i-ask", "what tools")
+		if ans := r.final(ctx, t, "i-ask", 2).FinalAnswer; strings.Contains(ans, "gamma") || !strings.Contains(ans, "alpha") {
+			t.Fatalf("what tools after the revert: %q", ans)
+		}
+	})
+
 	t.Run("a file changed by hand stays while commits land", func(t *testing.T) {
 		p := filepath.Join(r.bundle, "tools", "alpha.yaml")
 		b, err := os.ReadFile(p)
@@ -564,6 +628,62 @@ func TestAgentsChangeTheirBundle(t *testing.T) {
 			t.Fatalf("HEAD's alpha:\n%s", got)
 		}
 	})
+
+	t.Run("serve killed while agents commit: after a restart every commit lands once", func(t *testing.T) {
+		// The hand edit of the last subtest goes.
+		r.git(t, "checkout", "--", ".")
+		before := r.head(t)
+		const n = 10
+		for i := range n {
+			r.post(t, fmt.Sprintf("i-k%02d", i), fmt.Sprintf("change yourself tool=k%02d", i))
+		}
+		for ctx.Err() == nil && strings.TrimSpace(r.git(t, "rev-list", "--count", before+"..HEAD")) == "0" {
+			time.Sleep(5 * time.Millisecond)
+		}
+		killServe(t, r.srv)
+		landed := strings.TrimSpace(r.git(t, "rev-list", "--count", before+"..HEAD"))
+		// A lock the killed serve held stays, as git's own do after a
+		// crash; an operator removes it, as git says to. (Left alone, a
+		// ref lock fails commits for a minute and an index.lock stops the
+		// working tree following: TestChangesetLocksACrashLeft.)
+		syncing := false // killed while the working tree followed a commit
+		for _, f := range []string{"index.lock", "refs/heads/main.lock"} {
+			if err := os.Remove(filepath.Join(r.bundle, ".git", filepath.FromSlash(f))); err == nil {
+				t.Logf("the killed serve left .git/%s", f)
+				syncing = syncing || f == "index.lock"
+			}
+		}
+		r.srv = serveBundle(t, freePort(t), r.home, r.bundle)
+		for i := range n {
+			committed(t, r.final(ctx, t, fmt.Sprintf("i-k%02d", i), 1))
+		}
+		if c := strings.TrimSpace(r.git(t, "rev-list", "--count", before+"..HEAD")); c != strconv.Itoa(n) {
+			t.Fatalf("%s commits since %s, want %d (%s had landed at the kill)", c, before, n, landed)
+		}
+		ids := strings.Fields(r.git(t, "log", "--format=%(trailers:key=Changeset-Id,valueonly)", before+"..HEAD"))
+		slices.Sort(ids)
+		if len(slices.Compact(ids)) != n {
+			t.Fatalf("changeset ids: %v", ids)
+		}
+		r.git(t, "fsck", "--strict", "--no-dangling")
+		t.Logf("%s of %d commits had landed when serve was killed", landed, n)
+		// The working tree followed, but for a file the killed sync was
+		// writing: a known bug — bundlerepo's Sync writes a file in place
+		// (shared/local/bundlerepo/worktree.go, os.WriteFile), so a kill
+		// can leave it cut short, and every later sync takes it for a
+		// hand edit and keeps it.
+		for _, line := range strings.Split(strings.TrimSuffix(r.git(t, "status", "--porcelain"), "\n"), "\n") {
+			if line == "" {
+				continue
+			}
+			path, modified := strings.CutPrefix(line, " M ")
+			work, _ := os.ReadFile(filepath.Join(r.bundle, filepath.FromSlash(path)))
+			if !modified || !syncing || os.Getenv("E2E_KNOWN_BUGS") == "1" || !strings.HasPrefix(r.git(t, "show", "HEAD:"+path), string(work)) {
+				t.Fatalf("git status --porcelain: %q (the working tree's file: %q)", line, work)
+			}
+			t.Logf("known bug: the sync serve was killed in left %s cut short (%d bytes); it stays as if changed by hand", path, len(work))
+		}
+	})
 }
 
 // concurrent posts n messages at once, "change yourself tool=<prefix>NN"
@@ -578,7 +698,7 @@ func (r *changesetRig) concurrent(ctx context.Context, t *testing.T, prefix stri
 	errs := make([]error, n)
 	bodies := make([]map[string]any, n)
 	for i := range n {
-		bodies[i] = r.eventBody("change yourself tool=" + name(i))
+		bodies[i] = r.eventBody("i-"+name(i), "change yourself tool="+name(i))
 	}
 	for i := range n {
 		wg.Go(func() { errs[i] = postEvent(ctx, servers[i%len(servers)], "i-"+name(i), bodies[i]) })
@@ -624,6 +744,14 @@ func (r *changesetRig) concurrent(ctx context.Context, t *testing.T, prefix stri
 	r.git(t, "fsck", "--strict", "--no-dangling")
 }
 
+// killServe ends serve with SIGKILL: no shutdown, whatever it was writing
+// left as it was.
+func killServe(t *testing.T, s *server) {
+	t.Helper()
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	_ = s.cmd.Wait()
+}
+
 // postEvent posts a user's message to instance without testing.T, for
 // goroutines.
 func postEvent(ctx context.Context, s *server, instance string, body map[string]any) error {
@@ -643,4 +771,58 @@ func postEvent(ctx context.Context, s *server, instance string, body map[string]
 		return fmt.Errorf("POST %s: %s", req.URL.Path, resp.Status)
 	}
 	return nil
+}
+
+// TestChangesetLocksACrashLeft: a lock file a crashed writer left in the
+// bundle repository (git's lock-file protocol: nobody holds one for long)
+// is taken over once it is old, so commits land and the working tree
+// follows again without an operator.
+func TestChangesetLocksACrashLeft(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := startChangesetRig(t)
+	// leave makes the lock file a crash would have left two minutes ago.
+	leave := func(t *testing.T, name string) string {
+		t.Helper()
+		p := filepath.Join(r.bundle, ".git", filepath.FromSlash(name))
+		if err := os.WriteFile(p, []byte(r.head(t)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(-2 * time.Minute)
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	t.Run("a stale ref lock", func(t *testing.T) {
+		p := leave(t, "refs/heads/main.lock")
+		r.post(t, "i-ref", "change yourself tool=reflock")
+		sha := committed(t, r.final(ctx, t, "i-ref", 1))
+		if r.head(t) != sha {
+			t.Fatalf("HEAD is not the commit %s", sha)
+		}
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatalf("the stale ref lock is still there: %v", err)
+		}
+		r.clean(t)
+	})
+
+	t.Run("a stale index.lock", func(t *testing.T) {
+		if os.Getenv("E2E_KNOWN_BUGS") != "1" {
+			t.Skip("known bug, run with E2E_KNOWN_BUGS=1: bundlerepo's Sync (shared/local/bundlerepo/worktree.go:46) skips whenever .git/index.lock exists and never takes over one a crash left, unlike SwapHead's ref lock (repo.go:181, staleLock): after serve is killed during a sync, the working tree and the index never follow a commit again, also when serve reopens the repository")
+		}
+		p := leave(t, "index.lock")
+		r.post(t, "i-index", "change yourself tool=indexlock")
+		committed(t, r.final(ctx, t, "i-index", 1))
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("the stale index.lock is still there: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(r.bundle, "tools", "indexlock.yaml")); err != nil {
+			t.Errorf("the working tree did not follow the commit: %v", err)
+		}
+		if st := r.git(t, "status", "--porcelain"); st != "" {
+			t.Errorf("git status --porcelain:\n%s", st)
+		}
+	})
 }
