@@ -206,3 +206,28 @@ func TestDebugRequests(t *testing.T) {
 		t.Fatalf("POST: %d", rec.Code)
 	}
 }
+
+// TestPlaceholders: each placeholder's value, its default, and the
+// escaping inside a JSON string.
+func TestPlaceholders(t *testing.T) {
+	r := &result{tool: "t", output: json.RawMessage(`{"out":{"id":"cs_1","n":3}}`)}
+	user := `change yourself tool=beta note=say"hi"`
+	for _, tc := range []struct {
+		in    string
+		quote bool
+		want  string
+	}{
+		{"{{result.id}} {{result.n}} [{{result.none}}] {{result.none|dflt}}", false, "cs_1 3 [] dflt"},
+		{"{{user.tool}} {{user.source|demo}} [{{user.none}}] {{user.note}}", false, `beta demo [] say"hi"`},
+		{`{{user.note}} {{user.none|a\"b}}`, true, `say\"hi\" a\"b`},
+		{"{{tools}}", false, "a, b"},
+		{"{{nothing}} {{user.}}", false, "{{nothing}} {{user.}}"},
+	} {
+		if got := fill(tc.in, r, user, []string{"a", "b"}, tc.quote); got != tc.want {
+			t.Errorf("fill(%q, quote %v) = %q, want %q", tc.in, tc.quote, got, tc.want)
+		}
+	}
+	if got := fill("{{result.id|none}}", nil, "", nil, false); got != "none" {
+		t.Errorf("no result: %q", got)
+	}
+}
