@@ -152,6 +152,17 @@ var TurnRoutes = []Route{
 	{Method: "GET", Path: "/v1/instances/{swarm}/{instanceKey}/{agent}/turns/{turnId}/events"},
 }
 
+// BundleRoutes are the git bundle's history routes (shared/edge/bundleapi:
+// log, show, diff, revert), IAM-authorized like the runtime routes and
+// served by gettoken. The stack has a git bundle only with turns, so only
+// then are they routed.
+var BundleRoutes = []Route{
+	{Method: "GET", Path: "/v1/bundle/revisions"},
+	{Method: "GET", Path: "/v1/bundle/revisions/{ref}"},
+	{Method: "GET", Path: "/v1/bundle/diff"},
+	{Method: "POST", Path: "/v1/bundle/revert"},
+}
+
 // ToolRoutes are served by the tools function. API Gateway does not
 // authorize them: the function verifies the caller's JWT itself (issuer,
 // audience, signature against the JWKS) and answers 401 with a reason code,
@@ -486,7 +497,7 @@ func (p *Props) withDefaults() error {
 	seen := map[string]bool{}
 	// Tool and seam paths are reserved even when not deployed, so turning
 	// the tools function on never collides with a callback path.
-	for _, rs := range [][]Route{RuntimeRoutes, TurnRoutes, ToolRoutes, SeamRoutes} {
+	for _, rs := range [][]Route{RuntimeRoutes, TurnRoutes, BundleRoutes, ToolRoutes, SeamRoutes} {
 		for _, r := range rs {
 			seen[r.Path] = true
 		}
@@ -811,6 +822,11 @@ func (s *Stack) addRoutes(props Props) {
 	runtimeInteg, callbackInteg := s.integration(GetToken), s.integration(Callback)
 	for _, r := range append(append([]Route(nil), RuntimeRoutes...), TurnRoutes...) {
 		s.route(r, runtimeInteg, iamAuth)
+	}
+	if props.Turns.Enabled {
+		for _, r := range BundleRoutes {
+			s.route(r, runtimeInteg, iamAuth)
+		}
 	}
 	s.route(Route{Method: "GET", Path: "/healthz"}, runtimeInteg, noAuth)
 	for _, cp := range props.CallbackPaths {

@@ -281,8 +281,13 @@ func TestTurnFunction(t *testing.T) {
 				})
 			}
 		}},
-		{"turn routes on gettoken behind IAM; output: turn function name; no turn warning", func(t *testing.T, f *fixture) {
-			assertRoutes(t, f, runtimeRoutesWant("/oauth/callback/{app}"))
+		{"turn and bundle history routes on gettoken behind IAM; output: turn function name; no turn warning", func(t *testing.T, f *fixture) {
+			want := runtimeRoutesWant("/oauth/callback/{app}")
+			// The git bundle's history routes, with it.
+			for _, r := range stack.BundleRoutes {
+				want[r.Method+" "+r.Path] = routeWant{stack.GetToken, "AWS_IAM"}
+			}
+			assertRoutes(t, f, want)
 			check(t, func() {
 				f.tpl.HasOutput(jsii.String("TurnFunctionName"), map[string]any{"Value": ref(f.id[stack.Turn])})
 			})
@@ -344,5 +349,6 @@ func TestTurnSettings(t *testing.T) {
 		}, "bedrockModels"},
 		{"settings without the function", func(p *stack.Props) { p.Turns = stack.TurnsProps{TimeoutSeconds: 60} }, "need turns=1"},
 		{"turn route as a callback path", func(p *stack.Props) { p.CallbackPaths = []string{"/v1/instances"} }, "collides"},
+		{"bundle route as a callback path", func(p *stack.Props) { p.CallbackPaths = []string{"/v1/bundle/revisions"} }, "collides"},
 	})
 }
