@@ -122,14 +122,26 @@ func TestGitBundleOnTheEmulator(t *testing.T) {
 
 	// A cold start on the package already imported writes nothing.
 	count := awscount.New()
+	began := time.Now()
 	gettoken, err := start(ctx, os.Getenv, RuntimeRoutes, "gettoken", log, Options{Counter: count})
 	if err != nil {
 		t.Fatal(err)
 	}
+	gitStart := time.Since(began)
 	if n := count.Get("s3.PutObject"); n != 0 {
 		t.Fatalf("a cold start on an imported package wrote %d objects", n)
 	}
 	t.Logf("FIGURE calls of a cold start on an imported package: %v", count.Snapshot())
+	// The same cold start on the packaged directory, for comparison.
+	t.Setenv(config.BundleRepo, "")
+	plainCount := awscount.New()
+	began = time.Now()
+	if _, err := start(ctx, os.Getenv, RuntimeRoutes, "gettoken", log, Options{Counter: plainCount}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("FIGURE cold start on the emulator: %s with the git bundle (package imported), %s with the packaged directory (%v)",
+		gitStart.Round(time.Microsecond), time.Since(began).Round(time.Microsecond), plainCount.Snapshot())
+	t.Setenv(config.BundleRepo, "s3://"+name+"/bundle/")
 
 	// A revision that adds an OAuthApp, served within the bound.
 	head, err := repo.Head(ctx)
