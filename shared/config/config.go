@@ -124,7 +124,7 @@ func Variables() []Var {
 		{Name: ToolRateLimit, Lambda: ratelimit.DefaultSpec, Local: ratelimit.DefaultSpec, Doc: "default per-(principal, tool) limit: <calls>/<s|m|h>[:<burst>]"},
 		{Name: ToolRateLimits, Doc: "per tool name: get_menu=10/m,search=5/s:2"},
 		{Name: AllowPrivateUpstreams, Lambda: "0", Local: "0", Doc: "1 lets uploaded http tools use http:// and private addresses, and origin deliveries (Connectors) reach private addresses (local development only)"},
-		{Name: UploadsCheckSeconds, Lambda: "10", Local: "10", Doc: "how often a process looks for other processes' tenant uploads and, for a git bundle, a new active revision for its tool routes (1-3600)"},
+		{Name: UploadsCheckSeconds, Lambda: "10", Local: "10", Doc: "how often a process looks for other processes' tenant uploads and, for a git bundle, a new active revision: for its tool routes, and on Lambda for the whole function, rebuilt on it at the next invocation (1-3600)"},
 		{Name: Metrics, Lambda: "log", Local: "log", Doc: "tool-plane and turn metrics: emf (CloudWatch embedded metric format on stdout), log or off"},
 		{Name: TurnReserve, Lambda: "20", Local: "30", Doc: "seconds a turn step needs: with less left of the invocation a turn hands over to a continuation event (1-900)"},
 	}
