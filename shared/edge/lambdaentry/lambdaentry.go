@@ -5,7 +5,10 @@
 //
 // With AGENTAUTH_TABLE set the function runs on the AWS backends; without
 // it, on the embedded backends under AGENTAUTH_HOME (tests, single-box
-// use). Configuration comes from the environment only (shared/config);
+// use). With a git bundle (AGENTAUTH_BUNDLE_REPO) a cold start imports
+// the packaged bundle into it and the function follows its active
+// revision, rebuilt on a new one within AGENTAUTH_UPLOADS_CHECK_SECONDS
+// (live.go); it keeps nothing of a changeset on local disk. Configuration comes from the environment only (shared/config);
 // errors name the variable, never its value.
 package lambdaentry
 
