@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -115,7 +114,7 @@ func cmdBundleInit(cfg config.Config, stdout io.Writer) error {
 }
 
 func cmdBundleImport(ctx context.Context, cfg config.Config, from string, stdout io.Writer) error {
-	files, err := readSource(from)
+	files, err := changeset.ReadDir(from)
 	if err != nil {
 		return err
 	}
@@ -148,38 +147,6 @@ func cmdBundleImport(ctx context.Context, cfg config.Config, from string, stdout
 	return nil
 }
 
-// readSource reads every regular file under dir but hidden ones.
-func readSource(dir string) ([]changeset.ImportFile, error) {
-	var out []changeset.ImportFile
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p != dir && strings.HasPrefix(d.Name(), ".") {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		out = append(out, changeset.ImportFile{Path: filepath.ToSlash(rel), Data: data})
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", dir, err)
-	}
-	return out, nil
-}
 
 func summaryLine(s *changeset.Summary) string {
 	if s == nil {

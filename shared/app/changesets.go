@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -223,7 +221,7 @@ func ImportPackaged(ctx context.Context, cfg config.Config, be *Backends, lambda
 	// lands, so a cold start that finds it imported writes nothing.
 	m := &changeset.Manager{Repo: newStagedRepo(cs.Repo), Log: log, Load: load}
 	source := filepath.ToSlash(filepath.Clean(cfg.BundleDir))
-	files, err := readPackaged(cfg.BundleDir)
+	files, err := changeset.ReadDir(cfg.BundleDir)
 	var res changeset.ImportResult
 	if err == nil {
 		res, err = m.Import(ctx, files, source)
@@ -251,39 +249,6 @@ func ImportPackaged(ctx context.Context, cfg config.Config, be *Backends, lambda
 	return nil
 }
 
-// readPackaged reads every regular file under dir but hidden ones, as
-// `agentauth bundle import` does, so both import the same tree.
-func readPackaged(dir string) ([]changeset.ImportFile, error) {
-	var out []changeset.ImportFile
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p != dir && strings.HasPrefix(d.Name(), ".") {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		out = append(out, changeset.ImportFile{Path: filepath.ToSlash(rel), Data: data})
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", dir, err)
-	}
-	return out, nil
-}
 
 // stagedRepo holds the objects written through it in memory until the
 // ref moves, then writes them all and moves the ref (objects first, as a

@@ -131,7 +131,7 @@ func (m *Manager) Commit(ctx context.Context, c Caller, id, message string) (Res
 		now := m.now()
 		author := signature("agent "+c.Owner.Agent, c.Owner.Agent+"@"+c.Owner.Swarm+".agents.agentauth.invalid", now)
 		committer := signature("agentauth", "agentauth@agentauth.invalid", now)
-		commit, err := writeCommit(objs, root, head, author, committer, commitMessage(message, cs, c, changed))
+		commit, err := writeCommit(objs, root, head, author, committer, commitMessage(message, cs, c, changed)+m.inheritImport(head))
 		if err != nil {
 			return Result{}, err
 		}
@@ -601,7 +601,25 @@ func (m *Manager) Import(ctx context.Context, files []ImportFile, source string)
 	return ImportResult{}, fmt.Errorf("import %s: %d other commits landed while it merged; run it again", source, swapAttempts)
 }
 
-// lastImport finds the tree the newest import since head imported.
+// inheritImport is the import trailer a commit on parent carries: the
+// tree of the last import its history holds (parent's own trailer, which
+// every commit agentauth writes carries forward), so finding it is one
+// read (lastImport) however many commits landed since; "" when parent
+// has none (a commit made with git).
+func (m *Manager) inheritImport(parent plumbing.Hash) string {
+	cm, err := object.GetCommit(m.Repo.Objects(), parent)
+	if err != nil {
+		return ""
+	}
+	if v := trailer(cm.Message, importTrailer); v != "" {
+		return importTrailer + ": " + v + "\n"
+	}
+	return ""
+}
+
+// lastImport finds the tree of the last import head's history holds: the
+// import trailer of the newest commit that has one (every commit
+// agentauth writes carries it forward; commits made with git do not).
 func (m *Manager) lastImport(head plumbing.Hash) (plumbing.Hash, bool, error) {
 	h := head
 	for range maxWalk {

@@ -239,7 +239,7 @@ func (m *Manager) Revert(ctx context.Context, ref, operator string) (Result, err
 			return Result{}, err
 		}
 		sig := signature("agentauth", "agentauth@agentauth.invalid", m.now())
-		c, err := writeCommit(objs, root, head, signature(oneLine(operator), "operator@agentauth.invalid", m.now()), sig, msg)
+		c, err := writeCommit(objs, root, head, signature(oneLine(operator), "operator@agentauth.invalid", m.now()), sig, msg+m.inheritImport(head))
 		if err != nil {
 			return Result{}, err
 		}

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -304,4 +307,39 @@ func CommitTree(ctx context.Context, repo Repo, files []ImportFile, message stri
 		return plumbing.ZeroHash, err
 	}
 	return c, nil
+}
+
+// ReadDir reads every regular file under dir but hidden ones (.git, dot
+// files), as files to import: `agentauth bundle import` and a Lambda
+// function's packaged bundle read a source the same way.
+func ReadDir(dir string) ([]ImportFile, error) {
+	var out []ImportFile
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != dir && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		out = append(out, ImportFile{Path: filepath.ToSlash(rel), Data: data})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", dir, err)
+	}
+	return out, nil
 }

@@ -632,6 +632,12 @@ func importSuite(t *testing.T, open Backends) {
 	if r := f.commit(c, id); r.Status != changeset.StatusOK {
 		t.Fatalf("the agent's commit: %+v", r)
 	}
+	// The agent's commit carries the import it is based on forward, so the
+	// next import finds it in one read.
+	top, err := changeset.Log(ctx, repo, 2)
+	if err != nil || top[0].Trailers.ImportTree == "" || top[0].Trailers.ImportTree != top[1].Trailers.ImportTree {
+		t.Fatalf("the import trailer is not carried forward: %+v %v", top, err)
+	}
 	src := Seed()
 	src[1].Data = []byte(strings.Replace(Tool("beta"), "The beta tool.", "Beta, by the source.", 1))
 	src = append(src, changeset.ImportFile{Path: "tools/delta.yaml", Data: []byte(Tool("delta"))})
