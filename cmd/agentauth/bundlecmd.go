@@ -147,7 +147,6 @@ func cmdBundleImport(ctx context.Context, cfg config.Config, from string, stdout
 	return nil
 }
 
-
 func summaryLine(s *changeset.Summary) string {
 	if s == nil {
 		return "no file changed"

@@ -249,7 +249,6 @@ func ImportPackaged(ctx context.Context, cfg config.Config, be *Backends, lambda
 	return nil
 }
 
-
 // stagedRepo holds the objects written through it in memory until the
 // ref moves, then writes them all and moves the ref (objects first, as a
 // commit needs). An import that finds the package unchanged, conflicts or

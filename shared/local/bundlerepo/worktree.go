@@ -108,11 +108,14 @@ func (r *Repo) Sync() (SyncReport, error) {
 			// active revision (as `git reset` would), so git shows the
 			// hand change against what is active, not a staged undo.
 			rep.Dirty = append(rep.Dirty, p)
+			// The entry gets no stat data: git compares a file's stat with
+			// its entry before hashing it, and a hand edit of the same size
+			// within the filesystem's clock tick would look unchanged.
 			switch {
 			case !inTarget:
 				delete(entries, p)
 			case inIndex:
-				e.Hash = want
+				*e = index.Entry{Name: p, Hash: want, Mode: e.Mode}
 			default:
 				entries[p] = &index.Entry{Name: p, Hash: want, Mode: filemode.Regular}
 			}
