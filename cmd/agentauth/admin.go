@@ -175,7 +175,12 @@ func cmdSessionsCleanup(ctx context.Context, cfg config.Config, stdout, stderr i
 	}
 	// Nothing is served: Build without a runtime credential refuses every
 	// runtime caller.
-	a, err := app.Build(ctx, cfg, app.FromEmbedded(h, cfg.LocalSecrets()), logging.New(stderr, slog.LevelWarn), app.Options{})
+	log := logging.New(stderr, slog.LevelWarn)
+	be, err := localBackends(ctx, cfg, h, log)
+	if err != nil {
+		return err
+	}
+	a, err := app.Build(ctx, cfg, be, log, app.Options{})
 	if err != nil {
 		return err
 	}

@@ -135,8 +135,13 @@ func startBenchServer(ctx context.Context, home string, tok domain.Secret) (stri
 		return "", nil, err
 	}
 	cfg.PublicURL = "http://" + ln.Addr().String()
-	a, err := app.Build(ctx, cfg, app.FromEmbedded(h, cfg.LocalSecrets()), logging.New(logFile, slog.LevelInfo),
-		app.Options{RuntimeAuth: httpapi.BearerToken{Token: tok}, Function: "bench"})
+	log := logging.New(logFile, slog.LevelInfo)
+	be, err := localBackends(ctx, cfg, h, log)
+	if err != nil {
+		logFile.Close()
+		return "", nil, err
+	}
+	a, err := app.Build(ctx, cfg, be, log, app.Options{RuntimeAuth: httpapi.BearerToken{Token: tok}, Function: "bench"})
 	if err == nil {
 		err = seedGrant(ctx, h, a.Bundle.OAuthApps["bench"], benchSubject)
 	}

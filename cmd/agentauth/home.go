@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/agentauth/agentauth/shared/config"
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/local/atomicfile"
+	"github.com/agentauth/agentauth/shared/local/bundlerepo"
 	"github.com/agentauth/agentauth/shared/local/embedded"
 )
 
@@ -107,4 +109,19 @@ func lockHome(home string, exclusive bool) (func(), error) {
 		return nil, fmt.Errorf("%s is in use by a running agentauth serve (or another admin command): stop it first", home)
 	}
 	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+}
+
+// localBackends are the backends a local command builds on: the home's
+// embedded ones and, when the bundle directory is a git repository, its
+// changesets (the repository, records under the home).
+func localBackends(ctx context.Context, cfg config.Config, h *embedded.Backends, log *slog.Logger) (*app.Backends, error) {
+	be := app.FromEmbedded(h, cfg.LocalSecrets())
+	repo, recs, err := bundlerepo.OpenLocal(ctx, cfg.BundleDir, h.Home, log)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", cfg.BundleDir, err)
+	}
+	if repo != nil {
+		be.Changesets = &app.Changesets{Repo: repo, Records: recs, Describe: "git " + repo.Branch().Short()}
+	}
+	return be, nil
 }

@@ -122,7 +122,11 @@ func cmdServe(ctx context.Context, cfg config.Config, o serveOptions, stdout, st
 	if cfg.PublicURL, err = callbackBase(cfg.PublicURL, ln.Addr().(*net.TCPAddr)); err != nil {
 		return err
 	}
-	a, err := app.Build(ctx, cfg, app.FromEmbedded(h, cfg.LocalSecrets()), log,
+	be, err := localBackends(ctx, cfg, h, log)
+	if err != nil {
+		return err
+	}
+	a, err := app.Build(ctx, cfg, be, log,
 		app.Options{RuntimeAuth: httpapi.BearerToken{Token: tok}, Function: "serve", MetricsOut: stdout, Version: version})
 	if err != nil {
 		return err

@@ -63,12 +63,12 @@ type Backends struct {
 	// TurnStore holds agent instances (nil: the turn plane is off on
 	// these backends).
 	TurnStore turn.Store
-	// Changesets are a git bundle's backends (nil: Build opens the local
-	// ones when Home is set and the bundle directory is a repository; a
-	// plain directory has none).
+	// Changesets are a git bundle's backends (nil: a plain directory,
+	// loaded as it is, with no changeset tools). Locally the entry point
+	// opens them (bundlerepo.OpenLocal: the bundle directory's repository,
+	// records under the home) — not Build, so the Lambda functions, which
+	// open the AWS ones, do not link the local git storage.
 	Changesets *Changesets
-	// Home is the embedded backends' home ("" on AWS).
-	Home string
 }
 
 // FromEmbedded wraps a home's embedded backends; secretsDir resolves
@@ -76,7 +76,7 @@ type Backends struct {
 func FromEmbedded(h *embedded.Backends, secretsDir string) *Backends {
 	return &Backends{Store: h.Store, Tenants: h.Store, GrantSealer: h.Keyring, SessionSealer: h.Keyring, Queue: h.Queue,
 		StateKeys: h.Keyring.DerivedKeys("state"), Secrets: bundle.DirSecrets{Dir: secretsDir}, ToolLimiter: h.ToolLimiter,
-		Describe: "home " + h.Home + ", key " + h.Keyring.CurrentID(), TurnStore: h.Turns, Home: h.Home}
+		Describe: "home " + h.Home + ", key " + h.Keyring.CurrentID(), TurnStore: h.Turns}
 }
 
 // FromAWS wraps the opened AWS backends.
@@ -189,12 +189,6 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 		log = slog.New(slog.DiscardHandler)
 	}
 	cs := be.Changesets
-	if cs == nil && be.Home != "" {
-		var err error
-		if cs, err = localChangesets(ctx, cfg.BundleDir, be.Home, log); err != nil {
-			return nil, fmt.Errorf("bundle %s: %w", filepath.Clean(cfg.BundleDir), err)
-		}
-	}
 	load := loader(bundle.Options{Secrets: be.Secrets}, opts.Lambda)
 	active, err := openBundle(ctx, cfg.BundleDir, cs, be.Secrets, load, log)
 	if err != nil {

@@ -17,7 +17,6 @@ import (
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/changeset"
 	"github.com/agentauth/agentauth/shared/config"
-	"github.com/agentauth/agentauth/shared/local/bundlerepo"
 	"github.com/agentauth/agentauth/shared/turn"
 	"github.com/agentauth/agentauth/shared/turn/model"
 )
@@ -29,30 +28,6 @@ type Changesets struct {
 	Records changeset.Records
 	// Describe says where they are, for the start line.
 	Describe string
-}
-
-// localChangesets opens the bundle directory's git repository, with the
-// changeset records under the home (never inside the bundle); nil when
-// the bundle is a plain directory, which keeps its content-hash revision
-// and offers no changeset tools.
-func localChangesets(ctx context.Context, bundleDir, home string, log *slog.Logger) (*Changesets, error) {
-	if !bundlerepo.IsRepository(bundleDir) {
-		return nil, nil
-	}
-	repo, err := bundlerepo.Open(bundleDir)
-	if err != nil {
-		return nil, err
-	}
-	// The directory shows the active revision (a commit may have landed
-	// while no server ran); files changed by hand are said to be inactive.
-	repo.Log = log
-	rep, err := repo.Sync()
-	repo.ReportSync(ctx, rep, err)
-	recs, err := bundlerepo.NewRecords(filepath.Join(home, "changesets"))
-	if err != nil {
-		return nil, err
-	}
-	return &Changesets{Repo: repo, Records: recs, Describe: "git " + repo.Branch().Short()}, nil
 }
 
 // activeBundle is the bundle the process runs on: a plain directory's,

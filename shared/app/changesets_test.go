@@ -126,7 +126,7 @@ func newChangesetRig(t *testing.T, script scripted.Script) *changesetRig {
 	if r.home, err = embedded.Open(context.Background(), cfg.Home, "", true); err != nil {
 		t.Fatal(err)
 	}
-	if r.app, err = Build(context.Background(), cfg, FromEmbedded(r.home, cfg.LocalSecrets()), nil, Options{}); err != nil {
+	if r.app, err = Build(context.Background(), cfg, localGitBackends(t, cfg, r.home), nil, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if r.app.Changesets == nil {
@@ -136,6 +136,19 @@ func newChangesetRig(t *testing.T, script scripted.Script) *changesetRig {
 	e.Notify = chainNotify(e.Notify, func(_ context.Context, _ turn.Turn, evs []turn.TurnEvent) { r.events = append(r.events, evs...) })
 	r.w = &queueworker.Worker{Queue: r.home.Queue, Handle: e.Handle, KeyOf: engine.KeyOf, Dir: filepath.Join(cfg.Home, "worker")}
 	return r
+}
+
+// localGitBackends are the home's backends with the bundle repository's
+// changesets, as serve opens them.
+func localGitBackends(t *testing.T, cfg config.Config, h *embedded.Backends) *Backends {
+	t.Helper()
+	be := FromEmbedded(h, cfg.LocalSecrets())
+	repo, recs, err := bundlerepo.OpenLocal(context.Background(), cfg.BundleDir, h.Home, nil)
+	if err != nil || repo == nil {
+		t.Fatalf("the bundle repository: %v", err)
+	}
+	be.Changesets = &Changesets{Repo: repo, Records: recs, Describe: "git main"}
+	return be
 }
 
 func (r *changesetRig) turn(t *testing.T, key, text string) turn.Turn {
@@ -300,7 +313,7 @@ func TestBundleRoutes(t *testing.T) {
 	newRef := strings.TrimPrefix(tr.Final, "committed ")
 	// The rig's app refuses every runtime caller (Options{}): build one
 	// with a token on the same home.
-	a, err := Build(context.Background(), r.cfg, FromEmbedded(r.home, r.cfg.LocalSecrets()), nil,
+	a, err := Build(context.Background(), r.cfg, localGitBackends(t, r.cfg, r.home), nil,
 		Options{RuntimeAuth: httpapi.BearerToken{Token: domain.NewSecret("tok")}})
 	if err != nil {
 		t.Fatal(err)

@@ -11,13 +11,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
-	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-billy/v5/osfs"
+	gitconfig "github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/agentauth/agentauth/shared/changeset"
 )
@@ -26,7 +27,7 @@ import (
 type Repo struct {
 	dir    string
 	gitDir string
-	repo   *git.Repository
+	st     *filesystem.Storage
 	objs   *lockedObjects
 	// branch is the ref HEAD names: the active revision.
 	branch plumbing.ReferenceName
@@ -39,11 +40,22 @@ var _ changeset.Repo = (*Repo)(nil)
 // ErrNotRepository: the directory has no .git of its own.
 var ErrNotRepository = errors.New("not a git repository")
 
+// gitDirName is the repository's directory inside the bundle.
+const gitDirName = ".git"
+
 // IsRepository reports whether dir has a git repository of its own (a
 // .git directory at its root; a parent's repository does not count).
 func IsRepository(dir string) bool {
-	fi, err := os.Stat(filepath.Join(dir, git.GitDirName))
+	fi, err := os.Stat(filepath.Join(dir, gitDirName))
 	return err == nil && fi.IsDir()
+}
+
+// storage opens the object and reference storage of dir's .git. go-git's
+// storage packages, not its repository package: that one links every
+// transport (ssh, http) into the Lambda functions' binaries, and nothing
+// here fetches or pushes.
+func storage(dir string) *filesystem.Storage {
+	return filesystem.NewStorage(osfs.New(filepath.Join(dir, gitDirName)), cache.NewObjectLRUDefault())
 }
 
 // Open opens the repository at dir. Its HEAD must name a branch: that
@@ -52,18 +64,15 @@ func Open(dir string) (*Repo, error) {
 	if !IsRepository(dir) {
 		return nil, fmt.Errorf("bundle %s: %w (run `agentauth bundle init --bundle %s`, or git init and commit it)", dir, ErrNotRepository, dir)
 	}
-	r, err := git.PlainOpen(dir)
-	if err != nil {
-		return nil, fmt.Errorf("bundle %s: open the git repository: %w", dir, err)
-	}
-	head, err := r.Storer.Reference(plumbing.HEAD)
+	st := storage(dir)
+	head, err := st.Reference(plumbing.HEAD)
 	if err != nil {
 		return nil, fmt.Errorf("bundle %s: read HEAD: %w", dir, err)
 	}
 	if head.Type() != plumbing.SymbolicReference || !head.Target().IsBranch() {
 		return nil, fmt.Errorf("bundle %s: HEAD is detached at %s; check out a branch (git -C %s switch main): its commits are the active revision", dir, head.Hash(), dir)
 	}
-	return &Repo{dir: dir, gitDir: filepath.Join(dir, git.GitDirName), repo: r, objs: &lockedObjects{s: r.Storer}, branch: head.Target()}, nil
+	return &Repo{dir: dir, gitDir: filepath.Join(dir, gitDirName), st: st, objs: &lockedObjects{s: st}, branch: head.Target()}, nil
 }
 
 // Branch is the active branch's name (refs/heads/…).
@@ -75,7 +84,7 @@ func (r *Repo) Objects() storer.EncodedObjectStorer { return r.objs }
 // Head is the branch's commit.
 func (r *Repo) Head(context.Context) (plumbing.Hash, error) {
 	r.objs.mu.Lock() // go-git's reference reads share its storage's state
-	ref, err := r.repo.Storer.Reference(r.branch)
+	ref, err := r.st.Reference(r.branch)
 	r.objs.mu.Unlock()
 	if errors.Is(err, plumbing.ErrReferenceNotFound) {
 		return plumbing.ZeroHash, changeset.ErrNoRevision
@@ -209,45 +218,22 @@ func syncDir(dir string) error {
 }
 
 // Init makes dir a git repository on branch main whose first commit is
-// every file under it but hidden ones (the bundle as it is), and returns
-// that commit. It refuses a directory that already is one.
+// every file under it but hidden ones (the bundle as it is), with the
+// working tree's index written, and returns that commit. It refuses a
+// directory that already is one.
 func Init(dir string, when time.Time) (plumbing.Hash, error) {
-	if IsRepository(dir) {
-		return plumbing.ZeroHash, fmt.Errorf("bundle %s is already a git repository", dir)
+	if err := InitEmpty(dir); err != nil {
+		return plumbing.ZeroHash, err
 	}
-	r, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")}})
-	if err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("bundle %s: git init: %w", dir, err)
-	}
-	w, err := r.Worktree()
+	files, err := changeset.ReadDir(dir)
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p != dir && strings.HasPrefix(d.Name(), ".") {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		_, err = w.Add(filepath.ToSlash(rel))
-		return err
-	})
+	r, err := Open(dir)
 	if err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("bundle %s: add its files: %w", dir, err)
+		return plumbing.ZeroHash, err
 	}
-	sig := &object.Signature{Name: "agentauth", Email: "agentauth@agentauth.invalid", When: when.UTC().Truncate(time.Second)}
-	h, err := w.Commit("the bundle as agentauth found it\n", &git.CommitOptions{Author: sig, Committer: sig, AllowEmptyCommits: false})
+	h, err := changeset.CommitTree(context.Background(), r, files, "the bundle as agentauth found it\n", when)
 	if err != nil {
 		return plumbing.ZeroHash, fmt.Errorf("bundle %s: first commit: %w", dir, err)
 	}
@@ -263,9 +249,40 @@ func InitEmpty(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	_, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")}})
-	if err != nil {
+	st := storage(dir)
+	if err := st.Init(); err != nil {
+		return fmt.Errorf("bundle %s: git init: %w", dir, err)
+	}
+	cfg := gitconfig.NewConfig()
+	cfg.Core.IsBare = false
+	if err := st.SetConfig(cfg); err != nil {
+		return fmt.Errorf("bundle %s: git init: %w", dir, err)
+	}
+	if err := st.SetReference(plumbing.NewSymbolicReference(plumbing.HEAD, plumbing.NewBranchReferenceName("main"))); err != nil {
 		return fmt.Errorf("bundle %s: git init: %w", dir, err)
 	}
 	return nil
+}
+
+// OpenLocal opens what serve runs changesets on when the bundle directory
+// is a git repository: the repository, its working tree brought to the
+// active revision (a commit may have landed while no server ran; files
+// changed by hand are logged as not active), and the changeset records
+// under the home, never inside the bundle. nil, nil: a plain directory.
+func OpenLocal(ctx context.Context, bundleDir, home string, log *slog.Logger) (*Repo, *Records, error) {
+	if !IsRepository(bundleDir) {
+		return nil, nil, nil
+	}
+	repo, err := Open(bundleDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	repo.Log = log
+	rep, err := repo.Sync()
+	repo.ReportSync(ctx, rep, err)
+	recs, err := NewRecords(filepath.Join(home, "changesets"))
+	if err != nil {
+		return nil, nil, err
+	}
+	return repo, recs, nil
 }

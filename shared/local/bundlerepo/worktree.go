@@ -58,7 +58,7 @@ func (r *Repo) Sync() (SyncReport, error) {
 		}
 	}()
 	r.objs.mu.Lock()
-	idx, err := r.repo.Storer.Index()
+	idx, err := r.st.Index()
 	r.objs.mu.Unlock()
 	if err != nil {
 		return rep, fmt.Errorf("bundle %s: read the index: %w", r.dir, err)
@@ -99,9 +99,25 @@ func (r *Repo) Sync() (SyncReport, error) {
 			}
 			continue
 		}
-		// The index differs from the active revision: the file follows
-		// when it is as the index has it (or absent from both).
+		// The index differs from the active revision.
 		h, exists := r.workHash(p)
+		full := filepath.Join(r.dir, filepath.FromSlash(p))
+		if inTarget && exists && h == want {
+			// The file already is the active revision's: the index follows.
+			fi, err := os.Stat(full)
+			if err != nil {
+				return rep, err
+			}
+			if !inIndex {
+				e = &index.Entry{Name: p, Mode: filemode.Regular}
+				entries[p] = e
+			}
+			e.Hash, e.Size, e.ModifiedAt, e.CreatedAt = want, uint32(fi.Size()), fi.ModTime(), fi.ModTime()
+			changed = true
+			continue
+		}
+		// The file follows when it is as the index has it (or absent from
+		// both).
 		clean := (!inIndex && !exists) || (inIndex && exists && h == e.Hash)
 		if !clean {
 			// Changed by hand: the file stays; the index follows the
@@ -122,7 +138,6 @@ func (r *Repo) Sync() (SyncReport, error) {
 			changed = true
 			continue
 		}
-		full := filepath.Join(r.dir, filepath.FromSlash(p))
 		if !inTarget {
 			if exists {
 				if err := os.Remove(full); err != nil {
