@@ -94,3 +94,39 @@ func TestReleaseCaches(t *testing.T) {
 		t.Fatalf("the caches did not refill: %d grants, %d sessions", s.grants.size(), s.sessions.size())
 	}
 }
+
+// TestListingDoesNotFillTheCache: a listing (the sweep reads every session
+// every minute) answers every record but caches none it read from disk,
+// so what serve released when idle stays released; a record already
+// cached is answered from the cache.
+func TestListingDoesNotFillTheCache(t *testing.T) {
+	ctx := context.Background()
+	s, err := New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 5 {
+		sess := storetest.SampleSession(storetest.NewSessionID())
+		if err := s.CreateSession(ctx, sess); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sess.ID)
+	}
+	s.ReleaseCaches()
+	if _, err := s.GetSession(ctx, ids[0]); err != nil { // one warm record
+		t.Fatal(err)
+	}
+	got, bad, err := s.ListSessions(ctx)
+	if err != nil || len(bad) != 0 || len(got) != 5 {
+		t.Fatalf("listing: %d sessions, %v, %v", len(got), bad, err)
+	}
+	if n := s.sessions.size(); n != 1 {
+		t.Fatalf("after the listing %d sessions are cached, want the 1 read with get", n)
+	}
+	got[0].Status = "tampered" // a listing's records are the caller's own
+	again, err := s.GetSession(ctx, got[0].ID)
+	if err != nil || again.Status == "tampered" {
+		t.Fatalf("the cache shares a listed record: %+v %v", again.Status, err)
+	}
+}

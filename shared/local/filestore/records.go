@@ -76,22 +76,53 @@ func (r *records[T]) get(id string) (T, error) {
 // error wrapping ErrNotFound or ErrCorrupt; the file is never touched. The
 // record returned is the cache's own: copy it before changing it.
 func (r *records[T]) load(id string) (T, error) {
+	rec, st, err := r.read(id)
+	if err == nil {
+		r.remember(id, st, rec)
+	}
+	return rec, err
+}
+
+// read reads and decodes the record file without caching it.
+func (r *records[T]) read(id string) (T, fileStamp, error) {
 	var zero T
 	data, st, err := readFile(r.path(id))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			r.drop(id)
-			return zero, domain.ErrNotFound
+			return zero, st, domain.ErrNotFound
 		}
-		return zero, err
+		return zero, st, err
 	}
 	rec, err := decodeRecord[T](data, r.kind, id)
 	if err != nil {
 		r.drop(id)
-		return zero, err
+		return zero, st, err
 	}
-	rec = r.withID(rec, id)
-	r.remember(id, st, rec)
+	return r.withID(rec, id), st, nil
+}
+
+// peek is get for a listing: a cached record when its file is unchanged,
+// else the file decoded without caching it. A sweep lists every session
+// every minute; caching what only it reads would keep them all in memory
+// (the idle soak saw the sweep refill what serve had released).
+func (r *records[T]) peek(id string) (T, error) {
+	var zero T
+	fi, err := os.Stat(r.path(id))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			r.drop(id)
+			return zero, fmt.Errorf("filestore: get %s %s: %w", r.name, id, domain.ErrNotFound)
+		}
+		return zero, fmt.Errorf("filestore: get %s %s: %w", r.name, id, err)
+	}
+	if rec, ok := r.cached(id, stampOf(fi)); ok {
+		return r.copy(rec), nil
+	}
+	rec, _, err := r.read(id)
+	if err != nil {
+		return zero, fmt.Errorf("filestore: get %s %s: %w", r.name, id, err)
+	}
 	return rec, nil
 }
 
@@ -141,7 +172,7 @@ func (r *records[T]) list(ctx context.Context) ([]T, []error, error) {
 		if err := checkCtx(ctx); err != nil {
 			return nil, nil, fmt.Errorf("filestore: list %ss: %w", r.name, err)
 		}
-		rec, err := r.get(id)
+		rec, err := r.peek(id)
 		switch {
 		case errors.Is(err, domain.ErrNotFound): // removed meanwhile
 		case err != nil:
