@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentauth/agentauth/shared/app"
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/changeset"
 	"github.com/agentauth/agentauth/shared/config"
@@ -69,6 +70,18 @@ func bundleCommands() []command {
 				to := fs.String("to", "active", "the `REV` the diff goes to")
 				return func(ctx context.Context, std stdio, args []string) error {
 					return cmdBundleDiff(ctx, *cfg, args[0], *to, std.out)
+				}
+			}},
+		{name: "bundle export", env: true, required: []string{"to"}, summary: "copy the bundle's history into a local git repository (git log, git diff, git blame on it)",
+			about: `The source is the AWS deployment's bundle when its variables are set (AGENTAUTH_BUNDLE_REPO,
+				AGENTAUTH_TABLE and the others the functions read), else --bundle. The destination is
+				created when it does not exist; exporting again into it copies only what is new. Its
+				working tree is the active revision.`,
+			bind: func(fs *flag.FlagSet, cfg *config.Config) action {
+				bundleFlag(fs, cfg)
+				to := fs.String("to", "", "the `DIR` of the local repository to export into")
+				return func(ctx context.Context, std stdio, _ []string) error {
+					return cmdBundleExport(ctx, *cfg, *to, std.out)
 				}
 			}},
 		{name: "bundle revert", env: true, args: "REV", argsAbout: revAbout, summary: "undo one revision's changes with a new revision (merged with the later ones, checked to load)",
@@ -264,5 +277,41 @@ func cmdBundleRevert(ctx context.Context, cfg config.Config, rev, as string, std
 		return fmt.Errorf("bundle revert %s: %s: %s (%s)", ref, res.Status, res.Error.Message, res.Error.Hint)
 	}
 	fmt.Fprintf(stdout, "reverted %s as %s (%s); serve runs it from each instance's next step\n", ref, res.NewRef, summaryLine(res.Summary))
+	return nil
+}
+
+func cmdBundleExport(ctx context.Context, cfg config.Config, to string, stdout io.Writer) error {
+	var from changeset.Repo
+	where := cfg.BundleDir
+	if cfg.AWS != nil && cfg.AWS.BundleRepo != nil {
+		be, err := app.OpenAWS(ctx, *cfg.AWS, nil)
+		if err != nil {
+			return err
+		}
+		from, where = be.BundleRepo, be.BundleWhere
+	} else {
+		repo, err := openBundleRepo(cfg)
+		if err != nil {
+			return err
+		}
+		from = repo
+	}
+	if filepath.Clean(to) == filepath.Clean(cfg.BundleDir) && from != nil && (cfg.AWS == nil || cfg.AWS.BundleRepo == nil) {
+		return usageError{msg: "bundle export: --to names the bundle itself"}
+	}
+	if !bundlerepo.IsRepository(to) {
+		if err := bundlerepo.InitEmpty(to); err != nil {
+			return err
+		}
+	}
+	dst, err := bundlerepo.Open(to)
+	if err != nil {
+		return err
+	}
+	head, n, err := changeset.Export(ctx, from, dst)
+	if err != nil {
+		return fmt.Errorf("export %s to %s: %w", where, to, err)
+	}
+	fmt.Fprintf(stdout, "exported %s's history to %s: active %s, %d object(s) copied (git -C %s log)\n", where, to, changeset.Ref(head), n, to)
 	return nil
 }

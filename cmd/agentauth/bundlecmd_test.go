@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -129,7 +130,7 @@ func TestChangesetsDocCommands(t *testing.T) {
 	}
 	n := 0
 	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
-		words := strings.Fields(strings.ReplaceAll(line, ".agentauth/bundle", repo))
+		words := strings.Fields(strings.NewReplacer(".agentauth/bundle", repo, "./bundle-history", filepath.Join(t.TempDir(), "history")).Replace(line))
 		if len(words) < 2 || words[0] != "bin/agentauth" {
 			t.Fatalf("not a command: %q", line)
 		}
@@ -142,7 +143,53 @@ func TestChangesetsDocCommands(t *testing.T) {
 		}
 		n++
 	}
-	if n != 4 {
-		t.Fatalf("%d commands in the block, want log, show, diff and revert", n)
+	if n != 5 {
+		t.Fatalf("%d commands in the block, want log, show, diff, revert and export", n)
+	}
+}
+
+// TestBundleExport: export copies the history into a new local repository
+// that the git command line reads (log with the trailers, a clean status,
+// fsck), and exporting again copies only what is new.
+func TestBundleExport(t *testing.T) {
+	gitBin, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git command on this machine")
+	}
+	home, src, repo, out := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "bundle"), filepath.Join(t.TempDir(), "export")
+	t.Setenv("AGENTAUTH_HOME", home)
+	writeTree(t, src, changesettest.Seed())
+	if _, _, err := runCmd(t, "bundle", "import", "--bundle", repo, "--from", src); err != nil {
+		t.Fatal(err)
+	}
+	msg, _, err := runCmd(t, "bundle", "export", "--bundle", repo, "--to", out)
+	if err != nil || !strings.Contains(msg, "object(s) copied") {
+		t.Fatalf("export: %q %v", msg, err)
+	}
+	writeTree(t, src, []changeset.ImportFile{{Path: "tools/gamma.yaml", Data: []byte(changesettest.Tool("gamma"))}})
+	if _, _, err := runCmd(t, "bundle", "import", "--bundle", repo, "--from", src); err != nil {
+		t.Fatal(err)
+	}
+	msg, _, err = runCmd(t, "bundle", "export", "--bundle", repo, "--to", out)
+	// The second export: the new commit, its root tree, tools/ and gamma.
+	if err != nil || !strings.Contains(msg, " 4 object(s) copied") {
+		t.Fatalf("the second export: %q %v", msg, err)
+	}
+	git := func(args ...string) string {
+		b, err := exec.Command(gitBin, append([]string{"-C", out}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, b)
+		}
+		return string(b)
+	}
+	git("fsck", "--strict")
+	if log := git("log", "--format=%s%n%b"); strings.Count(log, "import ") != 2 || !strings.Contains(log, "Agentauth-Import-Tree: ") {
+		t.Fatalf("git log of the export:\n%s", log)
+	}
+	if st := git("status", "--porcelain"); st != "" {
+		t.Fatalf("git status of the export:\n%s", st)
+	}
+	if _, err := os.Stat(filepath.Join(out, "tools", "gamma.yaml")); err != nil {
+		t.Fatalf("the export's working tree: %v", err)
 	}
 }

@@ -57,7 +57,7 @@ var sections = []section{
 	{"Agent instances, over a running serve's HTTP API (--url URL, default http://127.0.0.1:8080, with the home's runtime token: $AGENTAUTH_RUNTIME_TOKEN, else <home>/runtime-token):",
 		[]string{"send", "instances list", "instances inspect", "instances events", "instances pause", "instances resume", "instances terminate", "instances delete"}},
 	{"The bundle's history, when the bundle is a git repository (--bundle DIR; import and revert check the result with the secrets of --home DIR; docs/changesets.md):",
-		[]string{"bundle init", "bundle import", "bundle log", "bundle show", "bundle diff", "bundle revert"}},
+		[]string{"bundle init", "bundle import", "bundle log", "bundle show", "bundle diff", "bundle revert", "bundle export"}},
 	{"Other:", []string{"bench", "scripted-model", "version"}},
 }
 

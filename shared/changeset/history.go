@@ -253,3 +253,95 @@ func (m *Manager) Revert(ctx context.Context, ref, operator string) (Result, err
 	}
 	return res.refused(StatusFailed, &ResultError{Code: "E_CHANGESET_BUSY", Message: "other commits kept landing", Hint: "revert again"}), nil
 }
+
+// Export copies the active revision's history — every commit from the
+// head back, with its trees and blobs — from one repository into another
+// (an S3 bundle into a local directory, for git log and git diff) and
+// moves the destination's ref to the same head. Objects the destination
+// has are skipped, so exporting again copies only what is new. It returns
+// the head and how many objects it copied.
+func Export(ctx context.Context, from, to Repo) (plumbing.Hash, int, error) {
+	head, err := from.Head(ctx)
+	if err != nil {
+		return plumbing.ZeroHash, 0, err
+	}
+	src, dst := from.Objects(), to.Objects()
+	copied := 0
+	copyObj := func(t plumbing.ObjectType, h plumbing.Hash) (bool, error) {
+		if dst.HasEncodedObject(h) == nil {
+			return false, nil
+		}
+		o, err := src.EncodedObject(t, h)
+		if err != nil {
+			return false, fmt.Errorf("object %s: %w", h, err)
+		}
+		if _, err := dst.SetEncodedObject(o); err != nil {
+			return false, err
+		}
+		copied++
+		return true, nil
+	}
+	// Children before parents, so an object the destination has is
+	// complete (its trees and blobs, its history): an export cut short is
+	// finished by the next one.
+	var copyTree func(h plumbing.Hash) error
+	copyTree = func(h plumbing.Hash) error {
+		if dst.HasEncodedObject(h) == nil {
+			return nil
+		}
+		t, err := object.GetTree(src, h)
+		if err != nil {
+			return err
+		}
+		for _, e := range t.Entries {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if e.Mode.IsFile() {
+				if _, err := copyObj(plumbing.BlobObject, e.Hash); err != nil {
+					return err
+				}
+			} else if err := copyTree(e.Hash); err != nil {
+				return err
+			}
+		}
+		_, err = copyObj(plumbing.TreeObject, h)
+		return err
+	}
+	var chain []plumbing.Hash // the commits to copy, newest first
+	for h := head; !h.IsZero() && dst.HasEncodedObject(h) != nil; {
+		chain = append(chain, h)
+		cm, err := object.GetCommit(src, h)
+		if err != nil {
+			return plumbing.ZeroHash, copied, err
+		}
+		h = plumbing.ZeroHash
+		if len(cm.ParentHashes) > 0 {
+			h = cm.ParentHashes[0]
+		}
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		cm, err := object.GetCommit(src, chain[i])
+		if err != nil {
+			return plumbing.ZeroHash, copied, err
+		}
+		if err := copyTree(cm.TreeHash); err != nil {
+			return plumbing.ZeroHash, copied, err
+		}
+		if _, err := copyObj(plumbing.CommitObject, chain[i]); err != nil {
+			return plumbing.ZeroHash, copied, err
+		}
+	}
+	cur, err := to.Head(ctx)
+	if errors.Is(err, ErrNoRevision) {
+		cur = plumbing.ZeroHash
+	} else if err != nil {
+		return plumbing.ZeroHash, copied, err
+	}
+	if cur != head {
+		if err := to.SwapHead(ctx, cur, head); err != nil {
+			return plumbing.ZeroHash, copied, err
+		}
+	}
+	return head, copied, nil
+}
