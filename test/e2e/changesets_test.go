@@ -669,7 +669,7 @@ func TestAgentsChangeTheirBundle(t *testing.T) {
 		t.Logf("%s of %d commits had landed when serve was killed", landed, n)
 		// The working tree followed, but for a file the killed sync was
 		// writing: a known bug — bundlerepo's Sync writes a file in place
-		// (shared/local/bundlerepo/worktree.go, os.WriteFile), so a kill
+		// (shared/local/bundlerepo/worktree.go:156, os.WriteFile), so a kill
 		// can leave it cut short, and every later sync takes it for a
 		// hand edit and keeps it.
 		for _, line := range strings.Split(strings.TrimSuffix(r.git(t, "status", "--porcelain"), "\n"), "\n") {
@@ -810,7 +810,7 @@ func TestChangesetLocksACrashLeft(t *testing.T) {
 
 	t.Run("a stale index.lock", func(t *testing.T) {
 		if os.Getenv("E2E_KNOWN_BUGS") != "1" {
-			t.Skip("known bug, run with E2E_KNOWN_BUGS=1: bundlerepo's Sync (shared/local/bundlerepo/worktree.go:46) skips whenever .git/index.lock exists and never takes over one a crash left, unlike SwapHead's ref lock (repo.go:181, staleLock): after serve is killed during a sync, the working tree and the index never follow a commit again, also when serve reopens the repository")
+			t.Skip("known bug, run with E2E_KNOWN_BUGS=1: bundlerepo's Sync (shared/local/bundlerepo/worktree.go:46) skips whenever .git/index.lock exists and never takes over one a crash left, unlike SwapHead's ref lock (repo.go:190, staleLock): after serve is killed during a sync, the working tree and the index never follow a commit again, also when serve reopens the repository")
 		}
 		p := leave(t, "index.lock")
 		r.post(t, "i-index", "change yourself tool=indexlock")
