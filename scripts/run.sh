@@ -108,7 +108,12 @@ grep -q listening "$HOME_DIR/provider.log" || {
 # what changed in them since the last start is merged with what agents
 # committed; the same lines changed on both sides stop the start here.
 repo="$HOME_DIR/bundle"
-"$BIN" bundle import --bundle "$repo" --home "$HOME_DIR" --from "$BUNDLE"
+status=0
+"$BIN" bundle import --bundle "$repo" --home "$HOME_DIR" --from "$BUNDLE" || status=$?
+if [ "$status" -ne 0 ]; then
+  echo "make run: agentauth serve did not start: $BUNDLE was not imported (its error is above); no server is running" >&2
+  exit "$status"
+fi
 
 AGENTAUTH_JWKS_URL=${AGENTAUTH_JWKS_URL:-http://127.0.0.1:$PROVIDER_PORT/jwks} \
 AGENTAUTH_JWT_ISSUER=${AGENTAUTH_JWT_ISSUER:-http://127.0.0.1:$PROVIDER_PORT} \

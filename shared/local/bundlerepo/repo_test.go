@@ -214,3 +214,44 @@ func TestSwapHeadLock(t *testing.T) {
 type noSwap struct{ *Repo }
 
 func (noSwap) SwapHead(context.Context, plumbing.Hash, plumbing.Hash) error { return nil }
+
+// TestSyncIndexLock: a fresh index.lock (a git command) makes Sync skip
+// and say why; one a crash left (older than staleLock) is taken over and
+// the working tree catches up.
+func TestSyncIndexLock(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "bundle")
+	if err := InitEmpty(dir); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(dir, ".git", "index.lock")
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := changeset.CommitTree(context.Background(), r, changesettest.Seed(), "seed\n", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tools", "alpha.yaml")); err == nil {
+		t.Fatal("the working tree followed under a held index.lock")
+	}
+	if rep, err := r.Sync(); err != nil || !strings.Contains(rep.Skipped, "index.lock is held") {
+		t.Fatalf("sync under a fresh lock: %+v %v", rep, err)
+	}
+	old := time.Now().Add(-2 * staleLock)
+	if err := os.Chtimes(lock, old, old); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.Sync()
+	if err != nil || rep.Skipped != "" || len(rep.Updated) != len(changesettest.Seed()) {
+		t.Fatalf("sync over a stale lock: %+v %v", rep, err)
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "tools", "alpha.yaml")); err != nil || string(data) != changesettest.Tool("alpha") {
+		t.Fatalf("the working tree after the takeover: %q %v", data, err)
+	}
+	if _, err := os.Stat(lock); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the lock is left: %v", err)
+	}
+}

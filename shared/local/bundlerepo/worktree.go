@@ -10,11 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/index"
 	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/agentauth/agentauth/shared/local/atomicfile"
 )
 
 // SyncReport is what a working-tree sync did.
@@ -43,6 +46,14 @@ func (r *Repo) Sync() (SyncReport, error) {
 	var rep SyncReport
 	lockPath := filepath.Join(r.gitDir, "index.lock")
 	lock, err := os.OpenFile(lockPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		// One a crash left (nobody holds the index this long) is taken
+		// over, as the ref's is; a fresh one is a git command's.
+		if fi, serr := os.Stat(lockPath); serr == nil && time.Since(fi.ModTime()) > staleLock {
+			os.Remove(lockPath)
+			lock, err = os.OpenFile(lockPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		}
+	}
 	if errors.Is(err, fs.ErrExist) {
 		rep.Skipped = "index.lock is held (a git command is running)"
 		return rep, nil
@@ -153,7 +164,9 @@ func (r *Repo) Sync() (SyncReport, error) {
 			if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 				return rep, err
 			}
-			if err := os.WriteFile(full, data, 0o644); err != nil {
+			// Whole or not at all: a file cut short by a crash would look
+			// like a hand edit to every later sync.
+			if err := atomicfile.Replace(full, data, 0o644); err != nil {
 				return rep, err
 			}
 			fi, err := os.Stat(full)
