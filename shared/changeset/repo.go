@@ -80,6 +80,13 @@ func readTree(objs storer.EncodedObjectStorer, c plumbing.Hash) (tree, error) {
 	return out, nil
 }
 
+// CommitFiles lists the files of commit c, path → blob, without reading a
+// blob (the local backend's working-tree sync compares them with the
+// files on disk).
+func CommitFiles(objs storer.EncodedObjectStorer, c plumbing.Hash) (map[string]plumbing.Hash, error) {
+	return readTree(objs, c)
+}
+
 // treeFiles lists t's files by walking its trees only: no blob is read
 // (on S3 each would be a GET).
 func treeFiles(t *object.Tree) (tree, error) {

@@ -15,8 +15,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/index"
-	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"github.com/agentauth/agentauth/shared/changeset"
 	"github.com/agentauth/agentauth/shared/local/atomicfile"
 )
 
@@ -78,7 +78,7 @@ func (r *Repo) Sync() (SyncReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	target, err := r.targetFiles(head)
+	target, err := changeset.CommitFiles(r.objs, head)
 	if err != nil {
 		return rep, err
 	}
@@ -209,33 +209,6 @@ func (r *Repo) Sync() (SyncReport, error) {
 	}
 	done = true
 	return rep, nil
-}
-
-// targetFiles lists the files of commit c.
-func (r *Repo) targetFiles(c plumbing.Hash) (map[string]plumbing.Hash, error) {
-	cm, err := object.GetCommit(r.objs, c)
-	if err != nil {
-		return nil, err
-	}
-	t, err := cm.Tree()
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]plumbing.Hash{}
-	w := object.NewTreeWalker(t, true, nil)
-	defer w.Close()
-	for {
-		name, e, err := w.Next()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if e.Mode.IsFile() {
-			out[name] = e.Hash
-		}
-	}
 }
 
 // workHash is the blob hash of the working file p (false: absent).

@@ -54,6 +54,14 @@ func (r *records[T]) get(id string) (T, error) {
 	if err := r.valid(id); err != nil {
 		return zero, fmt.Errorf("filestore: get %s: %w", r.name, err)
 	}
+	return r.fetch(id, true)
+}
+
+// fetch returns record id from the cache when its file is unchanged, else
+// decoded from the file — and cached when remember is set. The record is
+// the caller's own.
+func (r *records[T]) fetch(id string, remember bool) (T, error) {
+	var zero T
 	fi, err := os.Stat(r.path(id))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -64,6 +72,13 @@ func (r *records[T]) get(id string) (T, error) {
 	}
 	if rec, ok := r.cached(id, stampOf(fi)); ok {
 		return r.copy(rec), nil
+	}
+	if !remember {
+		rec, _, err := r.read(id)
+		if err != nil {
+			return zero, fmt.Errorf("filestore: get %s %s: %w", r.name, id, err)
+		}
+		return rec, nil // decoded for this caller alone
 	}
 	rec, err := r.load(id)
 	if err != nil {
@@ -102,29 +117,6 @@ func (r *records[T]) read(id string) (T, fileStamp, error) {
 	return r.withID(rec, id), st, nil
 }
 
-// peek is get for a listing: a cached record when its file is unchanged,
-// else the file decoded without caching it. A sweep lists every session
-// every minute; caching what only it reads would keep them all in memory
-// (the idle soak saw the sweep refill what serve had released).
-func (r *records[T]) peek(id string) (T, error) {
-	var zero T
-	fi, err := os.Stat(r.path(id))
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			r.drop(id)
-			return zero, fmt.Errorf("filestore: get %s %s: %w", r.name, id, domain.ErrNotFound)
-		}
-		return zero, fmt.Errorf("filestore: get %s %s: %w", r.name, id, err)
-	}
-	if rec, ok := r.cached(id, stampOf(fi)); ok {
-		return r.copy(rec), nil
-	}
-	rec, _, err := r.read(id)
-	if err != nil {
-		return zero, fmt.Errorf("filestore: get %s %s: %w", r.name, id, err)
-	}
-	return rec, nil
-}
 
 // encode returns the file content for rec and the record a later read of it
 // will return.
@@ -172,7 +164,11 @@ func (r *records[T]) list(ctx context.Context) ([]T, []error, error) {
 		if err := checkCtx(ctx); err != nil {
 			return nil, nil, fmt.Errorf("filestore: list %ss: %w", r.name, err)
 		}
-		rec, err := r.peek(id)
+		// A listing caches nothing it reads from disk: a sweep lists every
+		// session every minute, and caching what only it reads would keep
+		// them all in memory (the idle soak saw the sweep refill what serve
+		// had released).
+		rec, err := r.fetch(id, false)
 		switch {
 		case errors.Is(err, domain.ErrNotFound): // removed meanwhile
 		case err != nil:
