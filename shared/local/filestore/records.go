@@ -117,7 +117,6 @@ func (r *records[T]) read(id string) (T, fileStamp, error) {
 	return r.withID(rec, id), st, nil
 }
 
-
 // encode returns the file content for rec and the record a later read of it
 // will return.
 func (r *records[T]) encode(id string, rec T) ([]byte, T, error) {
