@@ -215,7 +215,11 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
-	api.SetAbout(about(opts))
+	ab := about(opts)
+	if active.revs != nil {
+		ab.Revision = func(ctx context.Context) string { return active.headOr(ctx).Revision }
+	}
+	api.SetAbout(ab)
 	a := &App{Bundle: b, OAuth: mgr, api: api, log: log, active: active}
 	if cs != nil {
 		a.Changesets = &changeset.Manager{Repo: cs.Repo, Records: cs.Records, Log: log, Load: load}

@@ -256,6 +256,12 @@ func TestAgentChangesItsOwnTools(t *testing.T) {
 	if strings.Count(joined, turn.EvChangesetCommitted) != 1 || strings.Count(joined, turn.EvRevisionChanged) != 1 {
 		t.Fatalf("events: %s", joined)
 	}
+	// /healthz reports the active revision.
+	rec := httptest.NewRecorder()
+	r.app.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	if !strings.Contains(rec.Body.String(), `"bundleRevision":"`+newRef+`"`) {
+		t.Fatalf("/healthz after the commit: %s", rec.Body)
+	}
 	// The routes' plane and the next turn are on the new revision.
 	if got := r.app.toolPlane().Snapshot(context.Background()).BundleRevision(); got != newRef {
 		t.Fatalf("the routes' plane is on %s", got)

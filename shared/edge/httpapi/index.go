@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"html/template"
 	"net/http"
 
@@ -14,6 +15,9 @@ type About struct {
 	Running string
 	// Version is the build's version ("" shows as unknown).
 	Version string
+	// Revision, when set, is the bundle revision now (a git bundle's
+	// active one, which changesets move); else the bundle's at start.
+	Revision func(ctx context.Context) string
 }
 
 // Part is one group of routes a handler serves, as GET / lists it.
@@ -74,7 +78,7 @@ func (s *Server) index(parts []Part) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Vary", "Accept")
 		if !httpx.PrefersHTML(r) {
-			out := indexJSON{Name: "agentauth", Running: s.about.Running, Version: version, BundleRevision: s.bundle.Revision,
+			out := indexJSON{Name: "agentauth", Running: s.about.Running, Version: version, BundleRevision: s.revision(r.Context()),
 				Routes: parts, Console: consoleNote}
 			for _, d := range docs {
 				out.Docs = append(out.Docs, docJSON{d.Path, DocsBase + d.Path})
@@ -90,9 +94,17 @@ func (s *Server) index(parts []Part) http.Handler {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
 		w.WriteHeader(http.StatusOK)
-		_ = indexPage.Execute(w, indexData{Running: s.about.Running, Version: version, BundleRevision: s.bundle.Revision,
+		_ = indexPage.Execute(w, indexData{Running: s.about.Running, Version: version, BundleRevision: s.revision(r.Context()),
 			Parts: parts, Docs: docs, DocsBase: DocsBase, RequestID: httpx.RequestID(r.Context())})
 	})
+}
+
+// revision is the bundle revision GET / and /healthz report.
+func (s *Server) revision(ctx context.Context) string {
+	if s.about.Revision != nil {
+		return s.about.Revision(ctx)
+	}
+	return s.bundle.Revision
 }
 
 type indexData struct {

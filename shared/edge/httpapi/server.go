@@ -217,7 +217,7 @@ func RequireCaller(caller CallerAuth, h http.HandlerFunc) http.Handler {
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "bundleRevision": s.bundle.Revision})
+	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "bundleRevision": s.revision(r.Context())})
 }
 
 type tokenRequest struct {
