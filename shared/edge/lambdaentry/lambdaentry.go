@@ -52,6 +52,9 @@ const (
 type Options struct {
 	// Counter, when set, counts every AWS call (make bench-aws).
 	Counter *awscount.Counter
+	// Backends, when set, opens the backends instead of app.OpenBackends
+	// (tests: the embedded ones with a local git bundle).
+	Backends func(ctx context.Context, cfg config.Config) (*app.Backends, error)
 }
 
 // Build wires the handler from getenv (os.Getenv in production).
@@ -89,7 +92,13 @@ func start(ctx context.Context, getenv func(string) string, routes Routes, name 
 	if err != nil {
 		return nil, err
 	}
-	be, err := app.OpenBackends(ctx, cfg, opts.Counter)
+	open := opts.Backends
+	if open == nil {
+		open = func(ctx context.Context, cfg config.Config) (*app.Backends, error) {
+			return app.OpenBackends(ctx, cfg, opts.Counter)
+		}
+	}
+	be, err := open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/agentauth/agentauth/shared/app"
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/changeset"
 	"github.com/agentauth/agentauth/shared/config"
@@ -42,6 +43,22 @@ func gitBundle(t *testing.T) string {
 	}
 	t.Setenv(config.Bundle, dir)
 	return dir
+}
+
+// localGit opens the embedded backends of the test's home with the git
+// bundle's changesets, as serve does (the functions open the AWS ones).
+func localGit(ctx context.Context, cfg config.Config) (*app.Backends, error) {
+	h, err := app.OpenEmbedded(ctx, cfg, true)
+	if err != nil {
+		return nil, err
+	}
+	be := app.FromEmbedded(h, cfg.LocalSecrets())
+	repo, recs, err := bundlerepo.OpenLocal(ctx, cfg.BundleDir, cfg.Home, nil)
+	if err != nil {
+		return nil, err
+	}
+	be.Changesets = &app.Changesets{Repo: repo, Records: recs, Describe: "git main"}
+	return be, nil
 }
 
 // commitApp lands a revision that adds OAuthApp/<name>, as a changeset
@@ -103,11 +120,11 @@ func TestFunctionsFollowTheActiveRevision(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	ctx := context.Background()
-	gettoken, err := start(ctx, os.Getenv, RuntimeRoutes, "gettoken", log, Options{})
+	gettoken, err := start(ctx, os.Getenv, RuntimeRoutes, "gettoken", log, Options{Backends: localGit})
 	if err != nil {
 		t.Fatal(err)
 	}
-	callback, err := start(ctx, os.Getenv, CallbackRoutes, "callback", log, Options{})
+	callback, err := start(ctx, os.Getenv, CallbackRoutes, "callback", log, Options{Backends: localGit})
 	if err != nil {
 		t.Fatal(err)
 	}
