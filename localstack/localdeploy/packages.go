@@ -10,9 +10,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 )
 
-// MaxPackageBytes is the budget for one function's zip (issue 3: at most
-// 10 MB; Lambda itself takes 50 MB zipped by direct upload).
-const MaxPackageBytes = 10 << 20
+// MaxPackageBytes is the budget for one function's zip: issue 3 set 10 MB
+// (Lambda itself takes 50 MB zipped by direct upload); issue 19's
+// changesets put go-git's object codec in every function (each function
+// commits or reads a git bundle), 10.57 MB zipped, so 11 MB, with the
+// account in docs/deploy.md. A tripwire for growth, not a limit of Lambda.
+const MaxPackageBytes = 11 << 20
 
 // packages prints each function's CodeSize — the size of the zip the CDK
 // CLI built from the asset directory and uploaded — and fails over budget.
@@ -31,7 +34,7 @@ func packages(ctx context.Context, c *clients, stack string, tpl *template, w io
 		}
 		verdict := "ok"
 		if out.CodeSize > MaxPackageBytes {
-			verdict = "OVER the 10 MB budget"
+			verdict = "OVER the 11 MB budget"
 			errs = append(errs, fmt.Errorf("%s: package %d bytes > %d", fn, out.CodeSize, MaxPackageBytes))
 		}
 		fmt.Fprintf(w, "  %-32s %9d bytes (%.2f MB) %s\n", fn, out.CodeSize, float64(out.CodeSize)/(1<<20), verdict)
