@@ -236,7 +236,7 @@ func TestPackages(t *testing.T) {
 		}
 		t.Logf("%s: package %d bytes (%.2f MB), %s %v", fn, out.CodeSize, float64(out.CodeSize)/(1<<20), out.Runtime, out.Architectures)
 		if out.CodeSize > 11<<20 {
-			t.Errorf("%s: package %d bytes is over the 11 MB budget (docs/deploy.md)", fn, out.CodeSize)
+			t.Errorf("%s: package %d bytes is over the 11 MiB budget (docs/deploy.md)", fn, out.CodeSize)
 		}
 	}
 }

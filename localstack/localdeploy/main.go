@@ -3,7 +3,7 @@
 //
 //	localdeploy reapply -stack NAME -template FILE   make the emulator's resources match the template
 //	localdeploy seed-secrets -prefix P -bundle DIR   create the demo bundle's secret when the bundle needs it
-//	localdeploy packages -stack NAME -template FILE  each function's package size (at most 11 MB)
+//	localdeploy packages -stack NAME -template FILE  each function's package size (at most 11 MiB)
 //	localdeploy purge-retained -stack NAME -template FILE   delete what the stack retains (before cdk destroy)
 //
 // reapply reads the synthesized template and the stack's physical ids, then
