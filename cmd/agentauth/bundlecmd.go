@@ -290,14 +290,14 @@ func cmdBundleExport(ctx context.Context, cfg config.Config, to string, stdout i
 		}
 		from, where = be.BundleRepo, be.BundleWhere
 	} else {
+		if filepath.Clean(to) == filepath.Clean(cfg.BundleDir) {
+			return usageError{msg: "bundle export: --to names the bundle itself"}
+		}
 		repo, err := openBundleRepo(cfg)
 		if err != nil {
 			return err
 		}
 		from = repo
-	}
-	if filepath.Clean(to) == filepath.Clean(cfg.BundleDir) && from != nil && (cfg.AWS == nil || cfg.AWS.BundleRepo == nil) {
-		return usageError{msg: "bundle export: --to names the bundle itself"}
 	}
 	if !bundlerepo.IsRepository(to) {
 		if err := bundlerepo.InitEmpty(to); err != nil {

@@ -34,10 +34,9 @@ type Changesets struct {
 // fixed; or a git bundle's active revision, read again where it must be
 // current (a step's step.config) and any revision by its ref.
 type activeBundle struct {
-	fixed *bundle.Bundle
-	revs  *changeset.Bundles
-	// first is the revision loaded at start: the fallback when the head
-	// cannot be read.
+	revs *changeset.Bundles
+	// first is the revision loaded at start: a plain directory's bundle
+	// for good, a git bundle's fallback when the head cannot be read.
 	first *bundle.Bundle
 	log   *slog.Logger
 }
@@ -45,7 +44,7 @@ type activeBundle struct {
 // head is the active bundle now.
 func (a *activeBundle) head(ctx context.Context) (*bundle.Bundle, error) {
 	if a.revs == nil {
-		return a.fixed, nil
+		return a.first, nil
 	}
 	return a.revs.Head(ctx)
 }
@@ -61,7 +60,8 @@ func (a *activeBundle) headOr(ctx context.Context) *bundle.Bundle {
 	return b
 }
 
-// at is revision rev's bundle ("" or a plain directory's: the fixed one).
+// at is revision rev's bundle ("" or a plain directory's: the one loaded
+// at start).
 func (a *activeBundle) at(ctx context.Context, rev string) (*bundle.Bundle, error) {
 	if a.revs == nil || rev == "" {
 		return a.headOr(ctx), nil
@@ -156,7 +156,7 @@ func openBundle(ctx context.Context, dir string, cs *Changesets, secrets bundle.
 		if err != nil {
 			return nil, err
 		}
-		return &activeBundle{fixed: b, first: b, log: log}, nil
+		return &activeBundle{first: b, log: log}, nil
 	}
 	revs := changeset.NewBundles(cs.Repo, load)
 	b, err := revs.Head(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -46,10 +47,7 @@ func (m *Manager) Commit(ctx context.Context, c Caller, id, message string) (Res
 	if err != nil {
 		return Result{}, err
 	}
-	ours, err := m.view(cs)
-	if err != nil {
-		return Result{}, err
-	}
+	ours := withEdits(maps.Clone(baseTree), cs)
 	changed := changedPaths(baseTree, ours)
 	if refused := c.Policy.Refused(changed); len(refused) > 0 {
 		return res.refused(StatusRejected, &ResultError{Code: "E_PATH_NOT_ALLOWED",
@@ -59,12 +57,8 @@ func (m *Manager) Commit(ctx context.Context, c Caller, id, message string) (Res
 	m.commitMu.Lock()
 	defer m.commitMu.Unlock()
 	for attempt := range swapAttempts {
-		if attempt > 0 {
-			// Another process landed a commit: let it finish its record
-			// before merging again.
-			if err := sleep(ctx, time.Duration(1+rand.IntN(4<<min(attempt, 4)))*time.Millisecond); err != nil {
-				return Result{}, err
-			}
+		if err := backoff(ctx, attempt); err != nil {
+			return Result{}, err
 		}
 		head, err := m.Repo.Head(ctx)
 		if err != nil {
@@ -147,6 +141,16 @@ func (m *Manager) Commit(ctx context.Context, c Caller, id, message string) (Res
 	}
 	return res.refused(StatusFailed, &ResultError{Code: "E_CHANGESET_BUSY",
 		Message: fmt.Sprintf("%d other commits landed while this one merged", swapAttempts), Hint: "commit again"}), nil
+}
+
+// backoff waits before a swap attempt after the first: another process
+// landed a commit, so let it finish its record before merging again
+// (jittered, growing to 64 ms).
+func backoff(ctx context.Context, attempt int) error {
+	if attempt == 0 {
+		return nil
+	}
+	return sleep(ctx, time.Duration(1+rand.IntN(4<<min(attempt, 4)))*time.Millisecond)
 }
 
 // sleep waits d or until ctx ends.
@@ -275,15 +279,15 @@ func (m *Manager) mergeBlobs(b plumbing.Hash, inB bool, o, t plumbing.Hash) ([]b
 	var bd []byte
 	if inB {
 		var err error
-		if bd, err = readBlob(objs, b, maxBundleBytes); err != nil {
+		if bd, err = readBlob(objs, b, MaxReadBytes); err != nil {
 			return nil, false, err
 		}
 	}
-	od, err := readBlob(objs, o, maxBundleBytes)
+	od, err := readBlob(objs, o, MaxReadBytes)
 	if err != nil {
 		return nil, false, err
 	}
-	td, err := readBlob(objs, t, maxBundleBytes)
+	td, err := readBlob(objs, t, MaxReadBytes)
 	if err != nil {
 		return nil, false, err
 	}
@@ -304,18 +308,18 @@ func (m *Manager) conflict(ctx context.Context, cs Changeset, head plumbing.Hash
 			var od, td []byte
 			var err error
 			if h, ok := ours[p]; ok {
-				if od, err = readBlob(objs, h, maxBundleBytes); err != nil {
+				if od, err = readBlob(objs, h, MaxReadBytes); err != nil {
 					return Result{}, err
 				}
 			}
 			if h, ok := theirs[p]; ok {
-				if td, err = readBlob(objs, h, maxBundleBytes); err != nil {
+				if td, err = readBlob(objs, h, MaxReadBytes); err != nil {
 					return Result{}, err
 				}
 			}
 			var bd []byte
 			if h, ok := base[p]; ok {
-				if bd, err = readBlob(objs, h, maxBundleBytes); err != nil {
+				if bd, err = readBlob(objs, h, MaxReadBytes); err != nil {
 					return Result{}, err
 				}
 			}
@@ -517,10 +521,8 @@ func (m *Manager) Import(ctx context.Context, files []ImportFile, source string)
 	m.commitMu.Lock()
 	defer m.commitMu.Unlock()
 	for attempt := range swapAttempts {
-		if attempt > 0 {
-			if err := sleep(ctx, time.Duration(1+rand.IntN(4<<min(attempt, 4)))*time.Millisecond); err != nil {
-				return ImportResult{}, err
-			}
+		if err := backoff(ctx, attempt); err != nil {
+			return ImportResult{}, err
 		}
 		head, err := m.Repo.Head(ctx)
 		if errors.Is(err, ErrNoRevision) {

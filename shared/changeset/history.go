@@ -208,7 +208,10 @@ func (m *Manager) Revert(ctx context.Context, ref, operator string) (Result, err
 	res := Result{BaseRef: ref}
 	m.commitMu.Lock()
 	defer m.commitMu.Unlock()
-	for range swapAttempts {
+	for attempt := range swapAttempts {
+		if err := backoff(ctx, attempt); err != nil {
+			return Result{}, err
+		}
 		head, err := m.Repo.Head(ctx)
 		if err != nil {
 			return Result{}, err

@@ -31,8 +31,8 @@ const (
 	MaxEdits = 256
 	// MaxPathBytes is the longest path.
 	MaxPathBytes = 512
-	// maxBundleBytes is the largest file read from a revision.
-	maxBundleBytes = 8 << 20
+	// MaxReadBytes is the largest file read from a revision.
+	MaxReadBytes = 8 << 20
 	// maxMessageBytes bounds a commit message.
 	maxMessageBytes = 2000
 	// DefaultTTL is how long an open changeset lives after its last edit,
@@ -256,9 +256,9 @@ func (m *Manager) ReadFile(ctx context.Context, c Caller, id, path string) ([]by
 	if !ok {
 		return nil, refuse("E_FILE_NOT_FOUND", "%s: no such file in changeset %s", path, cs.ID)
 	}
-	data, err := readBlob(m.Repo.Objects(), h, maxBundleBytes)
+	data, err := readBlob(m.Repo.Objects(), h, MaxReadBytes)
 	if errors.Is(err, errTooLarge) {
-		return nil, refuse("E_FILE_TOO_LARGE", "%s is larger than %d bytes", path, maxBundleBytes)
+		return nil, refuse("E_FILE_TOO_LARGE", "%s is larger than %d bytes", path, MaxReadBytes)
 	}
 	return data, err
 }
@@ -318,6 +318,11 @@ func (m *Manager) view(cs Changeset) (tree, error) {
 	if err != nil {
 		return nil, err
 	}
+	return withEdits(t, cs), nil
+}
+
+// withEdits applies cs's edits to t, its base's files, in place.
+func withEdits(t tree, cs Changeset) tree {
 	for p, e := range cs.Edits {
 		if e.Deleted {
 			delete(t, p)
@@ -325,7 +330,7 @@ func (m *Manager) view(cs Changeset) (tree, error) {
 			t[p] = plumbing.NewHash(e.Blob)
 		}
 	}
-	return t, nil
+	return t
 }
 
 // WriteFile sets path's content in the changeset.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -107,8 +106,12 @@ func treeFiles(t *object.Tree) (tree, error) {
 	}
 }
 
-// readBlob returns blob h's content, at most limit bytes (ErrTooLarge
-// beyond).
+// ReadBlob returns blob h's content, at most limit bytes (an error
+// beyond): the local working-tree sync reads blobs with it too.
+func ReadBlob(objs storer.EncodedObjectStorer, h plumbing.Hash, limit int64) ([]byte, error) {
+	return readBlob(objs, h, limit)
+}
+
 func readBlob(objs storer.EncodedObjectStorer, h plumbing.Hash, limit int64) ([]byte, error) {
 	o, err := objs.EncodedObject(plumbing.BlobObject, h)
 	if err != nil {
@@ -234,7 +237,7 @@ func (t tree) bundleFiles(objs storer.EncodedObjectStorer) ([]bundle.File, error
 		if !bundle.IsBundleFile(p) {
 			continue
 		}
-		data, err := readBlob(objs, t[p], maxBundleBytes)
+		data, err := readBlob(objs, t[p], MaxReadBytes)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
@@ -251,15 +254,6 @@ func (t tree) paths() []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// dirOf is p's directory ("" at the root).
-func dirOf(p string) string {
-	d := path.Dir(p)
-	if d == "." {
-		return ""
-	}
-	return d
 }
 
 // ImportFile is one file of an imported tree.

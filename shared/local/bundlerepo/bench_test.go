@@ -15,7 +15,7 @@ import (
 // path (the head has not moved), the loader's check of all 100 files,
 // the objects, the ref's lock file and the working-tree sync.
 func BenchmarkCommit100Files(b *testing.B) {
-	repo, recs := emptyRepoB(b)
+	repo, recs := emptyRepo(b)
 	ctx := context.Background()
 	var files []changeset.ImportFile
 	for i := range 100 {
@@ -44,21 +44,4 @@ func BenchmarkCommit100Files(b *testing.B) {
 			b.Fatalf("%+v %v", res, err)
 		}
 	}
-}
-
-func emptyRepoB(b *testing.B) (changeset.Repo, changeset.Records) {
-	b.Helper()
-	dir := b.TempDir() + "/bundle"
-	if err := InitEmpty(dir); err != nil {
-		b.Fatal(err)
-	}
-	r, err := Open(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	recs, err := NewRecords(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	return r, recs
 }

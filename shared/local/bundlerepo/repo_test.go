@@ -11,33 +11,34 @@ import (
 	"testing"
 	"time"
 
-	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/agentauth/agentauth/shared/changeset"
 	"github.com/agentauth/agentauth/shared/testkit/changesettest"
 )
 
-// emptyRepo is a fresh repository on branch main with no commit, and
-// records under another directory (the home).
-func emptyRepo(t *testing.T) (changeset.Repo, changeset.Records) {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "bundle")
-	if _, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")}}); err != nil {
-		t.Fatal(err)
+// emptyRepo is a fresh repository on branch main with no commit
+// (InitEmpty), and records under another directory (the home).
+func emptyRepo(tb testing.TB) (changeset.Repo, changeset.Records) {
+	tb.Helper()
+	dir := filepath.Join(tb.TempDir(), "bundle")
+	if err := InitEmpty(dir); err != nil {
+		tb.Fatal(err)
 	}
 	r, err := Open(dir)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	recs, err := NewRecords(filepath.Join(t.TempDir(), "home", "changesets"))
+	recs, err := NewRecords(filepath.Join(tb.TempDir(), "home", "changesets"))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return r, recs
 }
 
-func TestConformance(t *testing.T) { changesettest.Run(t, emptyRepo) }
+func TestConformance(t *testing.T) {
+	changesettest.Run(t, func(t *testing.T) (changeset.Repo, changeset.Records) { return emptyRepo(t) })
+}
 
 // TestGitReadsTheHistory: the git command line checks the repository a
 // changeset committed to (fsck --strict) and its log shows the commit

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -157,7 +156,7 @@ func (r *Repo) Sync() (SyncReport, error) {
 			}
 			delete(entries, p)
 		} else {
-			data, err := r.blob(want)
+			data, err := changeset.ReadBlob(r.objs, want, changeset.MaxReadBytes)
 			if err != nil {
 				return rep, err
 			}
@@ -218,17 +217,4 @@ func (r *Repo) workHash(p string) (plumbing.Hash, bool) {
 		return plumbing.ZeroHash, false
 	}
 	return plumbing.ComputeHash(plumbing.BlobObject, data), true
-}
-
-func (r *Repo) blob(h plumbing.Hash) ([]byte, error) {
-	o, err := r.objs.EncodedObject(plumbing.BlobObject, h)
-	if err != nil {
-		return nil, err
-	}
-	rd, err := o.Reader()
-	if err != nil {
-		return nil, err
-	}
-	defer rd.Close()
-	return io.ReadAll(rd)
 }

@@ -278,7 +278,7 @@ func (p *Plane) SnapshotAt(ctx context.Context, b *bundle.Bundle) *Snapshot {
 	return s
 }
 
-// Catalog is the discovery catalog of the plane at this snapshot.
+// CatalogOf is the discovery catalog of the plane at snapshot s.
 func (p *Plane) CatalogOf(s *Snapshot) *toolcatalog.Catalog {
 	if s.catalog != nil {
 		return s.catalog
