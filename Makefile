@@ -153,6 +153,11 @@ bench-turns: emulator-up ## a turn step's overhead (no model or tool time): in-p
 	$(GO) test -run '^$$' -bench BenchmarkStepOverhead -benchmem -count 3 ./shared/turn/engine
 	$(AWS_LOCAL_ENV) AGENTAUTH_REQUIRE_EMULATOR=1 $(GO) test -tags integration -run '^$$' -bench BenchmarkTurnStepDynamoDB -benchtime 200x -count 3 ./shared/app
 
+.PHONY: bench-changesets
+bench-changesets: emulator-up ## a changeset's commit on a 100-file bundle: the local repository, and S3 + DynamoDB on the emulator with calls per commit
+	$(GO) test -run '^$$' -bench BenchmarkCommit100Files -benchtime 100x -count 3 ./shared/local/bundlerepo
+	$(AWS_LOCAL_ENV) AGENTAUTH_REQUIRE_EMULATOR=1 $(GO) test -tags integration -run '^$$' -bench BenchmarkCommit100FilesOnEmulator -benchtime 100x -count 3 ./shared/aws/gitstore
+
 .PHONY: build-lambdas
 build-lambdas: ## static Lambda binaries + bundle in build/lambda/<fn>/ (LAMBDA_ARCH=arm64|amd64, default: this host)
 	@for fn in $(LAMBDAS); do \

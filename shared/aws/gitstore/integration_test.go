@@ -34,7 +34,7 @@ type emulator struct {
 	table  string
 }
 
-func newEmulator(t *testing.T) *emulator {
+func newEmulator(t testing.TB) *emulator {
 	t.Helper()
 	cfg := emulatortest.Config(t)
 	e := &emulator{s3: s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true }), db: dynamodb.NewFromConfig(cfg)}
@@ -49,7 +49,7 @@ func newEmulator(t *testing.T) *emulator {
 }
 
 // dropBucket empties and deletes the bucket.
-func (e *emulator) dropBucket(t *testing.T) {
+func (e *emulator) dropBucket(t testing.TB) {
 	ctx := context.Background()
 	var token *string
 	for {
@@ -80,7 +80,7 @@ func (e *emulator) dropBucket(t *testing.T) {
 
 // repo is a Repo on the emulator's bucket and table, with a cache of its
 // own (another process).
-func (e *emulator) repo(t *testing.T) *Repo {
+func (e *emulator) repo(t testing.TB) *Repo {
 	t.Helper()
 	objs, err := NewObjects(e.s3, e.bucket, "bundles/main/")
 	if err != nil {
@@ -93,7 +93,7 @@ func (e *emulator) repo(t *testing.T) *Repo {
 	return r
 }
 
-func (e *emulator) records(t *testing.T) *Records {
+func (e *emulator) records(t testing.TB) *Records {
 	t.Helper()
 	recs, err := NewRecords(e.db, e.table)
 	if err != nil {
