@@ -207,7 +207,7 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 	}
 	mgr, err := oauth.New(oauth.Config{Bundle: b, Store: be.Store, Sealer: be.GrantSealer, SessionSealer: be.SessionSealer,
 		Queue: be.Queue, StateKeys: be.StateKeys, BaseURL: cfg.PublicURL, Logger: log, MaxWait: cfg.MaxWait,
-		SessionRetention: cfg.SessionRetention})
+		SessionRetention: cfg.SessionRetention, TenantClaim: tenantClaim(cfg)})
 	if err != nil {
 		return nil, err
 	}
@@ -483,3 +483,12 @@ func (a *App) toolPlane() *toolplane.Plane { return a.plane }
 // Active is the bundle the process runs on now: a git bundle's active
 // revision (read from the repository), else the bundle loaded at start.
 func (a *App) Active(ctx context.Context) (*bundle.Bundle, error) { return a.active.head(ctx) }
+
+// tenantClaim is where a caller's claims name its tenant (the tool
+// plane's setting, which the OAuth core and the console read the same).
+func tenantClaim(cfg config.Config) string {
+	if cfg.Tools == nil {
+		return ""
+	}
+	return cfg.Tools.TenantClaim
+}

@@ -78,6 +78,9 @@ type Grant struct {
 	// RevokedReason says why a revoked grant was revoked (Revoked…
 	// constants); the grant is kept as a tombstone without its tokens.
 	RevokedReason string `json:"revokedReason,omitempty"`
+	// Tenant is the tenant of the request whose consent made the grant
+	// ("" when its claims named none): a tenant admin's console shows it.
+	Tenant string `json:"tenant,omitempty"`
 	// Version increases by one on every write; conditional writes compare it
 	// so a late writer never overwrites a newer token (fencing).
 	Version int64 `json:"version"`
@@ -151,7 +154,10 @@ type Session struct {
 	// ReuseKey (SessionReuseKey) lets a repeated request find this session
 	// while it is pending (see ReusableAt); empty: never reused.
 	ReuseKey string `json:"reuseKey,omitempty"`
-	Version  int64  `json:"version"`
+	// Tenant is the tenant the request that started the session named in
+	// its claims ("" when none).
+	Tenant  string `json:"tenant,omitempty"`
+	Version int64  `json:"version"`
 }
 
 // SessionReuseMargin is how much of its lifetime a pending session must

@@ -188,6 +188,7 @@ func (m *Manager) finish(ctx context.Context, rt *appRuntime, s domain.Session, 
 		ScopesGranted:   append([]string(nil), s.RequestedScopes...),
 		ScopesRequested: append([]string(nil), s.RequestedScopes...),
 		CreatedAt:       now,
+		Tenant:          s.Tenant,
 	}
 	// From here a failure leaves tokens nobody will store: they go back to
 	// the provider (RFC 7009) where it has a revocation endpoint.

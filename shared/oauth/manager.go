@@ -60,6 +60,11 @@ type Config struct {
 	// SessionRetention is how long after its expiry a finished session is
 	// kept before the cleanup deletes it (default SessionRetention, 24 h).
 	SessionRetention time.Duration
+	// TenantClaim is the dot path of the tenant in a request's claims
+	// (default domain.DefaultTenantClaim): a session records the tenant of
+	// the request that started it, and its grant that of the session that
+	// completed it, so the console shows a tenant admin their tenant's.
+	TenantClaim string
 }
 
 // Manager is the OAuthManager.
@@ -396,7 +401,7 @@ func (m *Manager) startSession(ctx context.Context, rt *appRuntime, subject stri
 		if res, ok := m.reuseSession(ctx, key); ok {
 			return res
 		}
-		res, err := m.newSession(ctx, rt, subject, scopes, resume, key)
+		res, err := m.newSession(ctx, rt, subject, scopes, resume, key, m.tenantOf(req.Auth))
 		if err == nil || attempt == maxStartAttempts || !errors.Is(err, domain.ErrConflict) {
 			return res
 		}
@@ -436,7 +441,7 @@ func (m *Manager) reuseSession(ctx context.Context, key string) (Result, bool) {
 // newSession creates an auth session holding key. The error is set when
 // the session was not stored (then Result is an error result);
 // ErrConflict means another session holds key.
-func (m *Manager) newSession(ctx context.Context, rt *appRuntime, subject string, scopes []string, resume domain.ResumeInfo, key string) (Result, error) {
+func (m *Manager) newSession(ctx context.Context, rt *appRuntime, subject string, scopes []string, resume domain.ResumeInfo, key, tenant string) (Result, error) {
 	app := rt.app
 	now := m.now().UTC()
 	s := domain.Session{
@@ -451,6 +456,7 @@ func (m *Manager) newSession(ctx context.Context, rt *appRuntime, subject string
 		ExpiresAt:       now.Add(m.cfg.SessionTTL),
 		Resume:          resume,
 		ReuseKey:        key,
+		Tenant:          tenant,
 	}
 	var err error
 	link := ""
@@ -478,6 +484,16 @@ func (m *Manager) newSession(ctx context.Context, rt *appRuntime, subject string
 	}
 	m.log.InfoContext(ctx, "auth session started", "authSessionId", s.ID, "oauthApp", app.Name, "flow", s.Flow.Type, "subjectMode", s.SubjectMode)
 	return authorizationRequired(s, link), nil
+}
+
+// tenantOf is the tenant a request's claims name ("" when none).
+func (m *Manager) tenantOf(auth domain.TurnAuth) string {
+	path := m.cfg.TenantClaim
+	if path == "" {
+		path = domain.DefaultTenantClaim
+	}
+	t, _ := domain.ClaimText(auth.Claims, path)
+	return t
 }
 
 // authorizationRequired is the answer that sends the user to session s
