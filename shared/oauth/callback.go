@@ -322,3 +322,25 @@ func (m *Manager) settle(ctx context.Context, s domain.Session, status domain.Se
 		m.log.ErrorContext(ctx, "could not mark session", "authSessionId", s.ID, "status", string(status), "err", err)
 	}
 }
+
+// reasonText explains each failure reason to the person in the browser.
+var reasonText = map[string]string{
+	ReasonMissingState:         "The link is incomplete: it has no state parameter.",
+	ReasonInvalidState:         "The link was not issued by this service or was altered.",
+	ReasonSessionNotFound:      "This authorization request is unknown or was cleaned up.",
+	ReasonSessionAlreadyUsed:   "This authorization link was already used. Ask the agent for a new one if you still need to connect.",
+	ReasonSessionExpired:       "This authorization request expired. Ask the agent for a new link.",
+	ReasonWrongCallback:        "The provider sent you back to the wrong address for this request.",
+	ReasonProviderError:        "The provider did not grant access.",
+	ReasonMissingCode:          "The provider sent no authorization code.",
+	ReasonTokenExchangeFailed:  "The provider refused to issue a token.",
+	ReasonTokenExchangeTimeout: "The provider did not answer in time. Ask the agent for a new link and try again.",
+	ReasonSubjectMismatch:      "You signed in as a different account than the one this request is for. Nothing was stored; sign in with the right account.",
+	ReasonSubjectUnverifiable:  "Your account could not be verified with the provider. Nothing was stored.",
+	ReasonInternal:             "Something went wrong on our side. Nothing was stored.",
+}
+
+// ReasonText is what the callback page tells the person in the browser
+// of a failure reason ("" for one it does not know): the console shows an
+// operator the same words the user saw.
+func ReasonText(reason string) string { return reasonText[reason] }

@@ -10,23 +10,6 @@ import (
 	"github.com/agentauth/agentauth/shared/oauth"
 )
 
-// reasonText explains each failure reason to the person in the browser.
-var reasonText = map[string]string{
-	oauth.ReasonMissingState:         "The link is incomplete: it has no state parameter.",
-	oauth.ReasonInvalidState:         "The link was not issued by this service or was altered.",
-	oauth.ReasonSessionNotFound:      "This authorization request is unknown or was cleaned up.",
-	oauth.ReasonSessionAlreadyUsed:   "This authorization link was already used. Ask the agent for a new one if you still need to connect.",
-	oauth.ReasonSessionExpired:       "This authorization request expired. Ask the agent for a new link.",
-	oauth.ReasonWrongCallback:        "The provider sent you back to the wrong address for this request.",
-	oauth.ReasonProviderError:        "The provider did not grant access.",
-	oauth.ReasonMissingCode:          "The provider sent no authorization code.",
-	oauth.ReasonTokenExchangeFailed:  "The provider refused to issue a token.",
-	oauth.ReasonTokenExchangeTimeout: "The provider did not answer in time. Ask the agent for a new link and try again.",
-	oauth.ReasonSubjectMismatch:      "You signed in as a different account than the one this request is for. Nothing was stored; sign in with the right account.",
-	oauth.ReasonSubjectUnverifiable:  "Your account could not be verified with the provider. Nothing was stored.",
-	oauth.ReasonInternal:             "Something went wrong on our side. Nothing was stored.",
-}
-
 var callbackPage = template.Must(template.New("callback").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
 <title>{{if .OK}}Connected{{else}}Authorization failed{{end}} · agentauth</title>
@@ -71,7 +54,7 @@ func (s *Server) callback(app *bundle.OAuthApp) http.Handler {
 			if !errors.As(err, &ce) {
 				ce = &oauth.CallbackError{Reason: oauth.ReasonInternal}
 			}
-			data.Reason, data.ProviderCode, data.Text = ce.Reason, ce.ProviderCode, reasonText[ce.Reason]
+			data.Reason, data.ProviderCode, data.Text = ce.Reason, ce.ProviderCode, oauth.ReasonText(ce.Reason)
 			status = http.StatusBadRequest
 			if ce.Reason == oauth.ReasonInternal {
 				status = http.StatusInternalServerError
