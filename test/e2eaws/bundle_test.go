@@ -40,14 +40,17 @@ const pickupBound = 10 * time.Second
 // deployed now, and a revision that adds an OAuthApp — landed the way a
 // changeset lands, by compare-and-swap of the head — is served by the
 // token and callback routes within the bound, without a deploy or a cold
-// start. The revision is taken back after, so the stack's bundle is as the
+// start. Scripted agents (not language models) change the bundle through
+// changesets on the deployed turn function (deployedChangesets), and
+// `agentauth bundle export` copies the history out for the real git.
+// Every revision is taken back after, so the stack's bundle is as the
 // package made it.
 func TestDeployedGitBundle(t *testing.T) {
 	st := loadStack(t)
 	if st.TurnBucket == "" {
 		skipOrFail(t, "stack %s has no turn bucket: the git bundle comes with turns=1", st.Name)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	must, timed := steps(t)
 	gw := newGateway(st.Endpoint, st.APIHost, nil)
@@ -183,6 +186,10 @@ func TestDeployedGitBundle(t *testing.T) {
 
 	must(timed("a scripted agent's turn commits a changeset on the deployed turn function", func(t *testing.T) {
 		selfChangingTurn(ctx, t, st, gw, repo)
+	}))
+
+	must(timed("scripted agents' changesets: refused, merged, conflicting, 20 at once; exported", func(t *testing.T) {
+		deployedChangesets(ctx, t, st, gw, repo)
 	}))
 
 	timed("the functions' logs: import at cold start, revisions taken up", func(t *testing.T) {
