@@ -5,6 +5,7 @@ package gitstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,10 +75,14 @@ func BenchmarkCommit100FilesOnEmulator(b *testing.B) {
 		}
 	}
 	perService := map[string]int{}
+	var each []string
 	for k, v := range calls.Snapshot() {
 		service, _, _ := strings.Cut(k, ".")
 		perService[service] += v
+		each = append(each, fmt.Sprintf("%s %.1f", k, float64(v)/float64(n)))
 	}
+	slices.Sort(each)
+	b.Logf("AWS calls per commit: %s", strings.Join(each, ", "))
 	b.ReportMetric(float64(perService["s3"])/float64(n), "s3-calls/op")
 	b.ReportMetric(float64(perService["dynamodb"])/float64(n), "dynamodb-calls/op")
 }
