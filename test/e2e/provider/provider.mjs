@@ -16,6 +16,18 @@
 //   PROVIDER_TEST_STATS        "1" enables GET /__stats (test-only counters)
 //   PROVIDER_COOKIE_KEYS       comma separated cookie signing keys (default: random per process)
 //   PROVIDER_MCP_RESOURCE      agentauth's MCP resource, its /mcp URL (default http://127.0.0.1:8080/mcp)
+//   PROVIDER_CONSOLE_REDIRECTS comma separated redirect URIs added to agentauth-console's
+//                              (default only http://127.0.0.1:8080/console/auth/callback)
+//
+// Operator sign-in for agentauth's console: the demo client
+// agentauth-console (secret console-secret, client_secret_basic,
+// authorization_code only, PKCE as every client). Console roles are ID-token
+// claims (and userinfo claims) of the openid scope, chosen by login name:
+//   admin           agentauth_roles ["agentauth:platform-admin"]
+//   <tenant>-admin  agentauth_roles ["agentauth:admin"], tenant_id "<tenant>"
+//                   (acme-admin → tenant acme, demo-admin → tenant demo)
+//   any other login neither claim
+// They are in the ID token of every client (a login name no other test uses).
 //
 // Agent JWTs for agentauth's tool routes: the client_credentials grant with
 // resource=urn:agentauth:tools gives a JWT access token (RS256, signed with
@@ -86,6 +98,12 @@ if (refreshTokenTTL < 1) fatal('PROVIDER_REFRESH_TOKEN_TTL must be >= 1');
 
 const DEVICE_CODE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 
+// agentauth's console callback under `make run`, and any a test adds.
+const consoleRedirects = [
+  'http://127.0.0.1:8080/console/auth/callback',
+  ...(process.env.PROVIDER_CONSOLE_REDIRECTS || '').split(',').map((u) => u.trim()).filter(Boolean),
+];
+
 const defaultClients = [
   {
     client_id: 'agentauth-demo',
@@ -123,6 +141,16 @@ const defaultClients = [
     scope: TOOLS_SCOPES,
     token_endpoint_auth_method: 'client_secret_basic',
   },
+  {
+    // Operator sign-in to agentauth's console (OpenID Connect, code + PKCE).
+    client_id: 'agentauth-console',
+    client_secret: 'console-secret',
+    client_name: 'agentauth console',
+    redirect_uris: [...new Set(consoleRedirects)],
+    grant_types: ['authorization_code'],
+    response_types: ['code'],
+    token_endpoint_auth_method: 'client_secret_basic',
+  },
 ];
 
 // extraTokenClaims of the demo agent's JWTs.
@@ -155,6 +183,14 @@ function titleCase(s) {
   return s.charAt(0).toUpperCase() + s.slice(1);
 }
 
+// consoleRoleClaims are the console's role claims of a login (see header).
+function consoleRoleClaims(login) {
+  if (login === 'admin') return { agentauth_roles: ['agentauth:platform-admin'] };
+  const m = /^(.+)-admin$/.exec(login);
+  if (m) return { agentauth_roles: ['agentauth:admin'], tenant_id: m[1] };
+  return {};
+}
+
 async function findAccount(_ctx, sub) {
   if (typeof sub !== 'string' || sub === '') return undefined;
   return {
@@ -166,6 +202,7 @@ async function findAccount(_ctx, sub) {
         name: titleCase(sub),
         email: `${local}@example.test`,
         email_verified: true,
+        ...consoleRoleClaims(sub),
       };
     },
   };
@@ -220,7 +257,10 @@ async function start() {
     jwks: { keys: [signingJwk] },
     findAccount,
     claims: {
-      openid: ['sub'],
+      // The console's role claims belong to openid: with conformIdTokenClaims
+      // (the default) a code flow's ID token carries the openid scope's
+      // claims only; profile and email stay in userinfo.
+      openid: ['sub', 'agentauth_roles', 'tenant_id'],
       profile: ['name'],
       email: ['email', 'email_verified'],
     },
