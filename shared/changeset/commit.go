@@ -150,7 +150,14 @@ func backoff(ctx context.Context, attempt int) error {
 	if attempt == 0 {
 		return nil
 	}
-	return sleep(ctx, time.Duration(1+rand.IntN(4<<min(attempt, 4)))*time.Millisecond)
+	return sleep(ctx, backoffDelay(attempt, rand.IntN))
+}
+
+// backoffDelay is the wait before swap attempt attempt (1 or more): 1 ms
+// and a jitter of intN(n) ms, n from 8 after the first lost swap up to 64.
+// intN is rand.IntN; it is a parameter so that a test can pin the jitter.
+func backoffDelay(attempt int, intN func(int) int) time.Duration {
+	return time.Duration(1+intN(4<<min(attempt, 4))) * time.Millisecond
 }
 
 // sleep waits d or until ctx ends.
