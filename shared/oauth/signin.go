@@ -257,7 +257,7 @@ func (s *SignIn) Finish(ctx context.Context, query url.Values, pendingValue stri
 		return SignedIn{}, signInErr(SignInPendingInvalid, "this browser's sign-in could not be read; start again")
 	}
 	if !s.now().Before(time.Unix(p.Expires, 0)) {
-		return SignedIn{}, signInErr(SignInPendingExpired, "the sign-in took longer than %s; start again", pendingTTL)
+		return SignedIn{}, signInErr(SignInPendingExpired, "the sign-in took longer than %d minutes; start again", int(pendingTTL/time.Minute))
 	}
 	if subtle.ConstantTimeCompare([]byte(query.Get("state")), []byte(p.State)) != 1 {
 		return SignedIn{}, signInErr(SignInStateMismatch, "the provider's answer does not belong to this browser's sign-in; start again")
