@@ -27,6 +27,9 @@
 # JWTs whose audience is its own URL: the script tells the provider (and
 # agentauth) that resource — AGENTAUTH_MCP_RESOURCE, else
 # <AGENTAUTH_PUBLIC_URL or http://ADDR>/mcp — so the provider mints them.
+# AGENTAUTH_CONSOLE_ISSUER, _CLIENT_ID and _CLIENT_SECRET default to the
+# demo provider's agentauth-console client, whose redirect URI the script
+# gives it, so the operator console (/console/) signs in there.
 set -euo pipefail
 
 : "${BIN:?}" "${HOME_DIR:?}" "${BUNDLE:?}" "${ADDR:?}" "${PROVIDER_DIR:?}" "${PROVIDER_PORT:?}"
@@ -49,6 +52,7 @@ echo "demo OpenID provider: http://127.0.0.1:$PROVIDER_PORT (log in as any name,
 echo "agent JWT for the tool routes: curl -s -u agentauth-agent:agent-secret -d grant_type=client_credentials -d resource=urn:agentauth:tools -d scope=profile.read http://127.0.0.1:$PROVIDER_PORT/token"
 echo "MCP server: $mcp_resource (Streamable HTTP, header Authorization: Bearer <access_token>; README.md \"MCP from make run\")"
 echo "agent JWT for MCP (1 h): curl -s -u agentauth-agent:agent-secret -d grant_type=client_credentials -d resource=$mcp_resource -d scope=profile.read http://127.0.0.1:$PROVIDER_PORT/token"
+echo "operator console: ${public_url%/}/console/ (sign in at the demo provider as admin: every tenant; as acme-admin: tenant acme)"
 echo "bundle: $repo, a git repository imported from $BUNDLE (history: $BIN bundle log --bundle $repo)"
 if [ -n "$model" ]; then echo "scripted model (a fixed script, not a language model): http://$MODEL_ADDR/v1"; fi
 echo "ready: agentauth on http://$ADDR (open it in a browser for what runs); Ctrl-C stops it, make reset deletes its state in $HOME_DIR"
@@ -72,7 +76,7 @@ if answers; then
   exit 1
 fi
 
-PROVIDER_PORT=$PROVIDER_PORT PROVIDER_MCP_RESOURCE=$mcp_resource node "$PROVIDER_DIR/provider.mjs" >"$HOME_DIR/provider.log" 2>&1 &
+PROVIDER_PORT=$PROVIDER_PORT PROVIDER_MCP_RESOURCE=$mcp_resource PROVIDER_CONSOLE_REDIRECTS=${public_url%/}/console/auth/callback node "$PROVIDER_DIR/provider.mjs" >"$HOME_DIR/provider.log" 2>&1 &
 provider=$!
 model=
 if [ -n "${MODEL_ADDR:-}" ]; then
@@ -119,6 +123,9 @@ AGENTAUTH_JWKS_URL=${AGENTAUTH_JWKS_URL:-http://127.0.0.1:$PROVIDER_PORT/jwks} \
 AGENTAUTH_JWT_ISSUER=${AGENTAUTH_JWT_ISSUER:-http://127.0.0.1:$PROVIDER_PORT} \
 AGENTAUTH_JWT_AUDIENCE=${AGENTAUTH_JWT_AUDIENCE:-urn:agentauth:tools} \
 AGENTAUTH_MCP_RESOURCE=$mcp_resource \
+AGENTAUTH_CONSOLE_ISSUER=${AGENTAUTH_CONSOLE_ISSUER:-http://127.0.0.1:$PROVIDER_PORT} \
+AGENTAUTH_CONSOLE_CLIENT_ID=${AGENTAUTH_CONSOLE_CLIENT_ID:-agentauth-console} \
+AGENTAUTH_CONSOLE_CLIENT_SECRET=${AGENTAUTH_CONSOLE_CLIENT_SECRET:-console-secret} \
   "$BIN" serve --bundle "$repo" --home "$HOME_DIR" --addr "$ADDR" &
 serve=$!
 

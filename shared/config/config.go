@@ -65,6 +65,10 @@ const (
 	UploadsCheckSeconds   = "AGENTAUTH_UPLOADS_CHECK_SECONDS"
 	Metrics               = "AGENTAUTH_METRICS"
 	TurnReserve           = "AGENTAUTH_TURN_RESERVE_SECONDS"
+	ConsoleIssuer         = "AGENTAUTH_CONSOLE_ISSUER"
+	ConsoleClientID       = "AGENTAUTH_CONSOLE_CLIENT_ID"
+	ConsoleClientSecret   = "AGENTAUTH_CONSOLE_CLIENT_SECRET"
+	ConsoleRolesClaim     = "AGENTAUTH_CONSOLE_ROLES_CLAIM"
 )
 
 // Profile picks the defaults that differ between where agentauth runs.
@@ -127,6 +131,10 @@ func Variables() []Var {
 		{Name: UploadsCheckSeconds, Lambda: "10", Local: "10", Doc: "how often a process looks for other processes' tenant uploads and, for a git bundle, a new active revision: for its tool routes, and on Lambda for the whole function, rebuilt on it at the next invocation (1-3600)"},
 		{Name: Metrics, Lambda: "log", Local: "log", Doc: "tool-plane and turn metrics: emf (CloudWatch embedded metric format on stdout), log or off"},
 		{Name: TurnReserve, Lambda: "20", Local: "30", Doc: "seconds a turn step needs: with less left of the invocation a turn hands over to a continuation event (1-900)"},
+		{Name: ConsoleIssuer, Doc: "OpenID provider operators sign in with: set it to serve the operator console at /console/ (https, or http on loopback; docs/console.md)"},
+		{Name: ConsoleClientID, Doc: "the console's client id at that provider (required with " + ConsoleIssuer + "); its redirect URI is <public URL>/console/auth/callback"},
+		{Name: ConsoleClientSecret, Secret: true, Doc: "the console's client secret (empty: a public client, PKCE only)"},
+		{Name: ConsoleRolesClaim, Lambda: "agentauth_roles", Local: "agentauth_roles", Doc: "dot path of the operator's roles in the ID token (a list, or a comma-separated string): agentauth:platform-admin sees every tenant, agentauth:admin with " + TenantClaim + "'s claim that tenant"},
 	}
 }
 
@@ -171,6 +179,16 @@ type Config struct {
 	// Tools configures the tool plane (always) and its REST routes (on
 	// when AGENTAUTH_JWKS_URL is set: Tools.Routes).
 	Tools *Tools
+	// Console is set when AGENTAUTH_CONSOLE_ISSUER is: the operator
+	// console at /console/.
+	Console *Console
+}
+
+// Console configures the operator console's sign-in.
+type Console struct {
+	Issuer, ClientID string
+	ClientSecret     domain.Secret
+	RolesClaim       string
 }
 
 // AWS names the AWS backends' resources.
@@ -310,6 +328,16 @@ func FromEnv(getenv func(string) string, p Profile) (Config, error) {
 	}
 	c.TurnReserve = time.Duration(r.intIn(TurnReserve, 1, 900)) * time.Second
 	c.Tools = r.tools()
+	if iss := r.get(ConsoleIssuer); iss != "" {
+		c.Console = &Console{Issuer: strings.TrimRight(iss, "/"), ClientID: r.get(ConsoleClientID),
+			ClientSecret: domain.NewSecret(r.get(ConsoleClientSecret)), RolesClaim: r.claimPath(ConsoleRolesClaim)}
+		if err := jwtauth.CheckJWKSURL(iss); err != nil {
+			r.fail(ConsoleIssuer, err.Error())
+		}
+		if c.Console.ClientID == "" {
+			r.fail(ConsoleClientID, "is required with "+ConsoleIssuer)
+		}
+	}
 	return c, errors.Join(r.errs...)
 }
 

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -182,18 +183,19 @@ func TestValues(t *testing.T) {
 }
 
 func TestSecretsAreSecrets(t *testing.T) {
-	c, err := FromEnv(env(map[string]string{RuntimeToken: "tok-123", MasterKey: "key-456"}), Local)
+	c, err := FromEnv(env(map[string]string{RuntimeToken: "tok-123", MasterKey: "key-456",
+		ConsoleIssuer: "http://127.0.0.1:9090", ConsoleClientID: "console", ConsoleClientSecret: "cs-789"}), Local)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.RuntimeToken.Reveal() != "tok-123" || c.MasterKey.Reveal() != "key-456" {
+	if c.RuntimeToken.Reveal() != "tok-123" || c.MasterKey.Reveal() != "key-456" || c.Console.ClientSecret.Reveal() != "cs-789" {
 		t.Fatal("secrets not read")
 	}
-	if s := strings.Join([]string{c.RuntimeToken.String(), c.MasterKey.String()}, " "); strings.Contains(s, "tok-123") || strings.Contains(s, "key-456") {
+	if s := fmt.Sprintf("%v %v %+v", c.RuntimeToken, c.MasterKey, *c.Console); strings.Contains(s, "tok-123") || strings.Contains(s, "key-456") || strings.Contains(s, "cs-789") {
 		t.Fatalf("a secret prints: %s", s)
 	}
 	for _, v := range Variables() {
-		if (v.Name == RuntimeToken || v.Name == MasterKey) != v.Secret {
+		if (v.Name == RuntimeToken || v.Name == MasterKey || v.Name == ConsoleClientSecret) != v.Secret {
 			t.Errorf("%s: Secret = %v", v.Name, v.Secret)
 		}
 	}

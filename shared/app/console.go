@@ -1,0 +1,58 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/url"
+
+	"github.com/agentauth/agentauth/shared/config"
+	"github.com/agentauth/agentauth/shared/edge/console"
+	"github.com/agentauth/agentauth/shared/edge/httpapi"
+	"github.com/agentauth/agentauth/shared/edge/httpx"
+	"github.com/agentauth/agentauth/shared/oauth"
+)
+
+// mountConsole serves the operator console when cfg names its OpenID
+// provider: sign-in through the OAuth core's relying party, the pages
+// over the same store, OAuth manager and turn plane as the API.
+func (a *App) mountConsole(cfg config.Config, be *Backends, log *slog.Logger) error {
+	cc := cfg.Console
+	if cc == nil {
+		return nil
+	}
+	base := cfg.PublicURL
+	signIn, err := oauth.NewSignIn(oauth.SignInConfig{Issuer: cc.Issuer, ClientID: cc.ClientID, ClientSecret: cc.ClientSecret,
+		RedirectURL: base + console.Path + "auth/callback", Keys: be.StateKeys})
+	if err != nil {
+		return err
+	}
+	ccfg := console.Config{SignIn: signIn, Keys: be.StateKeys, Secure: !loopbackHTTP(base), RolesClaim: cc.RolesClaim,
+		TenantClaim: tenantClaim(cfg), Grants: be.Store, Sessions: be.Store, Revoker: a.OAuth, Log: log,
+		Revision: func(ctx context.Context) string { return a.active.headOr(ctx).Revision },
+		Stream:   httpx.StreamLimits{Gate: a.streams}}
+	if a.Turns != nil {
+		ccfg.Turns = a.Turns
+	}
+	c, err := console.New(ccfg)
+	if err != nil {
+		return err
+	}
+	a.api.MountRuntime(c.Register, httpapi.Part{Name: "operator console", Credential: "an operator's OpenID Connect sign-in",
+		Doc: "docs/console.md", Routes: c.Patterns()})
+	return nil
+}
+
+// loopbackHTTP reports whether base is plain HTTP on a loopback host,
+// where a browser would not send a Secure cookie back.
+func loopbackHTTP(base string) bool {
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme != "http" {
+		return false
+	}
+	if u.Hostname() == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(u.Hostname())
+	return ip != nil && ip.IsLoopback()
+}

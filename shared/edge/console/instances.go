@@ -1,0 +1,375 @@
+package console
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/edge/httpx"
+	"github.com/agentauth/agentauth/shared/turn"
+	"github.com/agentauth/agentauth/shared/turn/engine"
+)
+
+// Instances, their turns and the lifecycle actions are platform-wide: an
+// instance belongs to a swarm of the bundle, not to a tenant, so only a
+// platform admin sees them.
+
+type instanceRow struct {
+	turn.Instance
+	URL string
+}
+
+func (c *Console) instances(w http.ResponseWriter, r *http.Request, op operator) (string, any, error) {
+	if !op.Platform {
+		return "", nil, forbidden
+	}
+	insts, bad, err := c.cfg.Turns.List(r.Context())
+	if err != nil {
+		return "", nil, err
+	}
+	f := filterOf(r, "swarm", "agent", "status")
+	opts := map[string][]string{}
+	var rows []instanceRow
+	for _, in := range insts {
+		opts["swarm"] = append(opts["swarm"], in.Key.Swarm)
+		opts["agent"] = append(opts["agent"], in.Key.Agent)
+		if f.match("swarm", in.Key.Swarm) && f.match("agent", in.Key.Agent) && f.match("status", string(in.Status)) {
+			rows = append(rows, instanceRow{Instance: in, URL: instancePath(in.Key)})
+		}
+	}
+	for k, v := range opts {
+		opts[k] = distinct(v)
+	}
+	opts["status"] = []string{string(turn.Active), string(turn.Paused), string(turn.Terminated)}
+	slices.SortFunc(rows, func(a, b instanceRow) int {
+		return cmp.Or(b.UpdatedAt.Compare(a.UpdatedAt), cmp.Compare(a.Key.String(), b.Key.String()))
+	})
+	p := paginate(rows, func(in instanceRow) string { return in.Key.String() }, r.URL.Query().Get("after"), f)
+	p.Skipped, p.Options = len(bad), opts
+	return "instances", view{Title: "Instances", Nav: "instances", Data: p}, nil
+}
+
+func keyOf(r *http.Request) (turn.InstanceKey, error) {
+	k := turn.InstanceKey{Swarm: r.PathValue("swarm"), Key: r.PathValue("key"), Agent: r.PathValue("agent")}
+	if k.Validate() != nil {
+		return k, errNotFound
+	}
+	return k, nil
+}
+
+// turnRow is a turn as the instance page lists it.
+type turnRow struct {
+	turn.Turn
+	URL     string
+	Actor   string
+	Tenant  string
+	Latency string
+}
+
+type instanceData struct {
+	Instance turn.Instance
+	URL      string
+	Turns    []turnRow
+	Backlog  int
+	Parked   []parkedCall
+}
+
+type parkedCall struct {
+	Tool, CallID, Session, SessionURL string
+}
+
+func (c *Console) instance(w http.ResponseWriter, r *http.Request, op operator) (string, any, error) {
+	if !op.Platform {
+		return "", nil, forbidden
+	}
+	key, err := keyOf(r)
+	if err != nil {
+		return "", nil, err
+	}
+	st, err := c.cfg.Turns.Inspect(r.Context(), key)
+	if err != nil {
+		return "", nil, err
+	}
+	d := instanceData{Instance: st.Instance, URL: instancePath(key), Backlog: len(st.Backlog)}
+	for _, t := range st.Turns {
+		d.Turns = append(d.Turns, c.turnRowOf(key, t))
+	}
+	slices.SortFunc(d.Turns, func(a, b turnRow) int { return cmp.Or(b.StartedAt.Compare(a.StartedAt), cmp.Compare(a.ID, b.ID)) })
+	for _, cl := range st.Calls {
+		if cl.State == turn.CallParked {
+			d.Parked = append(d.Parked, parkedCall{Tool: cl.Tool, CallID: cl.ID, Session: cl.AuthSession, SessionURL: Path + "consents/" + url.PathEscape(cl.AuthSession)})
+		}
+	}
+	sort.Slice(d.Parked, func(i, j int) bool { return d.Parked[i].CallID < d.Parked[j].CallID })
+	return "instance", view{Title: "Instance " + key.String(), Nav: "instances", Data: d}, nil
+}
+
+func (c *Console) turnRowOf(key turn.InstanceKey, t turn.Turn) turnRow {
+	row := turnRow{Turn: t, URL: instancePath(key) + "/turns/" + url.PathEscape(t.ID)}
+	if a := t.Auth.Actor; a != nil {
+		row.Actor = a.Type + " " + a.ID
+	}
+	row.Tenant = tenantOfClaims(t.Auth.Claims, c.cfg.TenantClaim)
+	if t.EndedAt != nil {
+		row.Latency = t.EndedAt.Sub(t.StartedAt).Round(time.Millisecond).String()
+	}
+	return row
+}
+
+// timelineData is a turn and its events as timeline entries.
+type timelineData struct {
+	Turn     turnRow
+	Instance string
+	URL      string
+	Entries  []entry
+	// Live: the turn has not ended, so the page follows its events.
+	Live bool
+	Last int64
+}
+
+func (c *Console) timeline(w http.ResponseWriter, r *http.Request, op operator) (string, any, error) {
+	if !op.Platform {
+		return "", nil, forbidden
+	}
+	key, err := keyOf(r)
+	if err != nil {
+		return "", nil, err
+	}
+	t, evs, err := c.cfg.Turns.TurnEvents(r.Context(), key, r.PathValue("turn"), 0)
+	if err != nil {
+		return "", nil, err
+	}
+	d := timelineData{Turn: c.turnRowOf(key, t), Instance: key.String(), URL: instancePath(key)}
+	d.Entries = entries(evs)
+	if len(evs) > 0 {
+		d.Last = evs[len(evs)-1].Seq
+	}
+	d.Live = t.EndedAt == nil
+	v := view{Title: "Turn " + t.ID, Nav: "instances", Data: d}
+	if d.Live {
+		v.Live = d.Turn.URL + "/events"
+	}
+	return "timeline", v, nil
+}
+
+// entry is one line of a turn's timeline.
+type entry struct {
+	Seq    int64
+	At     time.Time
+	Type   string
+	Kind   string // what colour: step, tool, park, ok, fail, info
+	Title  string
+	Facts  []fact
+	Waited string
+}
+
+type fact struct{ Name, Value string }
+
+// entries turn a turn's events into timeline entries: each says what
+// happened in words, with the figures the event carries. Only the
+// fields below are read; anything else in an event (none is a secret)
+// stays out of the page.
+func entries(evs []turn.TurnEvent) []entry {
+	var out []entry
+	var parkedAt time.Time
+	for _, ev := range evs {
+		var d map[string]any
+		_ = json.Unmarshal(ev.Data, &d)
+		e := entry{Seq: ev.Seq, At: ev.At, Type: ev.Type, Kind: "info"}
+		str := func(k string) string {
+			switch v := d[k].(type) {
+			case string:
+				return v
+			case float64:
+				return strconv.FormatFloat(v, 'f', -1, 64)
+			case bool:
+				return strconv.FormatBool(v)
+			}
+			return ""
+		}
+		add := func(name, key string) {
+			if v := str(key); v != "" {
+				e.Facts = append(e.Facts, fact{name, v})
+			}
+		}
+		switch ev.Type {
+		case turn.EvTurnStarted:
+			e.Kind, e.Title = "step", "Turn started"
+			add("input", "inputType")
+		case turn.EvStepStarted:
+			e.Kind, e.Title = "step", "Step "+str("step")+": the model answered"
+			add("model", "model")
+			add("finish reason", "finishReason")
+			if u, ok := d["usage"].(map[string]any); ok {
+				for _, k := range [][2]string{{"promptTokens", "prompt tokens"}, {"completionTokens", "completion tokens"}} {
+					if v, ok := u[k[0]].(float64); ok {
+						e.Facts = append(e.Facts, fact{k[1], strconv.FormatFloat(v, 'f', -1, 64)})
+					}
+				}
+			}
+			add("revision", "bundleRevision")
+		case turn.EvStepCompleted:
+			e.Kind, e.Title = "step", "Step "+str("step")+" completed"
+			add("tool calls", "toolCalls")
+			add("errors", "errors")
+			if v := str("latencyMs"); v != "" {
+				e.Facts = append(e.Facts, fact{"latency", v + " ms"})
+			}
+		case turn.EvToolCalled:
+			e.Kind, e.Title = "tool", "Tool call: "+str("tool")
+			add("call", "callId")
+			add("args hash", "argsHash")
+		case turn.EvToolCompleted:
+			e.Kind, e.Title = "ok", "Tool completed: "+str("tool")
+			add("call", "callId")
+			add("latency ms", "latencyMs")
+		case turn.EvToolFailed:
+			e.Kind, e.Title = "fail", "Tool failed: "+str("tool")
+			add("call", "callId")
+			add("code", "code")
+			add("message", "message")
+		case turn.EvTurnParked:
+			e.Kind, e.Title = "park", "Parked on consent: "+str("tool")
+			add("call", "callId")
+			add("consent", "authSessionId")
+			parkedAt = ev.At
+		case turn.EvTurnResumed:
+			e.Kind, e.Title = "park", "Resumed ("+cmp.Or(str("event"), "event")+")"
+			add("consent", "authSessionId")
+			if !parkedAt.IsZero() {
+				e.Waited = ev.At.Sub(parkedAt).Round(time.Second).String()
+				parkedAt = time.Time{}
+			}
+		case turn.EvTurnCompleted:
+			e.Kind, e.Title = "ok", "Turn completed"
+		case turn.EvTurnFailed, turn.EvStepLimitReached:
+			e.Kind, e.Title = "fail", "Turn failed"
+			if ev.Type == turn.EvStepLimitReached {
+				e.Title = "Step limit reached"
+			}
+			if m, ok := d["error"].(map[string]any); ok {
+				for _, k := range []string{"code", "message"} {
+					if v, ok := m[k].(string); ok {
+						e.Facts = append(e.Facts, fact{k, v})
+					}
+				}
+			}
+			add("code", "code")
+		case turn.EvTurnInterrupted:
+			e.Kind, e.Title = "fail", "Turn interrupted"
+			add("reason", "reason")
+		default:
+			e.Title = strings.ReplaceAll(ev.Type, ".", " ")
+			add("status", "status")
+			add("revision", "newRef")
+			add("changeset", "changesetId")
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// timelineEvents streams a running turn's new timeline entries as
+// Server-Sent Events of rendered HTML rows (the page appends them), from
+// Last-Event-ID on: a reconnect repeats and loses nothing. Where a
+// response cannot stream (behind API Gateway) each answer holds what came
+// in its window and ends, and the browser's EventSource reconnects.
+func (c *Console) timelineEvents(w http.ResponseWriter, r *http.Request) {
+	sess, ok := c.session(r)
+	if !ok || !sess.Platform {
+		http.Error(w, "sign in as a platform admin", http.StatusUnauthorized)
+		return
+	}
+	key, err := keyOf(r)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	id := r.PathValue("turn")
+	after, _ := strconv.ParseInt(cmp.Or(r.Header.Get("Last-Event-ID"), r.URL.Query().Get("after")), 10, 64)
+	if _, _, err := c.cfg.Turns.TurnEvents(r.Context(), key, id, after); err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	s, err := httpx.OpenStream(w, r, c.cfg.Stream)
+	if err != nil {
+		return
+	}
+	tmpl := c.pages["timeline"]
+	_ = s.Follow(r.Context(), c.cfg.StreamPoll, func(ctx2 context.Context, s *httpx.Stream) (bool, error) {
+		t, evs, err := c.cfg.Turns.TurnEvents(ctx2, key, id, after)
+		if err != nil {
+			return true, err
+		}
+		for _, e := range entries(evs) {
+			var b strings.Builder
+			if err := tmpl.ExecuteTemplate(&b, "entry", e); err != nil {
+				return true, err
+			}
+			if err := s.Event(strconv.FormatInt(e.Seq, 10), "entry", []byte(b.String())); err != nil {
+				return true, err
+			}
+			after = e.Seq
+		}
+		if t.EndedAt != nil {
+			_ = s.Event(strconv.FormatInt(after, 10), "ended", []byte(string(t.Status)))
+			return true, nil
+		}
+		return false, nil
+	})
+}
+
+// lifecycle runs pause, resume, terminate or delete on an instance.
+func (c *Console) lifecycle(w http.ResponseWriter, r *http.Request, op operator) (string, error) {
+	if !op.Platform {
+		return "", forbidden
+	}
+	key, err := keyOf(r)
+	if err != nil {
+		return "", err
+	}
+	ctx := r.Context()
+	action := r.PathValue("action")
+	to := instancePath(key)
+	switch action {
+	case "pause":
+		err = c.cfg.Turns.Pause(ctx, key)
+	case "resume":
+		err = c.cfg.Turns.Resume(ctx, key)
+	case "terminate":
+		reason := strings.TrimSpace(r.PostForm.Get("reason"))
+		if len(reason) > 200 {
+			return "", &safeError{"The reason is longer than 200 characters; nothing was changed."}
+		}
+		err = c.cfg.Turns.Terminate(ctx, key, cmp.Or(reason, "terminated by "+op.Subject+" in the console"))
+	case "delete":
+		err = c.cfg.Turns.Delete(ctx, key)
+		to = Path + "instances"
+	default:
+		return "", errNotFound
+	}
+	if err != nil {
+		return "", lifecycleError(action, err)
+	}
+	c.cfg.Log.InfoContext(ctx, "console action", "action", action, "operator", op.Subject, "instance", key.String())
+	return to + "?done=" + url.QueryEscape(action+"d"), nil
+}
+
+func lifecycleError(action string, err error) error {
+	switch {
+	case errors.Is(err, engine.ErrTerminated):
+		return &safeError{"The instance is terminated: it takes no more turns and cannot be " + action + "d. Nothing was changed."}
+	case errors.Is(err, domain.ErrConflict):
+		return &safeError{"The instance changed while this was sent. Nothing was changed; reload the page and try again."}
+	}
+	return err
+}
