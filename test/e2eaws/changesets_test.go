@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing/object"
+
 	"github.com/agentauth/agentauth/shared/aws/gitstore"
 	"github.com/agentauth/agentauth/shared/changeset"
 	"github.com/agentauth/agentauth/shared/turn/model/scripted"
@@ -214,21 +216,41 @@ func commitFiles(ctx context.Context, t *testing.T, repo *gitstore.Repo, files m
 }
 
 // since is the history from the active revision back to (not including)
-// ref, by first parents; it fails when ref is not on that line.
-func since(ctx context.Context, t *testing.T, repo *gitstore.Repo, ref string) []changeset.Entry {
+// ref, by first parents, newest first: each commit's ref and changeset
+// id. It fails when ref is not within 500 commits on that line (it stops
+// there, however long the stack's history has grown).
+func since(ctx context.Context, t *testing.T, repo *gitstore.Repo, ref string) []sinceEntry {
 	t.Helper()
-	log, err := changeset.Log(ctx, repo, 2000)
+	h, err := repo.Head(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, en := range log {
-		if en.Ref == ref {
-			return log[:i]
+	var out []sinceEntry
+	for range 500 {
+		if changeset.Ref(h) == ref {
+			return out
 		}
+		cm, err := object.GetCommit(repo.Objects(), h)
+		if err != nil {
+			t.Fatalf("commit %s: %v", h, err)
+		}
+		en := sinceEntry{ref: changeset.Ref(h)}
+		for _, line := range strings.Split(cm.Message, "\n") {
+			if id, ok := strings.CutPrefix(line, "Changeset-Id: "); ok {
+				en.changesetID = id
+			}
+		}
+		out = append(out, en)
+		if len(cm.ParentHashes) == 0 {
+			break
+		}
+		h = cm.ParentHashes[0]
 	}
-	t.Fatalf("%s is not in the %d revisions back from the active one", ref, len(log))
+	t.Fatalf("%s is not within %d revisions back from the active one", ref, len(out))
 	return nil
 }
+
+type sinceEntry struct{ ref, changesetID string }
 
 // deployedChangesets is issue 19's proof on the deployed functions, with
 // scripted agents (the scripted model is NOT a language model): the
@@ -419,8 +441,8 @@ func deployedChangesets(ctx context.Context, t *testing.T, st *stack, gw *gatewa
 			if ci < 0 || ki < ci || !strings.Contains(data["changeset.conflict"], path) {
 				t.Fatalf("%s's commit turn: %v; conflict %s", y, types, data["changeset.conflict"])
 			}
-			if !slices.ContainsFunc(since(ctx, t, repo, phase), func(en changeset.Entry) bool { return en.Ref == xs }) ||
-				!slices.ContainsFunc(since(ctx, t, repo, xs), func(en changeset.Entry) bool { return en.Ref == ys }) {
+			if !slices.ContainsFunc(since(ctx, t, repo, phase), func(en sinceEntry) bool { return en.ref == xs }) ||
+				!slices.ContainsFunc(since(ctx, t, repo, xs), func(en sinceEntry) bool { return en.ref == ys }) {
 				t.Fatalf("%s's commit %s does not follow %s's %s in the history", y, ys, x, xs)
 			}
 			if got := filesAt(t, repo, xs)[path]; got != toolFile(tool, "first") {
@@ -463,9 +485,9 @@ func deployedChangesets(ctx context.Context, t *testing.T, st *stack, gw *gatewa
 			// commit has two parents), once, each with its own changeset.
 			ids, seen := map[string]bool{}, map[string]int{}
 			for _, en := range since(ctx, t, repo, phase) {
-				if inst, ok := refs[en.Ref]; ok {
+				if inst, ok := refs[en.ref]; ok {
 					seen[inst]++
-					ids[en.Trailers.ChangesetID] = true
+					ids[en.changesetID] = true
 				}
 			}
 			if len(seen) != n || len(ids) != n {
