@@ -11,6 +11,8 @@ import (
 	"github.com/agentauth/agentauth/shared/edge/httpapi"
 	"github.com/agentauth/agentauth/shared/edge/httpx"
 	"github.com/agentauth/agentauth/shared/oauth"
+	"github.com/agentauth/agentauth/shared/tools/toolcatalog"
+	"github.com/agentauth/agentauth/shared/tools/toolplane"
 )
 
 // mountConsole serves the operator console when cfg names its OpenID
@@ -34,6 +36,13 @@ func (a *App) mountConsole(cfg config.Config, be *Backends, log *slog.Logger) er
 	if a.Turns != nil {
 		ccfg.Turns = a.Turns
 	}
+	if a.plane != nil {
+		ccfg.Catalog = planeCatalog{a.plane}
+	}
+	ccfg.Active = a.Active
+	if be.Changesets != nil {
+		ccfg.History = be.Changesets.Repo
+	}
 	c, err := console.New(ccfg)
 	if err != nil {
 		return err
@@ -41,6 +50,23 @@ func (a *App) mountConsole(cfg config.Config, be *Backends, log *slog.Logger) er
 	a.api.MountRuntime(c.Register, httpapi.Part{Name: "operator console", Credential: "an operator's OpenID Connect sign-in",
 		Doc: "docs/console.md", Routes: c.Patterns()})
 	return nil
+}
+
+// planeCatalog is the tool plane as the console's tools page reads it.
+type planeCatalog struct{ p *toolplane.Plane }
+
+func (c planeCatalog) CatalogTools(ctx context.Context) []console.CatalogTool {
+	snap := c.p.Snapshot(ctx)
+	out := make([]console.CatalogTool, 0, len(snap.Tools))
+	for id, e := range snap.Tools {
+		out = append(out, console.CatalogTool{ID: id, Name: e.Tool.Name, Description: e.Tool.Description, Source: e.Tool.SourceID, Tenant: e.Tenant})
+	}
+	return out
+}
+
+func (c planeCatalog) Explain(ctx context.Context, claims map[string]any) toolcatalog.Explanation {
+	c.p.Snapshot(ctx) // brings the catalog up to the uploads now
+	return c.p.Catalog().Explain(claims)
 }
 
 // loopbackHTTP reports whether base is plain HTTP on a loopback host,

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentauth/agentauth/shared/bundle"
+	"github.com/agentauth/agentauth/shared/changeset"
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/edge/httpx"
 	"github.com/agentauth/agentauth/shared/oauth"
@@ -78,6 +80,12 @@ type Config struct {
 	Turns Turns
 	// Revision is the active bundle revision.
 	Revision func(ctx context.Context) string
+	// Catalog is the tool plane (nil: the tools page is off).
+	Catalog Catalog
+	// Active is the active bundle; History its git history (nil for a
+	// bundle that is a plain directory).
+	Active  func(ctx context.Context) (*bundle.Bundle, error)
+	History changeset.Repo
 	Log      *slog.Logger
 	Now      func() time.Time
 	// StreamPoll is how often the live timeline reads the store (200 ms).
@@ -162,6 +170,10 @@ func (c *Console) Register(mux *http.ServeMux) {
 		mux.Handle("GET "+inst+"/turns/{turn}/events", c.headers(c.timelineEvents))
 		mux.Handle("POST "+inst+"/{action}", c.headers(c.action(c.lifecycle)))
 	}
+	// Without a catalog or a bundle these answer the not-found page.
+	mux.Handle("GET "+Path+"tools", c.headers(c.page(c.tools)))
+	mux.Handle("GET "+Path+"bundle", c.headers(c.page(c.bundlePage)))
+	mux.Handle("GET "+Path+"bundle/revisions/{ref}", c.headers(c.page(c.revision)))
 	mux.Handle(Path, c.headers(c.page(func(w http.ResponseWriter, r *http.Request, op operator) (string, any, error) {
 		return "", nil, errNotFound
 	})))
@@ -172,6 +184,12 @@ func (c *Console) Patterns() []string {
 	out := []string{Path, Path + "grants", Path + "consents"}
 	if c.cfg.Turns != nil {
 		out = append(out, Path+"instances")
+	}
+	if c.cfg.Catalog != nil {
+		out = append(out, Path+"tools")
+	}
+	if c.cfg.Active != nil {
+		out = append(out, Path+"bundle")
 	}
 	return out
 }
@@ -251,6 +269,8 @@ type layoutData struct {
 	Path      string
 	RequestID string
 	Turns     bool
+	Tools     bool
+	Bundle    bool
 	Revision  string
 	Flash     string
 }
@@ -265,6 +285,7 @@ type message struct {
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, sess *session, v view) {
 	t := c.pages[name]
 	d := layoutData{view: v, Path: Path, RequestID: httpx.RequestID(r.Context()), Turns: c.cfg.Turns != nil,
+		Tools: c.cfg.Catalog != nil, Bundle: c.cfg.Active != nil,
 		Flash: r.URL.Query().Get("done")}
 	if sess != nil {
 		op := operator{Subject: sess.Subject, Tenant: sess.Tenant, Platform: sess.Platform}

@@ -3,6 +3,8 @@ package console
 import (
 	"cmp"
 	"context"
+	"errors"
+	"strconv"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -373,3 +375,7 @@ func tenantOfClaims(claims map[string]any, path string) string {
 	t, _ := domain.ClaimText(claims, cmp.Or(path, domain.DefaultTenantClaim))
 	return t
 }
+
+func asError[T error](err error, target *T) bool { return errors.As(err, target) }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

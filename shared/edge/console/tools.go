@@ -1,0 +1,197 @@
+package console
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/agentauth/agentauth/shared/bundle"
+	"github.com/agentauth/agentauth/shared/changeset"
+	"github.com/agentauth/agentauth/shared/tools/toolcatalog"
+)
+
+// Catalog is the tool plane as the tools page reads it (app builds it
+// over the plane's active snapshot and catalog).
+type Catalog interface {
+	// CatalogTools are the tools of the active revision and the tenant
+	// uploads.
+	CatalogTools(ctx context.Context) []CatalogTool
+	// Explain is what a caller with claims would see, and why.
+	Explain(ctx context.Context, claims map[string]any) toolcatalog.Explanation
+}
+
+// CatalogTool is one tool as the catalog lists it.
+type CatalogTool struct {
+	ID, Name, Description, Source string
+	// Tenant is the uploading tenant ("" for a bundle tool).
+	Tenant string
+}
+
+// maxClaims bounds the simulator's claims.
+const maxClaims = 8 << 10
+
+type toolsData struct {
+	Tools     []CatalogTool
+	Claims    string
+	Problem   string
+	Simulated bool
+	Policies  []string
+	Groups    []groupGrant
+	Visible   []string
+	Tenant    string
+}
+
+type groupGrant struct {
+	ID    string
+	Tools []string
+}
+
+// exampleClaims is the simulator's starting point: claims as an agent
+// JWT or a turn's auth carries them.
+const exampleClaims = `{
+  "sub": "demo:user:alice",
+  "tenant_id": "demo",
+  "scope": "profile.read"
+}`
+
+// tools shows the catalog and the policy simulator: enter claims, see
+// which policies match, the groups they grant and the tools each gives.
+// Platform-wide (the bundle's policies): platform admins only.
+func (c *Console) tools(w http.ResponseWriter, r *http.Request, op operator) (string, any, error) {
+	if !op.Platform || c.cfg.Catalog == nil {
+		return "", nil, forbidden
+	}
+	ctx := r.Context()
+	d := toolsData{Tools: c.cfg.Catalog.CatalogTools(ctx), Claims: r.URL.Query().Get("claims")}
+	slices.SortFunc(d.Tools, func(a, b CatalogTool) int { return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.ID, b.ID)) })
+	if strings.TrimSpace(d.Claims) == "" {
+		d.Claims = exampleClaims
+		return "tools", view{Title: "Tools", Nav: "tools", Data: d}, nil
+	}
+	claims, problem := parseClaims(d.Claims)
+	if problem != "" {
+		d.Problem = problem
+		return "tools", view{Title: "Tools", Nav: "tools", Data: d}, nil
+	}
+	e := c.cfg.Catalog.Explain(ctx, claims)
+	d.Simulated, d.Policies, d.Tenant = true, e.Access.PolicyIDs, e.Tenant
+	for _, g := range e.Access.GroupIDs {
+		gg := groupGrant{ID: g}
+		for _, t := range e.Groups[g] {
+			gg.Tools = append(gg.Tools, t.ToolID)
+		}
+		d.Groups = append(d.Groups, gg)
+	}
+	for _, t := range e.Manifest {
+		d.Visible = append(d.Visible, t.ToolID)
+	}
+	c.cfg.Log.InfoContext(ctx, "console policy simulation", "operator", op.Subject, "policies", len(d.Policies), "tools", len(d.Visible))
+	return "tools", view{Title: "Tools", Nav: "tools", Data: d}, nil
+}
+
+// parseClaims reads the simulator's claims: a JSON object, numbers kept
+// as the JWT verifier keeps them.
+func parseClaims(s string) (map[string]any, string) {
+	if len(s) > maxClaims {
+		return nil, "The claims are longer than 8 KiB."
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var claims map[string]any
+	if err := dec.Decode(&claims); err != nil || claims == nil {
+		return nil, "The claims are not a JSON object: " + jsonProblem(err)
+	}
+	if dec.More() {
+		return nil, "The claims are not one JSON object: something follows it."
+	}
+	return claims, ""
+}
+
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	switch {
+	case err == nil:
+		return "it is null."
+	case asError(err, &se):
+		return se.Error() + " (at byte " + itoa(se.Offset) + ")."
+	}
+	return err.Error() + "."
+}
+
+type bundleData struct {
+	Revision  string
+	Resources []bundle.Resource
+	Git       bool
+	History   []changeset.Entry
+	Problem   string
+}
+
+// bundlePage shows the active revision's resources and, for a git bundle,
+// its history (who changed it: agent, instance, turn, changeset).
+func (c *Console) bundlePage(w http.ResponseWriter, r *http.Request, op operator) (string, any, error) {
+	if !op.Platform || c.cfg.Active == nil {
+		return "", nil, forbidden
+	}
+	ctx := r.Context()
+	b, err := c.cfg.Active(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	d := bundleData{Revision: b.Revision, Resources: b.Resources(), Git: c.cfg.History != nil}
+	if d.Git {
+		if d.History, err = changeset.Log(ctx, c.cfg.History, 50); err != nil {
+			return "", nil, err
+		}
+	}
+	return "bundle", view{Title: "Bundle", Nav: "bundle", Data: d}, nil
+}
+
+type revisionData struct {
+	Entry changeset.Entry
+	Diff  []diffLine
+}
+
+type diffLine struct{ Kind, Text string }
+
+// revision shows one revision of a git bundle and its diff against its
+// parent.
+func (c *Console) revision(w http.ResponseWriter, r *http.Request, op operator) (string, any, error) {
+	if !op.Platform || c.cfg.History == nil {
+		return "", nil, forbidden
+	}
+	ctx := r.Context()
+	ref, err := changeset.ResolveRef(ctx, c.cfg.History, r.PathValue("ref"))
+	if err != nil {
+		return "", nil, errNotFound
+	}
+	e, err := changeset.Show(ctx, c.cfg.History, ref)
+	if err != nil {
+		return "", nil, errNotFound
+	}
+	d := revisionData{Entry: e}
+	if e.Parent != "" {
+		diff, err := changeset.Diff(ctx, c.cfg.History, e.Parent, e.Ref)
+		if err != nil {
+			return "", nil, err
+		}
+		for _, l := range bytes.Split([]byte(diff), []byte("\n")) {
+			kind := "ctx"
+			switch {
+			case bytes.HasPrefix(l, []byte("+++")) || bytes.HasPrefix(l, []byte("---")) || bytes.HasPrefix(l, []byte("diff ")):
+				kind = "file"
+			case bytes.HasPrefix(l, []byte("+")):
+				kind = "add"
+			case bytes.HasPrefix(l, []byte("-")):
+				kind = "del"
+			case bytes.HasPrefix(l, []byte("@@")):
+				kind = "hunk"
+			}
+			d.Diff = append(d.Diff, diffLine{kind, string(l)})
+		}
+	}
+	return "revision", view{Title: "Revision " + shortRef(e.Ref), Nav: "bundle", Data: d}, nil
+}

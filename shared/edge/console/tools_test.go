@@ -1,0 +1,163 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentauth/agentauth/shared/bundle"
+	"github.com/agentauth/agentauth/shared/changeset"
+	"github.com/agentauth/agentauth/shared/local/bundlerepo"
+	"github.com/agentauth/agentauth/shared/tools/discovery"
+	"github.com/agentauth/agentauth/shared/tools/toolcatalog"
+)
+
+// catalogOf is a real catalog over a small index: editors get slack:post
+// through p-write, everyone with a sub slack:read through p-read.
+type catalogOf struct{ c *toolcatalog.Catalog }
+
+func (c catalogOf) CatalogTools(context.Context) []CatalogTool {
+	return []CatalogTool{{ID: "slack:read", Name: "read", Source: "slack"}, {ID: "slack:post", Name: "post", Source: "slack", Description: "post a message"}}
+}
+
+func (c catalogOf) Explain(_ context.Context, claims map[string]any) toolcatalog.Explanation {
+	return c.c.Explain(claims)
+}
+
+func newCatalog(t *testing.T) Catalog {
+	t.Helper()
+	tool := func(id string) discovery.Tool {
+		return discovery.Tool{ID: id, Name: id, InputSchema: json.RawMessage(`{"type":"object"}`), SourceID: "slack", Enabled: true}
+	}
+	ix, err := discovery.NewIndex(discovery.Config{
+		Tools: []discovery.Tool{tool("slack:post"), tool("slack:read")},
+		Groups: []discovery.Group{
+			{ID: "writers", Active: true, ExplicitToolIDs: []string{"slack:post"}},
+			{ID: "readers", Active: true, ExplicitToolIDs: []string{"slack:read"}},
+		},
+		Policies: []discovery.Policy{
+			{ID: "p-write", Active: true, Matchers: []discovery.Matcher{{Claim: "role", Operator: "equals", Value: "editor"}}, GroupIDs: []string{"writers"}},
+			{ID: "p-read", Active: true, Matchers: []discovery.Matcher{{Claim: "sub", Operator: "exists"}}, GroupIDs: []string{"readers"}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return catalogOf{toolcatalog.New(ix, "r1", toolcatalog.Settings{})}
+}
+
+func TestPolicySimulator(t *testing.T) {
+	r := newRig(t)
+	r.c.cfg.Catalog = newCatalog(t)
+	b := r.browser(t)
+	b.signIn("admin", "/console/")
+	sim := func(claims string) string {
+		t.Helper()
+		rec := b.do("GET", "/console/tools?claims="+url.QueryEscape(claims), nil)
+		if rec.Code != 200 {
+			t.Fatalf("%s: %d", claims, rec.Code)
+		}
+		return rec.Body.String()
+	}
+	page := sim("")
+	if !strings.Contains(page, "post a message") || !strings.Contains(page, "tenant_id") || strings.Contains(page, `id="simulation"`) {
+		t.Fatal("the tools page without claims: the catalog and the example claims, no simulation")
+	}
+	page = sim(`{"sub":"alice","role":"editor"}`)
+	for _, want := range []string{`id="visible-count">2<`, "<code>p-write</code>", "<code>p-read</code>", "<code>writers</code></td><td><code>slack:post</code>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("editor: no %q", want)
+		}
+	}
+	page = sim(`{"sub":"bob"}`)
+	if !strings.Contains(page, `id="visible-count">1<`) || strings.Contains(page, "<code>p-write</code>") {
+		t.Error("a caller without the role sees the write policy")
+	}
+	if page = sim(`{"role":"editor"`); !strings.Contains(page, "not a JSON object: unexpected EOF") {
+		t.Errorf("cut JSON: %s", page)
+	}
+	if page = sim(`{"role": editor}`); !strings.Contains(page, "invalid character") || !strings.Contains(page, "(at byte 10)") {
+		t.Errorf("bad JSON: %s", page)
+	}
+	if page = sim(`{} {}`); !strings.Contains(page, "something follows it") {
+		t.Error("two objects accepted")
+	}
+	if page = sim(`{}`); !strings.Contains(page, `id="no-policy"`) {
+		t.Error("no claims: no policy should match")
+	}
+	// Tenant admins do not see the platform's policies.
+	ta := r.browser(t)
+	ta.signIn("acme-admin", "/console/")
+	if rec := ta.do("GET", "/console/tools", nil); rec.Code != 404 {
+		t.Fatalf("tools as a tenant admin: %d", rec.Code)
+	}
+}
+
+func TestBundlePages(t *testing.T) {
+	r := newRig(t)
+	dir := t.TempDir()
+	files := map[string]string{"apps.yaml": `apiVersion: agents.example.io/v1alpha1
+kind: OAuthApp
+metadata: {name: demo}
+spec:
+  provider: demo
+  flow: authorizationCode
+  subjectMode: global
+  client:
+    clientId: {value: demo}
+    clientSecret: {value: a-client-secret-never-shown}
+  endpoints: {authorizationUrl: "https://idp.example/auth", tokenUrl: "https://idp.example/token"}
+  scopes: [read]
+  redirect: {callbackPath: /oauth/callback/demo}
+`}
+	for n, s := range files {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := bundlerepo.Init(dir, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, err := bundlerepo.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := changeset.CommitTree(context.Background(), repo, []changeset.ImportFile{
+		{Path: "apps.yaml", Data: []byte(strings.Replace(files["apps.yaml"], "scopes: [read]", "scopes: [read, write]", 1))}}, "widen demo's scopes", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b0, err := bundle.LoadDir(dir, bundle.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.c.cfg.Active = func(context.Context) (*bundle.Bundle, error) { return b0, nil }
+	r.c.cfg.History = repo
+	b := r.browser(t)
+	b.signIn("admin", "/console/")
+	page := b.do("GET", "/console/bundle", nil).Body.String()
+	for _, want := range []string{"<code>demo</code>", "apps.yaml:1", "widen demo&#39;s scopes", changeset.Ref(second)[:16]} {
+		if !strings.Contains(page, want) {
+			t.Errorf("bundle page: no %q", want)
+		}
+	}
+	if strings.Contains(page, "a-client-secret-never-shown") {
+		t.Fatal("the bundle page shows a client secret")
+	}
+	rec := b.do("GET", "/console/bundle/revisions/"+changeset.Ref(second), nil)
+	if body := rec.Body.String(); rec.Code != 200 || !strings.Contains(body, `<span class="d-add">&#43;  scopes: [read, write]</span>`) ||
+		!strings.Contains(body, `<span class="d-del">-  scopes: [read]</span>`) || !strings.Contains(body, changeset.Ref(first)[:16]) {
+		t.Fatalf("revision page: %d %s", rec.Code, body)
+	}
+	for _, bad := range []string{"git:nothex", "git:" + strings.Repeat("0", 40)} {
+		if rec := b.do("GET", "/console/bundle/revisions/"+bad, nil); rec.Code != 404 {
+			t.Errorf("%s: %d", bad, rec.Code)
+		}
+	}
+}
