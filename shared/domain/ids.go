@@ -119,3 +119,22 @@ func validateID(id, prefix string, hexLen int, what string) error {
 	}
 	return nil
 }
+
+// MaxDeadLetterIDLength bounds a dead letter's id (DeadLetter.ID).
+const MaxDeadLetterIDLength = 128
+
+// ValidateDeadLetterID checks a dead letter's id: 1 to 128 of
+// [A-Za-z0-9._-], and not only dots, so it is safe as a URL path segment
+// and as a file name (no separator, never "." or ".."). The error wraps
+// ErrInvalidID.
+func ValidateDeadLetterID(id string) error {
+	ok := id != "" && len(id) <= MaxDeadLetterIDLength && strings.Trim(id, ".") != ""
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+	}
+	if !ok {
+		return fmt.Errorf("dead letter id %.80q: want 1 to %d of A-Z, a-z, 0-9, '.', '_' and '-', not only dots: %w", id, MaxDeadLetterIDLength, ErrInvalidID)
+	}
+	return nil
+}

@@ -172,3 +172,29 @@ func TestResumeTargetValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateDeadLetterID(t *testing.T) {
+	for _, tc := range []struct {
+		id string
+		ok bool
+	}{
+		{"1700000000000000000-0123456789abcdef.json", true},
+		{"6f2d6a1e-8c4b-4c5e-9a57-3f1d2e4b5a6c", true},
+		{strings.Repeat("a", 128), true},
+		{"", false},
+		{".", false},
+		{"..", false},
+		{"...", false},
+		{"../x", false},
+		{"a/b", false},
+		{`a\b`, false},
+		{"a b", false},
+		{"a%2Fb", false},
+		{strings.Repeat("a", 129), false},
+	} {
+		err := ValidateDeadLetterID(tc.id)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrInvalidID)) {
+			t.Errorf("ValidateDeadLetterID(%q) = %v, want ok=%v", tc.id, err, tc.ok)
+		}
+	}
+}

@@ -105,3 +105,11 @@ type Sealer interface {
 type EventQueue interface {
 	Enqueue(ctx context.Context, e Event) error
 }
+
+// DeadLetters lists and redrives dead letters.
+type DeadLetters interface {
+	// ListDeadLetters returns up to limit dead letters, oldest first, plus how many there are in all (an estimate where the queue only estimates: SQS ApproximateNumberOfMessages).
+	ListDeadLetters(ctx context.Context, limit int) ([]DeadLetter, int, error)
+	// RedriveDeadLetter queues the dead letter's event again and then removes the dead letter; ErrNotFound when there is no such dead letter (another operator redrove it). The event keeps its id, so the engine's duplicate check (State.Processed) makes a redrive of an event that did land harmless.
+	RedriveDeadLetter(ctx context.Context, id string) error
+}

@@ -272,3 +272,12 @@ type AuthRevokedEvent struct {
 	// resumes the call.
 	AuthSessionID string `json:"authSessionId"`
 }
+
+// DeadLetter is an agent event that failed every delivery attempt, kept for an operator.
+type DeadLetter struct {
+	ID       string    // the store's own id for it: a file name locally, the SQS message id on AWS; safe in a URL path ([A-Za-z0-9._-], ≤ 128)
+	Event    Event     // the event as it was queued
+	Error    string    // why it failed, as recorded ("" when the queue does not say: SQS)
+	Attempts int       // delivery attempts when known (0: unknown)
+	At       time.Time // when it was dead-lettered (SQS: when it was first received)
+}

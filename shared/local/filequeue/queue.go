@@ -591,3 +591,26 @@ func (q *Queue) Delete(ctx context.Context, id string) error {
 	os.Remove(path)
 	return nil
 }
+
+// Requeue stores e again even when its ID was acknowledged within the
+// dedup window: an operator's redrive of a dead letter, whose event the
+// turn worker acknowledged when it gave up on it. It removes the ID's
+// tombstone (under the ack lock) and then Enqueues; an ID queued now is
+// still stored once. Only a redrive may call it: for any other producer
+// the tombstone is what keeps a redelivery from running twice.
+func (q *Queue) Requeue(ctx context.Context, e domain.Event) error {
+	if e.ID == "" {
+		return errors.New("filequeue: requeue: event without an id")
+	}
+	name := fileName(e.ID)
+	unlock, err := q.lockAcked(ctx)
+	if err != nil {
+		return fmt.Errorf("filequeue: requeue: %w", err)
+	}
+	err = os.Remove(q.tombPath(name))
+	unlock()
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("filequeue: requeue: %w", err)
+	}
+	return q.Enqueue(ctx, e)
+}

@@ -171,7 +171,7 @@ func TestDeadLettersAtOneClockReading(t *testing.T) {
 	// The same event dead-lettered again at the same instant (queued
 	// again past the dedup window) keeps its first letter too.
 	w.forget("i1-0")
-	if err := w.deadLetter(event("i1", 0), errors.New("again")); err != nil {
+	if err := w.deadLetter(event("i1", 0), errors.New("again"), 1); err != nil {
 		t.Fatal(err)
 	}
 	dead, _ := os.ReadDir(filepath.Join(dir, "deadletter"))

@@ -7,7 +7,9 @@
 // failure is retried with backoff, and an event that keeps failing is
 // moved to <dir>/deadletter (kept, logged, never dropped silently): it
 // leaves the queue only once its dead letter is written, under a name of
-// its own. It never logs an event's input.
+// its own. It never logs an event's input. DeadLetters lists those
+// dead letters and redrives them to the queue for an operator; a dead
+// letter leaves its directory only once its event is queued again.
 //
 // An instance's lock file (<dir>/locks) lives while its events are being
 // handled: the drain that holds it removes it, and Run removes those a
@@ -328,7 +330,7 @@ func (w *Worker) bury(ctx context.Context, ev domain.Event) bool {
 	lettered, cause, n := f.lettered, f.cause, f.attempts
 	w.mu.Unlock()
 	if !lettered {
-		if derr := w.deadLetter(ev, cause); derr != nil {
+		if derr := w.deadLetter(ev, cause, n); derr != nil {
 			w.Log.ErrorContext(ctx, "turn worker: event failed every attempt; dead letter not written, the event stays queued and is retried", "eventId", ev.ID, "attempts", n, "err", cause, "writeErr", derr)
 			w.pause(ev.ID)
 			return false
@@ -376,27 +378,28 @@ func (w *Worker) forget(id string) {
 	w.mu.Unlock()
 }
 
-// deadLetter keeps the event and the error's text (the engine's errors
-// carry no secret) for an operator, in a file of its own: named by the
-// time and the event id's hash, and created exclusively, so that two
-// dead letters written at one clock reading (a coarse clock, several
-// instances failing together) never overwrite each other.
-func (w *Worker) deadLetter(ev domain.Event, cause error) error {
-	dir := filepath.Join(w.Dir, "deadletter")
+// deadLetter keeps the event, the error's text (the engine's errors
+// carry no secret) and the attempts for an operator (DeadLetters lists
+// and redrives them), in a file of its own: named by the time and the
+// event id's hash, and created exclusively, so that two dead letters
+// written at one clock reading (a coarse clock, several instances failing
+// together) never overwrite each other.
+func (w *Worker) deadLetter(ev domain.Event, cause error, attempts int) error {
+	dir := filepath.Join(w.Dir, DeadLetterDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	at := w.now().UTC()
-	b, err := json.Marshal(map[string]any{"event": ev, "error": cause.Error(), "at": at})
+	b, err := json.Marshal(letter{Event: ev, Error: cause.Error(), Attempts: attempts, At: at})
 	if err != nil {
 		return err
 	}
 	sum := sha256.Sum256([]byte(ev.ID))
 	base := fmt.Sprintf("%d-%s", at.UnixNano(), hex.EncodeToString(sum[:8]))
 	for i := 0; ; i++ {
-		name := base + ".json"
+		name := base + letterExt
 		if i > 0 {
-			name = fmt.Sprintf("%s-%d.json", base, i)
+			name = fmt.Sprintf("%s-%d%s", base, i, letterExt)
 		}
 		err := w.createFile(filepath.Join(dir, name), b, 0o600)
 		if !errors.Is(err, fs.ErrExist) || i == 99 {
