@@ -86,8 +86,8 @@ type Config struct {
 	// bundle that is a plain directory).
 	Active  func(ctx context.Context) (*bundle.Bundle, error)
 	History changeset.Repo
-	Log      *slog.Logger
-	Now      func() time.Time
+	Log     *slog.Logger
+	Now     func() time.Time
 	// StreamPoll is how often the live timeline reads the store (200 ms).
 	StreamPoll time.Duration
 	// Stream bounds the live timeline's streams.

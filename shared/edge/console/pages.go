@@ -4,11 +4,11 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"strconv"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
