@@ -47,7 +47,7 @@ func (a *App) mountConsole(cfg config.Config, be *Backends, log *slog.Logger) er
 	if err != nil {
 		return err
 	}
-	a.api.MountRuntime(c.Register, httpapi.Part{Name: "operator console", Credential: "an operator's OpenID Connect sign-in",
+	a.api.MountRuntime(c.Register, httpapi.Part{Name: httpapi.ConsolePart, Credential: "an operator's OpenID Connect sign-in",
 		Doc: "docs/console.md", Routes: c.Patterns()})
 	return nil
 }

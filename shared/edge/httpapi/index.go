@@ -48,8 +48,19 @@ var docs = []doc{
 
 type doc struct{ Path, What string }
 
+// ConsolePart names the operator console's Part: GET / says whether it
+// is served.
+const ConsolePart = "operator console"
+
 // consoleNote is what GET / says of the operator console.
-const consoleNote = "not yet: the operator console (/console/) is planned; meanwhile the HTTP API and the CLI (agentauth instances …) show and manage agent instances"
+func consoleNote(parts []Part) (string, bool) {
+	for _, p := range parts {
+		if p.Name == ConsolePart {
+			return "on: /console/ (operators sign in with the configured OpenID provider; docs/console.md)", true
+		}
+	}
+	return "off: set AGENTAUTH_CONSOLE_ISSUER and AGENTAUTH_CONSOLE_CLIENT_ID to serve it at /console/ (docs/console.md)", false
+}
 
 // indexJSON is GET /'s answer to an API client.
 type indexJSON struct {
@@ -75,11 +86,13 @@ func (s *Server) index(parts []Part) http.Handler {
 	if version == "" {
 		version = "unknown"
 	}
+	_, consoleOn := consoleNote(parts)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Vary", "Accept")
 		if !httpx.PrefersHTML(r) {
 			out := indexJSON{Name: "agentauth", Running: s.about.Running, Version: version, BundleRevision: s.revision(r.Context()),
-				Routes: parts, Console: consoleNote}
+				Routes: parts}
+			out.Console, _ = consoleNote(parts)
 			for _, d := range docs {
 				out.Docs = append(out.Docs, docJSON{d.Path, DocsBase + d.Path})
 			}
@@ -95,7 +108,7 @@ func (s *Server) index(parts []Part) http.Handler {
 		h.Set("X-Frame-Options", "DENY")
 		w.WriteHeader(http.StatusOK)
 		_ = indexPage.Execute(w, indexData{Running: s.about.Running, Version: version, BundleRevision: s.revision(r.Context()),
-			Parts: parts, Docs: docs, DocsBase: DocsBase, RequestID: httpx.RequestID(r.Context())})
+			Parts: parts, Docs: docs, DocsBase: DocsBase, RequestID: httpx.RequestID(r.Context()), ConsoleOn: consoleOn})
 	})
 }
 
@@ -112,6 +125,7 @@ type indexData struct {
 	Parts                            []Part
 	Docs                             []doc
 	DocsBase, RequestID              string
+	ConsoleOn                        bool
 }
 
 var indexPage = template.Must(template.New("index").Parse(`<!doctype html>
@@ -145,7 +159,8 @@ ul{padding-left:1.2em}small{color:#666}
 {{range .Docs}}<li><a href="{{$.DocsBase}}{{.Path}}">{{.Path}}</a> — {{.What}}</li>
 {{end}}</ul>
 <h2>Console</h2>
-<p id="console" data-status="not-yet"><strong>Not yet.</strong> The operator console (<code>/console/</code>) is planned; meanwhile the HTTP API and the CLI (<code>agentauth instances …</code>) show and manage agent instances.</p>
+{{if .ConsoleOn}}<p id="console" data-status="on"><a href="/console/">Open the operator console</a>: grants, consents, agent instances and their turns' timelines, the tools and the bundle. Operators sign in with the configured OpenID provider.</p>
+{{else}}<p id="console" data-status="off">Off. Set <code>AGENTAUTH_CONSOLE_ISSUER</code> and <code>AGENTAUTH_CONSOLE_CLIENT_ID</code> to serve the operator console at <code>/console/</code> (<a href="{{.DocsBase}}docs/console.md">docs/console.md</a>).</p>{{end}}
 <p><small>API clients get this as JSON (<code>Accept: application/json</code>). Request id <code>{{.RequestID}}</code>.</small></p>
 </body></html>
 `))

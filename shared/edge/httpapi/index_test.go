@@ -24,7 +24,7 @@ func getRoot(h http.Handler, accept string) *httptest.ResponseRecorder {
 
 // Issue 18: GET / in a browser is a small HTML page — what runs, its
 // version and bundle revision, the routes that are on with their docs, the
-// docs, and that there is no console yet — escaped, with no external
+// docs, and whether the console is on — escaped, with no external
 // asset; an API client gets the same as JSON.
 func TestIndexPage(t *testing.T) {
 	f := newFixture(t)
@@ -52,7 +52,7 @@ func TestIndexPage(t *testing.T) {
 		`<a href="` + DocsBase + `docs/tools.md#routes">docs/tools.md#routes</a>`,
 		`<a href="` + DocsBase + `README.md">README.md</a>`,
 		`<a href="` + DocsBase + `docs/turns.md">docs/turns.md</a>`,
-		`<p id="console" data-status="not-yet"><strong>Not yet.</strong>`,
+		`<p id="console" data-status="off">Off. Set <code>AGENTAUTH_CONSOLE_ISSUER</code>`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %s", want)
@@ -94,5 +94,23 @@ func TestIndexPage(t *testing.T) {
 	}
 	if rec := f.do("POST", "/", "", nil); rec.Code != 405 || rec.Header().Get("Allow") != "GET, HEAD" {
 		t.Fatalf("POST /: %d %v", rec.Code, rec.Header())
+	}
+}
+
+// With the console mounted, GET / links it (and the JSON says it is on).
+func TestIndexLinksTheConsoleWhenOn(t *testing.T) {
+	f := newFixture(t)
+	f.server.MountRuntime(func(mux *http.ServeMux) {
+		mux.HandleFunc("GET /console/", func(w http.ResponseWriter, r *http.Request) {})
+	}, Part{Name: ConsolePart, Routes: []string{"/console/"}, Credential: "an operator's OpenID Connect sign-in", Doc: "docs/console.md"})
+	h := f.server.Handler()
+	if page := getRoot(h, browserAccept).Body.String(); !strings.Contains(page, `<p id="console" data-status="on"><a href="/console/">Open the operator console</a>`) {
+		t.Fatalf("page: %s", page)
+	}
+	if body := getRoot(h, "application/json").Body.String(); !strings.Contains(body, `"console":"on: /console/`) {
+		t.Fatalf("json: %s", body)
+	}
+	if body := getRoot(f.server.Handler(), "application/json").Body.String(); strings.Contains(body, `"console":"off`) {
+		t.Fatalf("json with the console: %s", body)
 	}
 }
