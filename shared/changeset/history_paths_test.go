@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing/object"
+
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/changeset"
 	"github.com/agentauth/agentauth/shared/testkit/changesettest"
@@ -179,5 +181,60 @@ func TestSweepRereadsEachRecord(t *testing.T) {
 	}
 	if _, err := f.recs.Get(f.ctx, extended); err != nil {
 		t.Errorf("the changeset an edit extended was swept: %v", err)
+	}
+}
+
+// TestReadBlobLimit: a blob of exactly limit bytes is read whole; one
+// byte over the limit is an error, nothing read.
+func TestReadBlobLimit(t *testing.T) {
+	f := newCommitFixture(t)
+	files, err := changeset.CommitFiles(f.repo.Objects(), f.seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const path = "README.md"
+	var want string
+	for _, s := range changesettest.Seed() {
+		if s.Path == path {
+			want = string(s.Data)
+		}
+	}
+	size := int64(len(want))
+	if got, err := changeset.ReadBlob(f.repo.Objects(), files[path], size); err != nil || string(got) != want {
+		t.Fatalf("ReadBlob(%s, limit %d, its size) = %q, %v; want it whole", path, size, got, err)
+	}
+	if got, err := changeset.ReadBlob(f.repo.Objects(), files[path], size-1); err == nil {
+		t.Fatalf("ReadBlob(%s, limit %d, a byte under its size) = %q, want an error", path, size-1, got)
+	}
+}
+
+// TestTreeEntriesInGitOrder: a tree lists its entries as git sorts them,
+// a directory as if its name ended in "/": the file "a.b" ('.' is 0x2e)
+// before the directory "a" ("a/", '/' is 0x2f), which before "a0" ('0'
+// is 0x30); otherwise git fsck calls the tree unsorted and its hash is
+// not git's.
+func TestTreeEntriesInGitOrder(t *testing.T) {
+	repo, _ := memBackends(t)
+	ctx := context.Background()
+	h, err := changeset.CommitTree(ctx, repo, []changeset.ImportFile{
+		{Path: "a0", Data: []byte("3\n")}, {Path: "a/x", Data: []byte("2\n")}, {Path: "a.b", Data: []byte("1\n")},
+	}, "files\n", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := object.GetCommit(repo.Objects(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := object.GetTree(repo.Objects(), cm.TreeHash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range tr.Entries {
+		names = append(names, e.Name)
+	}
+	if got := strings.Join(names, " "); got != "a.b a a0" {
+		t.Fatalf("tree entries %q, want git's order \"a.b a a0\"", got)
 	}
 }
