@@ -44,7 +44,19 @@ browser-deps: ## install Debian's chromium for the browser tests when missing
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 
 .PHONY: e2e-deps
-e2e-deps: provider-deps browser-deps mcp-client-deps ## everything the end-to-end tests need
+e2e-deps: provider-deps browser-deps mcp-client-deps axe-deps ## everything the end-to-end tests need
+
+# axe-core (npm, pinned by test/e2e/axe/package-lock.json): the accessibility
+# engine test/e2e/console_test.go injects into every console page.
+AXE_DIR := test/e2e/axe
+
+$(AXE_DIR)/node_modules/.installed: $(AXE_DIR)/package-lock.json
+	@echo "installing axe-core (npm ci, pinned by package-lock.json)"
+	cd $(AXE_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+.PHONY: axe-deps
+axe-deps: check-tools $(AXE_DIR)/node_modules/.installed ## install the pinned axe-core the console's end-to-end test injects
 
 # The independent MCP clients test/e2e/mcp_test.go drives against /mcp:
 # the official Python SDK (PyPI, pinned; its own dependencies float like
