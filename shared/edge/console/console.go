@@ -82,6 +82,9 @@ type Config struct {
 	Revision func(ctx context.Context) string
 	// Catalog is the tool plane (nil: the tools page is off).
 	Catalog Catalog
+	// DeadLetters are the agent events that failed every attempt (nil:
+	// the page is off).
+	DeadLetters domain.DeadLetters
 	// Active is the active bundle; History its git history (nil for a
 	// bundle that is a plain directory).
 	Active  func(ctx context.Context) (*bundle.Bundle, error)
@@ -170,7 +173,11 @@ func (c *Console) Register(mux *http.ServeMux) {
 		mux.Handle("GET "+inst+"/turns/{turn}/events", c.headers(c.timelineEvents))
 		mux.Handle("POST "+inst+"/{action}", c.headers(c.action(c.lifecycle)))
 	}
-	// Without a catalog or a bundle these answer the not-found page.
+	// Without a catalog, a bundle or dead letters these answer the
+	// not-found page.
+	mux.Handle("GET "+Path+"dead-letters", c.headers(c.page(c.deadLetters)))
+	mux.Handle("GET "+Path+"dead-letters/{id}", c.headers(c.page(c.deadLetter)))
+	mux.Handle("POST "+Path+"dead-letters/{id}/redrive", c.headers(c.action(c.redrive)))
 	mux.Handle("GET "+Path+"tools", c.headers(c.page(c.tools)))
 	mux.Handle("GET "+Path+"bundle", c.headers(c.page(c.bundlePage)))
 	mux.Handle("GET "+Path+"bundle/revisions/{ref}", c.headers(c.page(c.revision)))
@@ -190,6 +197,9 @@ func (c *Console) Patterns() []string {
 	}
 	if c.cfg.Active != nil {
 		out = append(out, Path+"bundle")
+	}
+	if c.cfg.DeadLetters != nil {
+		out = append(out, Path+"dead-letters")
 	}
 	return out
 }
@@ -271,6 +281,7 @@ type layoutData struct {
 	Turns     bool
 	Tools     bool
 	Bundle    bool
+	Dead      bool
 	Revision  string
 	Flash     string
 }
@@ -285,7 +296,7 @@ type message struct {
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, sess *session, v view) {
 	t := c.pages[name]
 	d := layoutData{view: v, Path: Path, RequestID: httpx.RequestID(r.Context()), Turns: c.cfg.Turns != nil,
-		Tools: c.cfg.Catalog != nil, Bundle: c.cfg.Active != nil,
+		Tools: c.cfg.Catalog != nil, Bundle: c.cfg.Active != nil, Dead: c.cfg.DeadLetters != nil,
 		Flash: r.URL.Query().Get("done")}
 	if sess != nil {
 		op := operator{Subject: sess.Subject, Tenant: sess.Tenant, Platform: sess.Platform}

@@ -305,6 +305,8 @@ type overviewData struct {
 	Turns          bool
 	Platform       bool
 	Problems       []string
+	// DeadLetters is how many events failed every attempt (-1: not shown).
+	DeadLetters int
 }
 
 type reasonCount struct {
@@ -314,7 +316,14 @@ type reasonCount struct {
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request, op operator) (string, any, error) {
 	ctx := r.Context()
-	d := overviewData{Grants: map[string]int{}, Consents24h: map[string]int{}, Instances: map[string]int{}, Turns: c.cfg.Turns != nil, Platform: op.Platform}
+	d := overviewData{Grants: map[string]int{}, Consents24h: map[string]int{}, Instances: map[string]int{}, Turns: c.cfg.Turns != nil, Platform: op.Platform, DeadLetters: -1}
+	if c.cfg.DeadLetters != nil && op.Platform {
+		_, n, err := c.cfg.DeadLetters.ListDeadLetters(ctx, 1)
+		if err != nil {
+			return "", nil, err
+		}
+		d.DeadLetters = n
+	}
 	grants, skipped, err := c.visibleGrants(ctx, op)
 	if err != nil {
 		return "", nil, err
