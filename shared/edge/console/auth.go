@@ -12,10 +12,7 @@ import (
 // signin starts the OpenID Connect sign-in: the provider's authorization
 // URL, with the round trip's secrets sealed in a short-lived cookie.
 func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
-	next := r.URL.Query().Get("next")
-	if !strings.HasPrefix(next, Path) || strings.HasPrefix(next, "//") {
-		next = Path
-	}
+	next := consolePath(r.URL.Query().Get("next"))
 	authURL, pending, err := c.cfg.SignIn.Begin(r.Context(), next)
 	if err != nil {
 		c.cfg.Log.ErrorContext(r.Context(), "console sign-in not started", "err", err)
@@ -73,11 +70,7 @@ func (c *Console) callback(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: value, Path: Path, HttpOnly: true, Secure: c.cfg.Secure,
 		SameSite: http.SameSiteLaxMode, Expires: exp, MaxAge: int(time.Until(exp).Seconds())})
 	c.cfg.Log.InfoContext(r.Context(), "console sign-in", "operator", op.Subject, "role", op.role())
-	to := done.ReturnTo
-	if !strings.HasPrefix(to, Path) || strings.HasPrefix(to, "//") {
-		to = Path
-	}
-	http.Redirect(w, r, to, http.StatusSeeOther)
+	http.Redirect(w, r, consolePath(done.ReturnTo), http.StatusSeeOther)
 }
 
 // signout ends the session in this browser.
@@ -105,4 +98,14 @@ func signInText(err error) string {
 		return e.Detail
 	}
 	return "The sign-in could not be completed."
+}
+
+// consolePath is where a sign-in may send the browser back: a path of
+// this site (oauth.SafeReturnTo's rule) under the console, else the
+// overview.
+func consolePath(p string) string {
+	if p = oauth.SafeReturnTo(p); !strings.HasPrefix(p, Path) {
+		return Path
+	}
+	return p
 }
