@@ -1,6 +1,7 @@
 package changeset
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -135,6 +136,26 @@ func TestMergeSizedExactly(t *testing.T) {
 		}
 		if want := len(tc[1]) + len(tc[2]) - len(tc[0]); len(merged) != want || cap(merged) != want {
 			t.Errorf("Merge3(%q, %q, %q) = %q: len %d, cap %d, want both %d", tc[0], tc[1], tc[2], merged, len(merged), cap(merged), want)
+		}
+	}
+}
+
+// TestHunksOfOneSideRunsOut: unchanged lines pair up in order; when one
+// side has more of them, the rest of that side is changed, in one last
+// hunk, and the walk ends.
+func TestHunksOfOneSideRunsOut(t *testing.T) {
+	for _, tt := range []struct {
+		name               string
+		changedA, changedB []bool
+		want               []hunk
+	}{
+		{"a has one more", []bool{false, false}, []bool{false}, []hunk{{baseStart: 1, baseEnd: 2, sideStart: 1, sideEnd: 1}}},
+		{"b has one more", []bool{false}, []bool{false, false}, []hunk{{baseStart: 1, baseEnd: 1, sideStart: 1, sideEnd: 2}}},
+		{"a has more after a change", []bool{true, false, false}, []bool{false}, []hunk{{baseStart: 0, baseEnd: 1, sideStart: 0, sideEnd: 0}, {baseStart: 2, baseEnd: 3, sideStart: 1, sideEnd: 1}}},
+	} {
+		got := hunksOf(tt.changedA, tt.changedB)
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("%s: hunksOf(%v, %v) = %+v, want %+v", tt.name, tt.changedA, tt.changedB, got, tt.want)
 		}
 	}
 }
