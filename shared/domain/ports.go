@@ -113,3 +113,11 @@ type DeadLetters interface {
 	// RedriveDeadLetter queues the dead letter's event again and then removes the dead letter; ErrNotFound when there is no such dead letter (another operator redrove it). The event keeps its id, so the engine's duplicate check (State.Processed) makes a redrive of an event that did land harmless.
 	RedriveDeadLetter(ctx context.Context, id string) error
 }
+
+// OperatorQueries answer the console's lists with index reads: what one page costs follows the page (and, with filters an index does not key, the records examined to fill it, bounded per page), never how many records the store holds.
+type OperatorQueries interface {
+	QueryGrants(ctx context.Context, q GrantQuery) (GrantPage, error)
+	QuerySessions(ctx context.Context, q SessionQuery) (SessionPage, error)
+	// CountGrants counts grants by revoked/active for the query's tenant scope, up to limit each (then it says "at least limit"): the overview's figures.
+	CountGrants(ctx context.Context, tenant string, anyTenant bool, limit int) (active, revoked int, capped bool, err error)
+}

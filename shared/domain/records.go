@@ -281,3 +281,40 @@ type DeadLetter struct {
 	Attempts int       // delivery attempts when known (0: unknown)
 	At       time.Time // when it was dead-lettered (SQS: when it was first received)
 }
+
+// GrantQuery selects one page of grants for an operator, newest first.
+type GrantQuery struct {
+	Tenant    string // the grants of this tenant ("" : those with no tenant) …
+	AnyTenant bool   // … unless AnyTenant: every grant (a platform admin)
+	App       string // OAuthApp name; "" any
+	Subject   string // exact; "" any
+	Revoked   *bool  // nil any; true revoked only; false not revoked
+	After     string // the previous page's Next; "" the first page
+	Limit     int    // 1..100 (0: 50)
+}
+
+// GrantPage is one page of a GrantQuery.
+type GrantPage struct {
+	Grants     []Grant
+	Next       string  // "" on the last page; opaque, safe in a URL query
+	Unreadable []error // records listed but not readable (skipped)
+}
+
+// SessionQuery selects one page of auth sessions, newest first.
+type SessionQuery struct {
+	Tenant    string
+	AnyTenant bool
+	App       string
+	Status    SessionStatus // "" any
+	Reason    string        // StatusReason; "" any
+	Since     time.Time     // created at or after; zero: any
+	After     string
+	Limit     int
+}
+
+// SessionPage is one page of a SessionQuery.
+type SessionPage struct {
+	Sessions   []Session
+	Next       string
+	Unreadable []error
+}
