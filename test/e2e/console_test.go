@@ -98,9 +98,11 @@ func TestConsole(t *testing.T) {
 	globex := c.seedGrant(t, "demo:team:globex", "globex", "bob")
 	failed := c.seedMismatch(t)
 	done := c.seedTurn(t, "thread-done", "erin")
-	if _, err := c.browser.Authorize(ctx, done.link, "erin"); err != nil {
+	res, err := c.browser.Authorize(ctx, done.link, "erin")
+	if err != nil {
 		t.Fatalf("erin's consent: %v", err)
 	}
+	c.keepCode(res.FinalURL)
 	c.srv.waitFor(ctx, t, "thread-done", "turn.completed")
 	c.keepToken(t, "e2e-user", map[string]string{"user": "demo:user:erin"}, "acme")
 	parked := c.seedTurn(t, "thread-parked", "alice")
@@ -660,7 +662,7 @@ func (c *consoleRun) signIn(t *testing.T, login string) *e2ekit.Session {
 	}
 	t.Cleanup(s.Close)
 	tab, cancel := s.Tab(c.ctx)
-	err = chromedp.Do(tab, chromedp.EmulateViewport(1280, 800))
+	err = chromedp.Do(tab, chromedp.EmulateViewport(1280, 640))
 	cancel()
 	if err != nil {
 		t.Fatal(err)
