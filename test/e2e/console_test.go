@@ -169,6 +169,25 @@ func TestConsole(t *testing.T) {
 			"waited ", "Tool completed: whoami", "Turn completed", "finish reason")
 		c.lacks(t, "completed timeline", html, `id="live"`)
 
+		html = c.visit(t, admin, "/console/tools", 200, "")
+		c.contains(t, "tools", html, "demo:whoami", "orders:list", `id="simulate"`)
+		// The policy simulator, through its form.
+		tab, cancel = admin.Tab(c.ctx)
+		err = chromedp.Do(tab, chromedp.SetValue(chromedp.ID("claims"), `{"sub": "alice", "scope": "profile.read"}`))
+		if err == nil {
+			_, err = chromedp.RunResponse(tab, chromedp.Click(chromedp.ID("simulate")))
+		}
+		cancel()
+		if err != nil {
+			t.Fatalf("simulate: %v", err)
+		}
+		html = c.inspect(t, admin, "/console/tools?claims=…", "")
+		c.contains(t, "simulation", html, `id="simulation"`, "<code>staff</code>", "<code>basic</code>", "<code>demo:whoami</code>")
+
+		html = c.visit(t, admin, "/console/bundle", 200, "")
+		c.contains(t, "bundle", html, "<code>e2e-global</code>", "<code>whoami</code>", "console.yaml:")
+		c.lacks(t, "bundle", html, clientSecret)
+
 		html = c.visit(t, admin, "/console/grants/grant-doesnotexist0000", 404, "")
 		c.contains(t, "unknown grant", html, "Nothing here")
 	})
@@ -189,6 +208,8 @@ func TestConsole(t *testing.T) {
 		c.visit(t, acmeAdmin, "/console/instances", 404, "")
 		c.visit(t, acmeAdmin, "/console/instances/default/thread-done/assistant", 404, "")
 		c.visit(t, acmeAdmin, done.timeline(), 404, "")
+		c.visit(t, acmeAdmin, "/console/tools", 404, "")
+		c.visit(t, acmeAdmin, "/console/bundle", 404, "")
 
 		// Even with their own valid form token, globex's grant cannot be
 		// revoked by an acme admin.
