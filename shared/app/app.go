@@ -69,6 +69,10 @@ type Backends struct {
 	// records under the home) — not Build, so the Lambda functions, which
 	// open the AWS ones, do not link the local git storage.
 	Changesets *Changesets
+	// DeadLetters lists and redrives the events that failed every
+	// delivery attempt (nil: none configured, as on AWS without
+	// AGENTAUTH_DEAD_LETTER_QUEUE_URL).
+	DeadLetters domain.DeadLetters
 }
 
 // FromEmbedded wraps a home's embedded backends; secretsDir resolves
@@ -76,14 +80,14 @@ type Backends struct {
 func FromEmbedded(h *embedded.Backends, secretsDir string) *Backends {
 	return &Backends{Store: h.Store, Tenants: h.Store, GrantSealer: h.Keyring, SessionSealer: h.Keyring, Queue: h.Queue,
 		StateKeys: h.Keyring.DerivedKeys("state"), Secrets: bundle.DirSecrets{Dir: secretsDir}, ToolLimiter: h.ToolLimiter,
-		Describe: "home " + h.Home + ", key " + h.Keyring.CurrentID(), TurnStore: h.Turns}
+		Describe: "home " + h.Home + ", key " + h.Keyring.CurrentID(), TurnStore: h.Turns, DeadLetters: h.DeadLetters}
 }
 
 // FromAWS wraps the opened AWS backends.
 func FromAWS(b *awsbackends.Backends) *Backends {
 	be := &Backends{Store: b.Store, Tenants: b.Store, GrantSealer: b.GrantSealer, SessionSealer: b.SessionSealer, Queue: b.Queue,
 		StateKeys: b.StateKeys(), Secrets: b.Secrets, ToolLimiter: b.ToolLimiter, Describe: "table " + b.Table,
-		TurnStore: b.TurnStore()}
+		TurnStore: b.TurnStore(), DeadLetters: b.DeadLetters}
 	if b.BundleRepo != nil {
 		be.Changesets = &Changesets{Repo: b.BundleRepo, Records: b.BundleRecords, Describe: b.BundleWhere}
 	}
@@ -119,7 +123,7 @@ func OpenEmbedded(ctx context.Context, cfg config.Config, create bool) (*embedde
 // OpenAWS opens the AWS backends a names (also for `agentauth keys
 // rewrap`).
 func OpenAWS(ctx context.Context, a config.AWS, counter *awscount.Counter) (*awsbackends.Backends, error) {
-	s := awsbackends.Settings{Table: a.Table, KMSKeyID: a.KMSKeyID, QueueURL: a.QueueURL,
+	s := awsbackends.Settings{Table: a.Table, KMSKeyID: a.KMSKeyID, QueueURL: a.QueueURL, DeadLetterQueueURL: a.DeadLetterQueueURL,
 		SessionKeysSecret: a.SessionKeysSecret, SecretPrefix: a.SecretPrefix, TurnBucket: a.TurnBucket}
 	if a.BundleRepo != nil {
 		s.BundleBucket, s.BundlePrefix = a.BundleRepo.Bucket, a.BundleRepo.Prefix

@@ -38,13 +38,14 @@ const (
 	SessionRetention = "AGENTAUTH_SESSION_RETENTION"
 	QueueDedupWindow = "AGENTAUTH_QUEUE_DEDUP_WINDOW"
 
-	Table             = "AGENTAUTH_TABLE"
-	KMSKeyID          = "AGENTAUTH_KMS_KEY_ID"
-	QueueURL          = "AGENTAUTH_QUEUE_URL"
-	SessionKeysSecret = "AGENTAUTH_SESSION_KEYS_SECRET"
-	SecretPrefix      = "AGENTAUTH_SECRET_PREFIX"
-	TurnBucket        = "AGENTAUTH_TURN_BUCKET"
-	BundleRepo        = "AGENTAUTH_BUNDLE_REPO"
+	Table              = "AGENTAUTH_TABLE"
+	KMSKeyID           = "AGENTAUTH_KMS_KEY_ID"
+	QueueURL           = "AGENTAUTH_QUEUE_URL"
+	DeadLetterQueueURL = "AGENTAUTH_DEAD_LETTER_QUEUE_URL"
+	SessionKeysSecret  = "AGENTAUTH_SESSION_KEYS_SECRET"
+	SecretPrefix       = "AGENTAUTH_SECRET_PREFIX"
+	TurnBucket         = "AGENTAUTH_TURN_BUCKET"
+	BundleRepo         = "AGENTAUTH_BUNDLE_REPO"
 
 	JWKSURL               = "AGENTAUTH_JWKS_URL"
 	JWTIssuer             = "AGENTAUTH_JWT_ISSUER"
@@ -108,6 +109,7 @@ func Variables() []Var {
 		{Name: Table, Doc: "DynamoDB table: set it to use the AWS backends (then the next three are required)"},
 		{Name: KMSKeyID, Doc: "KMS key (id or ARN) of the grants' envelope encryption"},
 		{Name: QueueURL, Doc: "SQS FIFO queue URL for agent events (auth.granted)"},
+		{Name: DeadLetterQueueURL, Doc: "SQS FIFO dead-letter queue of " + QueueURL + ": set it to list and redrive dead-lettered events (agentauth instances dead-letters, the console); without it there are none to see"},
 		{Name: SessionKeysSecret, Doc: "Secrets Manager secret: comma-separated random strings (≥ 32 chars, first current) sealing sessions and signing state"},
 		{Name: SecretPrefix, Lambda: "agentauth/", Local: "agentauth/", Doc: "bundle Secret/<name> is the Secrets Manager secret <prefix><name>"},
 		{Name: TurnBucket, Doc: "S3 bucket for turn items over 32 KB (message payloads, tool outputs); without it a commit holding an item over 300 KB is refused"},
@@ -194,6 +196,9 @@ type Console struct {
 // AWS names the AWS backends' resources.
 type AWS struct {
 	Table, KMSKeyID, QueueURL, SessionKeysSecret, SecretPrefix string
+	// DeadLetterQueueURL is the events queue's dead-letter queue (""
+	// none: no dead letters to list).
+	DeadLetterQueueURL string
 	// TurnBucket keeps large turn items ("": none).
 	TurnBucket string
 	// BundleRepo is the git bundle's object store (nil: the packaged
@@ -307,7 +312,8 @@ func FromEnv(getenv func(string) string, p Profile) (Config, error) {
 	c.QueueDedupWindow = r.durationIn(QueueDedupWindow, time.Minute, 8760*time.Hour)
 	if r.get(Table) != "" {
 		c.AWS = &AWS{Table: r.get(Table), KMSKeyID: r.get(KMSKeyID), QueueURL: r.get(QueueURL),
-			SessionKeysSecret: r.get(SessionKeysSecret), SecretPrefix: r.str(SecretPrefix), TurnBucket: r.get(TurnBucket)}
+			SessionKeysSecret: r.get(SessionKeysSecret), SecretPrefix: r.str(SecretPrefix), TurnBucket: r.get(TurnBucket),
+			DeadLetterQueueURL: r.get(DeadLetterQueueURL)}
 		for _, k := range []string{KMSKeyID, QueueURL, SessionKeysSecret} {
 			if r.get(k) == "" {
 				r.fail(k, "is required with "+Table)

@@ -1,6 +1,7 @@
 // Package awsbackends opens agentauth's AWS backends from their Settings:
 // the DynamoDB store, the KMS envelope sealer for grants, the session
-// keyring from Secrets Manager, the SQS FIFO event queue, the Secrets
+// keyring from Secrets Manager, the SQS FIFO event queue and its dead
+// letters, the Secrets
 // Manager resolver for the bundle, the turn bucket and, for a git bundle,
 // its repository (gitstore: objects in S3, ref and changeset records on
 // the table). The Lambda functions and the admin CLI
@@ -45,6 +46,9 @@ type Settings struct {
 	Table    string
 	KMSKeyID string
 	QueueURL string
+	// DeadLetterQueueURL is QueueURL's dead-letter queue, listed and
+	// redriven by DeadLetters ("": none).
+	DeadLetterQueueURL string
 	// SessionKeysSecret holds comma-separated random strings (≥ 32 chars),
 	// the first current.
 	SessionKeysSecret string
@@ -70,10 +74,13 @@ type Backends struct {
 	GrantSealer   *kmsseal.Sealer
 	SessionSealer *aesseal.Keyring
 	Queue         *sqsqueue.Queue
-	Secrets       *awssecrets.Resolver
-	KMS           *kms.Client
-	DynamoDB      *dynamodb.Client
-	Table         string
+	// DeadLetters lists and redrives the events queue's dead letters
+	// (nil without DeadLetterQueueURL).
+	DeadLetters domain.DeadLetters
+	Secrets     *awssecrets.Resolver
+	KMS         *kms.Client
+	DynamoDB    *dynamodb.Client
+	Table       string
 	// Blobs is the turn bucket (nil without TurnBucket).
 	Blobs *s3blobs.Store
 	// BundleRepo and BundleRecords are the git bundle's history and its
@@ -126,8 +133,14 @@ func Open(ctx context.Context, s Settings, counter *awscount.Counter) (*Backends
 	if b.GrantSealer, err = kmsseal.New(b.KMS, s.KMSKeyID, kmsseal.Options{}); err != nil {
 		return nil, err
 	}
-	if b.Queue, err = sqsqueue.New(sqs.NewFromConfig(cfg), s.QueueURL, sqsqueue.Options{}); err != nil {
+	sqsAPI := sqs.NewFromConfig(cfg)
+	if b.Queue, err = sqsqueue.New(sqsAPI, s.QueueURL, sqsqueue.Options{}); err != nil {
 		return nil, err
+	}
+	if s.DeadLetterQueueURL != "" {
+		if b.DeadLetters, err = sqsqueue.NewDeadLetters(sqsAPI, s.DeadLetterQueueURL, b.Queue); err != nil {
+			return nil, err
+		}
 	}
 	var s3api *s3.Client
 	if s.TurnBucket != "" || s.BundleBucket != "" {

@@ -35,6 +35,8 @@ type fakeSQS struct {
 	// instead of the queue when it returns an error.
 	sendErr  func(n int, in *sqs.SendMessageInput) error
 	receives []*sqs.ReceiveMessageInput
+	// visibilityChanges counts ChangeMessageVisibilityBatch calls.
+	visibilityChanges int
 }
 
 type fakeMessage struct {
@@ -42,6 +44,8 @@ type fakeMessage struct {
 	attrs                   map[string]types.MessageAttributeValue
 	visibleAt               time.Time
 	receives                int
+	seq                     int // the FIFO sequence number
+	sentAt, firstReceivedAt time.Time
 }
 
 func newFakeSQS() *fakeSQS {
@@ -139,7 +143,7 @@ func (f *fakeSQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, optFn
 	f.dedup[dedup] = f.now
 	f.msgs = append(f.msgs, &fakeMessage{
 		id: id, body: body, group: aws.ToString(in.MessageGroupId),
-		attrs: in.MessageAttributes, visibleAt: f.now,
+		attrs: in.MessageAttributes, visibleAt: f.now, seq: f.nextID, sentAt: f.now,
 	})
 	return &sqs.SendMessageOutput{MessageId: aws.String(id)}, nil
 }
@@ -177,7 +181,13 @@ func (f *fakeSQS) ReceiveMessage(_ context.Context, in *sqs.ReceiveMessageInput,
 			continue
 		}
 		m.receives++
+		if m.receives == 1 {
+			m.firstReceivedAt = f.now
+		}
 		m.visibleAt = f.now.Add(f.visibility)
+		if in.VisibilityTimeout > 0 {
+			m.visibleAt = f.now.Add(time.Duration(in.VisibilityTimeout) * time.Second)
+		}
 		f.nextID++
 		m.handle = fmt.Sprintf("handle-%04d", f.nextID)
 		msg := types.Message{
@@ -185,8 +195,11 @@ func (f *fakeSQS) ReceiveMessage(_ context.Context, in *sqs.ReceiveMessageInput,
 			ReceiptHandle: aws.String(m.handle),
 			Body:          aws.String(m.body),
 			Attributes: map[string]string{
-				"MessageGroupId":          m.group,
-				"ApproximateReceiveCount": strconv.Itoa(m.receives),
+				"MessageGroupId":                   m.group,
+				"ApproximateReceiveCount":          strconv.Itoa(m.receives),
+				"SequenceNumber":                   fmt.Sprintf("%020d", m.seq),
+				"SentTimestamp":                    strconv.FormatInt(m.sentAt.UnixMilli(), 10),
+				"ApproximateFirstReceiveTimestamp": strconv.FormatInt(m.firstReceivedAt.UnixMilli(), 10),
 			},
 		}
 		if a, ok := m.attrs[EventTypeAttribute]; ok && slices.Contains(in.MessageAttributeNames, EventTypeAttribute) {

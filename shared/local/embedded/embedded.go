@@ -1,6 +1,6 @@
 // Package embedded opens agentauth's embedded backends in one home
-// directory — the filesystem OAuthStore, the local AES keyring and the file
-// event queue — and refuses to run with a key that cannot open the stored
+// directory — the filesystem OAuthStore, the local AES keyring, the file
+// event queue and the turn worker's dead letters — and refuses to run with a key that cannot open the stored
 // records. The local server and the Lambda entry points use it.
 //
 // It never creates a key over existing records and never prints a key.
@@ -22,6 +22,7 @@ import (
 	"github.com/agentauth/agentauth/shared/local/filelimit"
 	"github.com/agentauth/agentauth/shared/local/filequeue"
 	"github.com/agentauth/agentauth/shared/local/filestore"
+	"github.com/agentauth/agentauth/shared/local/queueworker"
 	"github.com/agentauth/agentauth/shared/local/turnfile"
 	"github.com/agentauth/agentauth/shared/tools/ratelimit"
 	"github.com/agentauth/agentauth/shared/tools/toolhooks"
@@ -35,7 +36,16 @@ type Backends struct {
 	Queue   *filequeue.Queue
 	// Turns holds the agent instances (<home>/turns).
 	Turns *turnfile.Store
+	// WorkerDir is the turn worker's directory (<home>/worker: its dead
+	// letters and instance locks), queueworker.Worker.Dir.
+	WorkerDir string
+	// DeadLetters lists the worker's dead letters and redrives them to
+	// Queue.
+	DeadLetters *queueworker.DeadLetters
 }
+
+// workerDir is the turn worker's directory inside the home.
+const workerDir = "worker"
 
 // ReleaseCaches drops what the stores keep in memory to answer warm reads
 // (decoded grants and sessions, instance states); reads after it decode
@@ -105,7 +115,12 @@ func Open(ctx context.Context, home, envKey string, create bool, opts ...Option)
 	if err != nil {
 		return nil, err
 	}
-	return &Backends{Home: home, Store: st, Keyring: kr, Queue: q, Turns: turns}, nil
+	wdir := filepath.Join(home, workerDir)
+	dls, err := queueworker.NewDeadLetters(wdir, q)
+	if err != nil {
+		return nil, err
+	}
+	return &Backends{Home: home, Store: st, Keyring: kr, Queue: q, Turns: turns, WorkerDir: wdir, DeadLetters: dls}, nil
 }
 
 // CheckHome refuses a home other local users could write in: a home writable
