@@ -188,7 +188,14 @@ type Call struct {
 	// AuthSession is the consent a parked call waits for.
 	AuthSession string `json:"authSession,omitempty"`
 	// Starts counts runs (a resumed call runs again).
-	Starts    int       `json:"starts"`
+	Starts int `json:"starts"`
+	// StartedAt is when the call first started, committed with its first
+	// started state and kept when it runs again (after a crash, or resumed
+	// after a consent), so its tool.completed / tool.failed latencyMs
+	// measures from its first start, any wait included. Zero: the call
+	// never started (refused before it ran), or was started by an engine
+	// before the field existed.
+	StartedAt time.Time `json:"startedAt,omitzero"`
 	UpdatedAt time.Time `json:"updatedAt"`
 }
 

@@ -74,7 +74,9 @@ func Call(tool, args string) Answer {
 }
 
 // Model answers each call with the next answer of its script; past the
-// end it fails as a provider's 500 would.
+// end it fails as a provider's 500 would. Like an adapter it says which
+// provider model answered: the bundle Model's id, "fake", unless the
+// answer names another.
 type Model struct {
 	mu     sync.Mutex
 	script []Answer
@@ -89,7 +91,11 @@ func (m *Model) Call(_ context.Context, req model.Request) (model.Response, erro
 	if m.calls > len(m.script) {
 		return model.Response{}, &model.Error{Status: 500, Message: "script exhausted"}
 	}
-	return m.script[m.calls-1](req), nil
+	resp := m.script[m.calls-1](req)
+	if resp.ModelID == "" {
+		resp.ModelID = "fake"
+	}
+	return resp, nil
 }
 
 // Calls counts the model's calls.
@@ -126,7 +132,7 @@ func (f *Tools) Grant() { f.mu.Lock(); f.granted = true; f.mu.Unlock() }
 type fixedAgent struct{ m model.Model }
 
 func (c fixedAgent) Agent(context.Context, turn.InstanceKey) (engine.Agent, string, error) {
-	return engine.Agent{Model: c.m, SystemPrompt: "be brief", MaxSteps: 8}, "rev-1", nil
+	return engine.Agent{Model: c.m, ModelName: "fake", SystemPrompt: "be brief", MaxSteps: 8}, "rev-1", nil
 }
 
 // Queue keeps what is queued until the test delivers it.

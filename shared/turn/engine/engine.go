@@ -412,6 +412,13 @@ func errorResult(code, msg string) json.RawMessage {
 // the results in the order of its calls, whichever finished first.
 func (r *run) callDone(c *turn.Commit, t *turn.Turn, cl turn.Call) {
 	data := map[string]any{"callId": cl.ID, "tool": cl.Tool, "step": cl.Step}
+	if !cl.StartedAt.IsZero() {
+		// From the call's first start to this result (cl.UpdatedAt, the
+		// time its record is committed with): waits for consent and
+		// re-runs after a crash included. A call that never started has
+		// none.
+		data["latencyMs"] = millis(cl.UpdatedAt.Sub(cl.StartedAt))
+	}
 	typ := turn.EvToolCompleted
 	if cl.State == turn.CallError {
 		typ = turn.EvToolFailed

@@ -24,7 +24,11 @@ import (
 // Agent is what step.config resolves for an instance's agent from the
 // active bundle revision.
 type Agent struct {
-	Model        model.Model
+	Model model.Model
+	// ModelName is the name of the bundle's Model resource behind Model,
+	// for the step.started event ("": not said, and the event has no
+	// model).
+	ModelName    string
 	SystemPrompt string
 	// MaxSteps ends a turn with turn.stepLimitReached (the Swarm's
 	// policy.maxStepsPerTurn unless the Agent overrides it).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/observe/logging"
+	"github.com/agentauth/agentauth/shared/tools/toolhooks"
 	"github.com/agentauth/agentauth/shared/turn"
 	"github.com/agentauth/agentauth/shared/turn/message"
 	"github.com/agentauth/agentauth/shared/turn/model"
@@ -240,12 +241,17 @@ func (r *run) step(ctx context.Context, t turn.Turn) error {
 	// a history every provider accepts is one without such blocks. The
 	// stored conversation keeps them as they were.
 	req := model.Request{Messages: message.ToolsAsText(sc.Messages, func(name string) bool { return offered[name] }), Tools: specs}
+	// The model call's own duration, on the engine's clock like every
+	// figure of the events: the middleware and the adapter's retries
+	// included, the steps before it not.
+	called := r.e.now()
 	resp, err := r.e.Hooks.wrapLLM(agent.Model.Call)(ctx, req)
 	if err != nil {
 		return fail("model_failed", err)
 	}
+	modelTook := r.e.now().Sub(called)
 	sc.Response = &resp
-	return r.commitAnswer(ctx, t, sc, warns, began, time.Since(started))
+	return r.commitAnswer(ctx, t, sc, warns, began, time.Since(started), modelTook)
 }
 
 // llmInput is Base + SUM(Events) with the system slot filled — by a
@@ -273,7 +279,7 @@ func llmInput(system string, msgs []message.Message, blocks []Block) []message.M
 
 // commitAnswer stores the model's answer, plans its tool calls and counts
 // the step's usage, in one commit.
-func (r *run) commitAnswer(ctx context.Context, t turn.Turn, sc *StepContext, warns []message.Warning, began time.Time, took time.Duration) error {
+func (r *run) commitAnswer(ctx context.Context, t turn.Turn, sc *StepContext, warns []message.Warning, began time.Time, took, modelTook time.Duration) error {
 	resp := sc.Response
 	step := t.Steps + 1
 	ans := resp.Message
@@ -296,8 +302,9 @@ func (r *run) commitAnswer(ctx context.Context, t turn.Turn, sc *StepContext, wa
 			}
 		}
 		tt.Usage = tt.Usage.Add(resp.Usage)
-		// startedAt (step.pre) and the step's usage, for step.completed's figures.
-		r.emit(c, &tt, turn.EvStepStarted, map[string]any{"step": step, "bundleRevision": sc.Revision, "startedAt": began, "usage": resp.Usage})
+		// startedAt (step.pre) and the step's usage, for step.completed's
+		// figures; the model call's, for timelines.
+		r.emit(c, &tt, turn.EvStepStarted, stepStarted(step, sc, began, modelTook))
 		if sc.RevisionChanged != nil {
 			r.emit(c, &tt, turn.EvRevisionChanged, sc.RevisionChanged)
 		}
@@ -320,7 +327,7 @@ func (r *run) commitAnswer(ctx context.Context, t turn.Turn, sc *StepContext, wa
 			}
 			tt.ToolCalls++
 			c.Calls = append(c.Calls, cl)
-			r.emit(c, &tt, turn.EvToolCalled, map[string]any{"callId": cl.ID, "tool": cl.Tool, "step": step})
+			r.emit(c, &tt, turn.EvToolCalled, toolCalled(cl))
 		}
 		c.Turn = &tt
 	})
@@ -331,6 +338,40 @@ func (r *run) commitAnswer(ctx context.Context, t turn.Turn, sc *StepContext, wa
 		"toolCalls", len(uses), "latencyMs", took.Milliseconds(), "promptTokens", resp.Usage.PromptTokens, "completionTokens", resp.Usage.CompletionTokens)
 	return nil
 }
+
+// stepStarted is step.started's data: the step, its revision, when it
+// began and its model call — which Model (the bundle's name, and the
+// provider's id the adapter called), why the model stopped, its duration
+// and its usage. Never any of the conversation.
+func stepStarted(step int, sc *StepContext, began time.Time, modelTook time.Duration) map[string]any {
+	resp := sc.Response
+	data := map[string]any{"step": step, "bundleRevision": sc.Revision, "startedAt": began, "usage": resp.Usage,
+		"modelLatencyMs": millis(modelTook)}
+	if sc.Agent.ModelName != "" {
+		data["model"] = sc.Agent.ModelName
+	}
+	if resp.ModelID != "" {
+		data["modelId"] = resp.ModelID
+	}
+	if resp.Finish != "" {
+		data["finishReason"] = string(resp.Finish)
+	}
+	return data
+}
+
+// toolCalled is tool.called's data. The arguments appear only as the
+// tool audit's argsHash (toolhooks.ArgsHash, with no known secrets: the
+// engine resolves none, and the tool plane's audit record of the same
+// call passes none either, so both carry the same hash); arguments that
+// are not I-JSON hash as "", as in the audit record.
+func toolCalled(cl turn.Call) map[string]any {
+	hash, _ := toolhooks.ArgsHash(cl.Args, nil)
+	return map[string]any{"callId": cl.ID, "tool": cl.Tool, "step": cl.Step, "argsHash": hash}
+}
+
+// millis is a duration in milliseconds to the microsecond, as the events'
+// figures are.
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // uniqueCallIDs gives every tool call of the answer an id no other call
 // of the turn has: models may reuse ids across steps, and both the call
@@ -381,6 +422,9 @@ func (r *run) runCalls(ctx context.Context, t turn.Turn, calls []turn.Call) erro
 			continue
 		}
 		cl.State, cl.Starts, cl.UpdatedAt = turn.CallStarted, cl.Starts+1, r.e.now()
+		if cl.StartedAt.IsZero() {
+			cl.StartedAt = cl.UpdatedAt
+		}
 		if err := r.commit(ctx, func(c *turn.Commit) { c.Calls = []turn.Call{cl} }); err != nil {
 			return err
 		}
@@ -520,7 +564,7 @@ func (r *run) stepFigures(t turn.Turn, calls []turn.Call) map[string]any {
 		if json.Unmarshal(evs[i].Data, &s) == nil && s.Step == t.Steps {
 			data["usage"] = s.Usage
 			if !s.StartedAt.IsZero() {
-				data["latencyMs"] = float64(r.e.now().Sub(s.StartedAt).Microseconds()) / 1000
+				data["latencyMs"] = millis(r.e.now().Sub(s.StartedAt))
 			}
 		}
 		break

@@ -64,11 +64,16 @@ func (u Usage) Add(o Usage) Usage {
 
 // Response is the model's answer: one assistant message (text and
 // tool_use parts, tool names already mapped back to catalog names; the
-// engine gives it its id), why it stopped, and what it cost.
+// engine gives it its id), why it stopped, what it cost, and which
+// provider model answered.
 type Response struct {
 	Message message.Message
 	Finish  FinishReason
 	Usage   Usage
+	// ModelID is the provider's model id the adapter called (its
+	// configured model, inference profile or ARN; "" when the model
+	// does not say).
+	ModelID string
 }
 
 // Error is a failed call. Message is safe to log and to show: it never

@@ -106,6 +106,7 @@ func (m *Model) Call(ctx context.Context, req model.Request) (model.Response, er
 	if err != nil {
 		return model.Response{}, &model.Error{Message: "converse: " + err.Error()}
 	}
+	resp.ModelID = m.cfg.ModelID
 	return resp, nil
 }
 

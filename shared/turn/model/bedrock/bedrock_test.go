@@ -234,9 +234,9 @@ func TestOutputMapping(t *testing.T) {
 		t.Run("text "+string(tc.stop), func(t *testing.T) {
 			out := textOut("hi")
 			out.StopReason = tc.stop
-			m, _ := New(&fakeConverse{out: out}, Config{ModelID: "m"})
+			m, _ := New(&fakeConverse{out: out}, Config{ModelID: "eu.anthropic.claude-3-haiku-20240307-v1:0"})
 			resp, err := m.Call(context.Background(), model.Request{Messages: []message.Message{msg("u", message.User, text("x"))}})
-			if err != nil || resp.Finish != tc.want || resp.Usage.TotalTokens != 12 {
+			if err != nil || resp.Finish != tc.want || resp.Usage.TotalTokens != 12 || resp.ModelID != "eu.anthropic.claude-3-haiku-20240307-v1:0" {
 				t.Fatalf("%v %+v", err, resp)
 			}
 		})

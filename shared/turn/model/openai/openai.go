@@ -220,6 +220,10 @@ func (m *Model) Call(ctx context.Context, req model.Request) (model.Response, er
 	if err != nil {
 		return model.Response{}, &model.Error{Status: resp.StatusCode, Message: "chat completions: " + err.Error()}
 	}
+	// The id it asked for, not the answer's "model": a server may name
+	// what it ran however it likes, and the step's events say what the
+	// bundle configured.
+	out.ModelID = m.cfg.Model
 	return out, nil
 }
 

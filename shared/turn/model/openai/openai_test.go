@@ -64,7 +64,7 @@ func TestTextAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if resp.Message.Role != message.Assistant || resp.Message.TextOf() != "hi there" || len(resp.Message.ToolUses()) != 0 ||
-		resp.Finish != model.FinishStop || resp.Usage != (model.Usage{PromptTokens: 11, CompletionTokens: 3, TotalTokens: 14}) {
+		resp.Finish != model.FinishStop || resp.Usage != (model.Usage{PromptTokens: 11, CompletionTokens: 3, TotalTokens: 14}) || resp.ModelID != "gpt-test" {
 		t.Fatalf("%+v", resp)
 	}
 	r := srv.Requests()[0]
