@@ -237,7 +237,7 @@ func (c bundleAgents) Agent(ctx context.Context, key turn.InstanceKey) (engine.A
 			peers = append(peers, name)
 		}
 	}
-	return engine.Agent{Model: m, SystemPrompt: ag.SystemPrompt, MaxSteps: sw.StepLimit(ag),
+	return engine.Agent{Model: m, ModelName: ag.ModelRef.Name, SystemPrompt: ag.SystemPrompt, MaxSteps: sw.StepLimit(ag),
 		MaxToolCallsPerStep: ag.MaxToolCallsPerStep, ToolTimeout: ag.ToolTimeout, Peers: peers}, b.Revision, nil
 }
 

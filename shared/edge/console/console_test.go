@@ -165,11 +165,11 @@ func newRig(t *testing.T) *rig {
 	tt := &fakeTurns{state: turn.State{Instance: turn.Instance{Key: key, Status: turn.Active, CreatedAt: now, UpdatedAt: now},
 		Turns: map[string]turn.Turn{"turn-1": tr}, TurnEvents: map[string][]turn.TurnEvent{"turn-1": {
 			ev(1, turn.EvTurnStarted, `{"inputType":"user.message"}`),
-			ev(2, turn.EvStepStarted, `{"step":1,"usage":{"promptTokens":12,"completionTokens":5,"totalTokens":17}}`),
-			ev(3, turn.EvToolCalled, `{"callId":"c1","tool":"github.issues","step":1}`),
+			ev(2, turn.EvStepStarted, `{"step":1,"model":"planner-model","modelId":"anthropic.claude","finishReason":"tool_use","modelLatencyMs":812.5,"usage":{"promptTokens":12,"completionTokens":5,"totalTokens":17}}`),
+			ev(3, turn.EvToolCalled, `{"callId":"c1","tool":"github.issues","step":1,"argsHash":"sha256:abc123"}`),
 			ev(4, turn.EvTurnParked, `{"callId":"c1","tool":"github.issues","authSessionId":"as-1","authorizationUrl":"https://idp/x"}`),
 			ev(9, turn.EvTurnResumed, `{"authSessionId":"as-1","event":"auth.granted"}`),
-			ev(10, turn.EvToolFailed, `{"callId":"c1","tool":"github.issues","code":"E_UPSTREAM","message":"502 from upstream"}`),
+			ev(10, turn.EvToolFailed, `{"callId":"c1","tool":"github.issues","code":"E_UPSTREAM","message":"502 from upstream","latencyMs":6021.25}`),
 			ev(11, turn.EvTurnCompleted, `{}`),
 		}}}}
 	rv := &fakeRevoker{g: grants}
@@ -445,7 +445,7 @@ func TestPages(t *testing.T) {
 		{"/console/consents/" + sid, 200, []string{"What the user saw", oauth.ReasonText(oauth.ReasonSubjectMismatch)[:30]}},
 		{"/console/instances", 200, []string{"thread-1", "planner"}},
 		{"/console/instances/default/thread-1/planner", 200, []string{"turn-1", "Pause", "Terminate"}},
-		{"/console/instances/default/thread-1/planner/turns/turn-1", 200, []string{"Parked on consent: github.issues", "waited 5s", "E_UPSTREAM", "prompt tokens"}},
+		{"/console/instances/default/thread-1/planner/turns/turn-1", 200, []string{"Parked on consent: github.issues", "waited 5s", "E_UPSTREAM", "prompt tokens", "planner-model", "tool_use", "812.5 ms", "sha256:abc123", "6021.25 ms"}},
 		{"/console/grants/gr-nope", 404, []string{"Nothing here"}},
 		{"/console/consents/as-00000000000000000000000000000000", 404, []string{"Nothing here"}},
 		{"/console/instances/default/other/planner", 404, nil},

@@ -208,7 +208,11 @@ func entries(evs []turn.TurnEvent) []entry {
 		case turn.EvStepStarted:
 			e.Kind, e.Title = "step", "Step "+str("step")+": the model answered"
 			add("model", "model")
+			add("model id", "modelId")
 			add("finish reason", "finishReason")
+			if v := str("modelLatencyMs"); v != "" {
+				e.Facts = append(e.Facts, fact{"model latency", v + " ms"})
+			}
 			if u, ok := d["usage"].(map[string]any); ok {
 				for _, k := range [][2]string{{"promptTokens", "prompt tokens"}, {"completionTokens", "completion tokens"}} {
 					if v, ok := u[k[0]].(float64); ok {
@@ -231,12 +235,17 @@ func entries(evs []turn.TurnEvent) []entry {
 		case turn.EvToolCompleted:
 			e.Kind, e.Title = "ok", "Tool completed: "+str("tool")
 			add("call", "callId")
-			add("latency ms", "latencyMs")
+			if v := str("latencyMs"); v != "" {
+				e.Facts = append(e.Facts, fact{"latency", v + " ms"})
+			}
 		case turn.EvToolFailed:
 			e.Kind, e.Title = "fail", "Tool failed: "+str("tool")
 			add("call", "callId")
 			add("code", "code")
 			add("message", "message")
+			if v := str("latencyMs"); v != "" {
+				e.Facts = append(e.Facts, fact{"latency", v + " ms"})
+			}
 		case turn.EvTurnParked:
 			e.Kind, e.Title = "park", "Parked on consent: "+str("tool")
 			add("call", "callId")
