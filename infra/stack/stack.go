@@ -50,12 +50,15 @@ const SweepMinutes = 5
 // Environment variables the stack sets on every function. The function side
 // (shared/edge/lambdaentry and the AWS adapters) reads the same names.
 const (
-	EnvTable          = "AGENTAUTH_TABLE"            // DynamoDB table name
-	EnvKMSKeyID       = "AGENTAUTH_KMS_KEY_ID"       // KMS key ARN (GenerateDataKey target)
-	EnvQueueURL       = "AGENTAUTH_QUEUE_URL"        // SQS FIFO queue URL for auth.granted
-	EnvBundle         = "AGENTAUTH_BUNDLE"           // bundle directory inside the function package
-	EnvPublicURL      = "AGENTAUTH_PUBLIC_URL"       // public base URL of the callback routes
-	EnvMaxWaitSeconds = "AGENTAUTH_MAX_WAIT_SECONDS" // cap on GET /v1/oauth/sessions/{id}?wait=
+	EnvTable    = "AGENTAUTH_TABLE"      // DynamoDB table name
+	EnvKMSKeyID = "AGENTAUTH_KMS_KEY_ID" // KMS key ARN (GenerateDataKey target)
+	EnvQueueURL = "AGENTAUTH_QUEUE_URL"  // SQS FIFO queue URL for auth.granted
+	// EnvDeadLetterQueueURL (gettoken only): the events queue's
+	// dead-letter queue, which operators list and redrive.
+	EnvDeadLetterQueueURL = "AGENTAUTH_DEAD_LETTER_QUEUE_URL"
+	EnvBundle             = "AGENTAUTH_BUNDLE"           // bundle directory inside the function package
+	EnvPublicURL          = "AGENTAUTH_PUBLIC_URL"       // public base URL of the callback routes
+	EnvMaxWaitSeconds     = "AGENTAUTH_MAX_WAIT_SECONDS" // cap on GET /v1/oauth/sessions/{id}?wait=
 	// Secrets Manager secret (ARN) holding the session/state keys:
 	// comma-separated random strings, the first current.
 	EnvSessionKeysSecret = "AGENTAUTH_SESSION_KEYS_SECRET"
@@ -547,6 +550,11 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		if blobs {
 			fenv[EnvTurnBucket] = s.TurnBlobs.BucketName()
 		}
+		if fn == GetToken {
+			// gettoken serves the runtime routes, the operators' face:
+			// it lists and redrives the dead letters.
+			fenv[EnvDeadLetterQueueURL] = s.DLQ.QueueUrl()
+		}
 		if s.TurnBlobs != nil {
 			// With turns agents may change their bundle: every function
 			// runs it as a git repository (docs/changesets.md).
@@ -554,6 +562,9 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		}
 		s.Functions[fn] = newFunction(st, props, fn, roles[fn], fenv)
 		grantData(roles[fn], fn, s.Table, s.Queue, s.SessionKeys, props.SecretPrefix)
+		if fn == GetToken {
+			grantDeadLetters(roles[fn], s.DLQ)
+		}
 		if blobs {
 			grantTurnBlobs(roles[fn], s.TurnBlobs)
 		}
@@ -1081,6 +1092,23 @@ func grantData(role awsiam.Role, fn string, table awsdynamodb.Table, queue awssq
 		Resources: &[]*string{awscdk.Fn_Join(jsii.String(""), jsii.Strings(
 			"arn:", *awscdk.Aws_PARTITION(), ":secretsmanager:", *awscdk.Aws_REGION(), ":", *awscdk.Aws_ACCOUNT_ID(),
 			":secret:", secretPrefix, "*"))},
+	}))
+}
+
+// deadLetterActions are what listing and redriving the dead letters call
+// on the dead-letter queue (shared/aws/sqsqueue.DeadLetters): receive
+// (a listing holds what it read briefly), make visible again, delete a
+// redriven message, and its approximate count. The redrive's send to the
+// events queue is grantData's sqs:SendMessage.
+var deadLetterActions = []string{"sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
+
+// grantDeadLetters gives fn's role the dead-letter queue, that one
+// resource.
+func grantDeadLetters(role awsiam.Role, dlq awssqs.Queue) {
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("DeadLetters"),
+		Actions:   jsii.Strings(deadLetterActions...),
+		Resources: &[]*string{dlq.QueueArn()},
 	}))
 }
 

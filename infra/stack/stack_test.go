@@ -485,6 +485,12 @@ func functionPolicy(f *fixture, fn string, actions []any) map[string]any {
 		map[string]any{"Effect": "Allow", "Sid": "SessionKeys", "Action": "secretsmanager:GetSecretValue", "Resource": ref(f.id["sessionKeys"])},
 		map[string]any{"Effect": "Allow", "Sid": "BundleSecrets", "Action": "secretsmanager:GetSecretValue", "Resource": bundleSecretsARN("aa-test/")},
 	)
+	if fn == stack.GetToken {
+		// Listing and redriving the dead letters (the redrive's send is Events).
+		statements = append(statements, map[string]any{"Effect": "Allow", "Sid": "DeadLetters",
+			"Action":   []any{"sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes"},
+			"Resource": getAtt(f.id["dlq"], "Arn")})
+	}
 	return map[string]any{"Statement": assertions.Match_ArrayEquals(&statements)}
 }
 
@@ -652,6 +658,7 @@ func TestFunctions(t *testing.T) {
 				vars := functionEnv(f)
 				if fn == stack.GetToken {
 					vars[stack.EnvMaxWaitSeconds] = "25"
+					vars[stack.EnvDeadLetterQueueURL] = ref(f.id["dlq"])
 				}
 				check(t, func() {
 					f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
