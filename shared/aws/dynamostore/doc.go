@@ -22,20 +22,23 @@
 // # Table layout
 //
 // One table, partition key [PartitionKey] ("pk", a string), no sort key,
-// on-demand billing, TimeToLive on [TTLAttribute] ("ttl"), and two global
-// secondary indexes over session items; [TableSchema] and [TimeToLiveSpec]
-// give the requests that create it (infra/stack creates the same). Items:
+// on-demand billing, TimeToLive on [TTLAttribute] ("ttl"), two global
+// secondary indexes over session items and two for the operator lists;
+// [TableSchema] and [TimeToLiveSpec] give the requests that create it
+// (infra/stack creates the same). Items:
 //
 //	pk                               kind               other attributes
-//	grant#<grantId>                  OAuthGrantRecord   version N, createdAt S, doc S
+//	grant#<grantId>                  OAuthGrantRecord   version N, createdAt S, doc S, listKey S, listAll S, listSort S
 //	session#<sessionId>              AuthSessionRecord  version N, status S, completedAt S (once set), ttl N (see below), doc S,
-//	                                                    expiresAt N, sweepSet S, pendingFor S (while pending)
+//	                                                    expiresAt N, sweepSet S, pendingFor S (while pending),
+//	                                                    listKey S, listAll S, listSort S
 //	reuse#<reuseKey>                 SessionReuse       sessionId S, reuseUntil N (Unix ms), ttl N
 //	lease#<sha256 hex(key)>          Lease              owner S, expiresAt N (Unix ms), ttl N
 //	tenantres#<tenant>#<kind>#<name> TenantResource     tenant S, resourceKind S (Skill or Tool), name S, spec S, updatedAt S
 //	tenantrev                        TenantRevision     revision N
 //	ratelimit#<ratelimit.Key>        RateLimit          tat N (Unix µs), ttl N
-//	turninst#<h>                     TurnInstance       version N, epoch S, doc S (see Turn store)
+//	turninst#<h>                     TurnInstance       version N, epoch S, doc S (see Turn store), instance S,
+//	                                                    listKey S, listAll S, listSort S
 //	turnbase#<h>#<e>#<gen>           TurnBase           doc S
 //	turnmsg#<h>#<e>#<gen>#<i>        TurnMessage        doc S
 //	turnlog#<h>#<e>#<t>#<i>          TurnEvent          doc S
@@ -95,6 +98,61 @@
 // Sharding (sweepSet#<digit>) would multiply the sweep's queries by the
 // shard count. PendingIndex spreads by resume target.
 //
+// # List indexes
+//
+// The operator console's lists (domain.OperatorQueries, turn.InstanceQuerier)
+// read two more global secondary indexes, both sparse (only grant, session
+// and instance items carry their keys) and keys only:
+//
+//	index              partition key  sort key     projection  holds
+//	[ListIndex]        listKey S      listSort S   KEYS_ONLY   grant#t#<tenant>, session#t#<tenant>, turninst#<swarm>
+//	[ListAllIndex]     listAll S      listSort S   KEYS_ONLY   grant, session, turninst (every tenant, every swarm)
+//
+// listSort is domain.ListKey of the record's creation time and id (an
+// instance's key hash h): its creation time inverted, so ascending order
+// is newest first and a page's Next is the last sort key it examined. A
+// grant's starts with "a#" while active and "r#" once revoked, so the
+// active and the revoked grants are two ranges of one partition, read
+// apart (Revoked set, CountGrants) or merged (Revoked nil). Every write of
+// the item sets the three attributes from the record it writes; they
+// depend on the tenant, the creation time, the id and, for a grant, the
+// revoked flag alone, so a refresh (PutGrant keeping createdAt), an
+// UpdateSession or CompleteSession, and an instance commit leave them as
+// they are and write neither index (DynamoDB writes a keys-only index only
+// when one of its key attributes changes): a grant costs index writes when
+// it is created and when it is revoked. A tenant's grants are one
+// partition, a platform admin's every grant another; "" is the tenant of
+// records whose request named none.
+//
+// A page is a Query of the range (Limit: what the page still needs, or a
+// batch of 100 when it filters), then one strongly consistent BatchGetItem
+// of the items it names; the items decide (tenant, revoked, app, subject,
+// status, reason, agent): an index lags its table by up to about a second,
+// so an item the index lists under a scope it has left is skipped, one
+// gone is skipped, and one that changed range a moment ago may show in a
+// merged page once. Filters no index keys (a grant's app and subject, a
+// session's app, status and reason, an instance's agent and status) are
+// applied to the items read, at most 500 entries per page: a page that
+// reaches the bound ends with the entries it found and a Next from the last
+// entry examined. Since is a sort key bound. CountGrants is a Select COUNT
+// Query per range, stopped at limit+1.
+//
+// An instance item also carries its instance record (turn.Instance, JSON)
+// as instance S, so a list reads that and not the doc, which may be in S3.
+//
+// The all-tenants partitions (grant, session, turninst) each take every
+// creation of their kind, about 1,000 writes a second before DynamoDB
+// throttles them: far above what consent or new conversations produce.
+//
+// Items written before these attributes existed are in neither index
+// until their next write puts them there: a grant at its next refresh,
+// revocation or consent, an instance at its next commit; sessions expire
+// within a day (SessionRetention). No backfill command: a grant that is
+// never refreshed (no refresh token, never used) stays out of the lists
+// until it is used or revoked.
+//
+// # Session reuse
+//
 // A reuse#<reuseKey> item points at the session that took the
 // domain.SessionReuseKey, and is written in the CreateSession transaction
 // of that session, on condition that there is no pointer, its reuseUntil
@@ -118,6 +176,13 @@
 //	GetGrant                         GetItem grant#id, consistent
 //	PutGrant                         PutItem grant#id, condition on version (or absence)
 //	ListGrants (operator)            Scan, filter kind; all pages
+//	QueryGrants (console)            Query ListIndex: listKey = grant#t#<tenant> (ListAllIndex: listAll = grant)
+//	                                 AND listSort BETWEEN a#<after> AND a#~ (and r#…, merged), Limit the page;
+//	                                 then BatchGetItem (consistent) of the page; with app or subject, rounds of
+//	                                 100 up to 500 entries a page
+//	CountGrants (console)            Query ListIndex or ListAllIndex, Select COUNT, per range, up to limit+1
+//	QuerySessions (console)          Query ListIndex: listKey = session#t#<tenant> AND listSort BETWEEN <after>
+//	                                 AND <since bound>; then BatchGetItem, as QueryGrants
 //	CreateSession, no reuse key      PutItem session#id, condition attribute_not_exists
 //	CreateSession, reuse key         TransactWriteItems [Put session#id, Put reuse#key]; when the pointer's
 //	                                 condition fails: GetItem session#<holder>, and again the transaction
@@ -150,6 +215,8 @@
 //	                                 Store has not seen the expected version; after a rebase, DeleteItem per
 //	                                 item left behind
 //	Turns().List (operator)          Scan, filter kind; all pages
+//	Turns().QueryInstances (console) Query ListIndex: listKey = turninst#<swarm> (ListAllIndex: listAll =
+//	                                 turninst) AND listSort BETWEEN <after> AND ~; then BatchGetItem, as QueryGrants
 //	Turns().Delete                   GetItem turninst#h, DeleteItem turninst#h (condition on version), then
 //	                                 DeleteItem per item it named
 //

@@ -354,7 +354,8 @@ func (m *memTable) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*
 	if aws.ToBool(in.ConsistentRead) {
 		return nil, fmt.Errorf("%w: consistent reads are not supported on global secondary indexes", errValidation)
 	}
-	if in.FilterExpression != nil || in.ProjectionExpression != nil || (in.ScanIndexForward != nil && !*in.ScanIndexForward) {
+	if in.FilterExpression != nil || in.ProjectionExpression != nil || (in.ScanIndexForward != nil && !*in.ScanIndexForward) ||
+		in.Select != "" && in.Select != types.SelectCount {
 		return nil, errUnexpected
 	}
 	if err := checkUsed(in.ExpressionAttributeNames, in.ExpressionAttributeValues, in.KeyConditionExpression); err != nil {
@@ -370,7 +371,9 @@ func (m *memTable) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*
 		return nil, fmt.Errorf("%w: no index %q", errValidation, aws.ToString(in.IndexName))
 	}
 	hash, rng := aws.ToString(gsi.KeySchema[0].AttributeName), aws.ToString(gsi.KeySchema[1].AttributeName)
-	parts := strings.SplitN(aws.ToString(in.KeyConditionExpression), " AND ", 2)
+	// "#s BETWEEN :lo AND :hi" is "#s >= :lo AND #s <= :hi".
+	cond := aws.String(between.ReplaceAllString(aws.ToString(in.KeyConditionExpression), "$1 >= $2 AND $1 <= $3"))
+	parts := strings.SplitN(aws.ToString(cond), " AND ", 2)
 	if len(parts) == 0 || !strings.Contains(parts[0], " = ") {
 		return nil, errUnexpected
 	}
@@ -378,33 +381,36 @@ func (m *memTable) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*
 		return nil, fmt.Errorf("%w: key condition %q does not name the index's partition key first", errValidation, parts[0])
 	}
 	if len(parts) == 2 {
-		if a, _ := parseAtom(parts[1], in.ExpressionAttributeNames); a.name != rng {
+		first, _, _ := strings.Cut(parts[1], " AND ")
+		if a, _ := parseAtom(first, in.ExpressionAttributeNames); a.name != rng {
 			return nil, fmt.Errorf("%w: key condition %q does not name the index's sort key", errValidation, parts[1])
 		}
 	}
 	type entry struct {
 		pk   string
-		sort int64
+		sort types.AttributeValue
 	}
 	var hits []entry
 	for pk, item := range m.items {
 		if _, ok := item[hash]; !ok {
 			continue
 		}
-		sv, ok := item[rng].(*types.AttributeValueMemberN)
-		if !ok {
+		sv, ok := item[rng]
+		if !ok || avType(sv) != m.attrType(rng) {
 			continue
 		}
-		ok, err := evalCondition(in.KeyConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, item)
+		ok, err := evalCondition(cond, in.ExpressionAttributeNames, in.ExpressionAttributeValues, item)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			n, _ := strconv.ParseInt(sv.Value, 10, 64)
-			hits = append(hits, entry{pk, n})
+			hits = append(hits, entry{pk, sv})
 		}
 	}
-	slices.SortFunc(hits, func(a, b entry) int { return cmp.Or(cmp.Compare(a.sort, b.sort), strings.Compare(a.pk, b.pk)) })
+	slices.SortFunc(hits, func(a, b entry) int {
+		c, _ := compareAV(a.sort, b.sort)
+		return cmp.Or(c, strings.Compare(a.pk, b.pk))
+	})
 	start := 0
 	if in.ExclusiveStartKey != nil {
 		after := pkOf(in.ExclusiveStartKey)
@@ -414,8 +420,11 @@ func (m *memTable) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*
 	if in.Limit != nil && start+int(*in.Limit) < end {
 		end = start + int(*in.Limit)
 	}
-	out := &dynamodb.QueryOutput{}
+	out := &dynamodb.QueryOutput{Count: int32(end - start)}
 	for _, h := range hits[start:end] {
+		if in.Select == types.SelectCount {
+			break
+		}
 		item := m.items[h.pk]
 		if gsi.Projection.ProjectionType == types.ProjectionTypeKeysOnly {
 			item = map[string]types.AttributeValue{PartitionKey: item[PartitionKey], hash: item[hash], rng: item[rng]}
@@ -427,6 +436,18 @@ func (m *memTable) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*
 		out.LastEvaluatedKey = map[string]types.AttributeValue{PartitionKey: last[PartitionKey], hash: last[hash], rng: last[rng]}
 	}
 	return out, nil
+}
+
+var between = regexp.MustCompile(`(#\w+) BETWEEN (:\w+) AND (:\w+)`)
+
+// attrType is the schema's type of an attribute ("" when it defines none).
+func (m *memTable) attrType(name string) types.ScalarAttributeType {
+	for _, d := range m.schema.AttributeDefinitions {
+		if aws.ToString(d.AttributeName) == name {
+			return d.AttributeType
+		}
+	}
+	return ""
 }
 
 // checkUsed refuses names and values that no expression of the request

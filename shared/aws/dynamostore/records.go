@@ -47,13 +47,15 @@ func grantItem(g domain.Grant) (map[string]types.AttributeValue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode createdAt: %w", err)
 	}
-	return map[string]types.AttributeValue{
+	item := map[string]types.AttributeValue{
 		PartitionKey:  str(grantPrefix + g.ID),
 		attrKind:      str(kindGrant),
 		attrVersion:   num(g.Version),
 		attrCreatedAt: str(created),
 		attrDoc:       str(string(doc)),
-	}, nil
+	}
+	maps.Copy(item, grantListAttrs(g))
+	return item, nil
 }
 
 // decodeGrant reads a grant item. Errors wrap domain.ErrCorrupt.
@@ -121,6 +123,7 @@ func sessionItem(s domain.Session) (map[string]types.AttributeValue, error) {
 		attrDoc:      str(string(doc)),
 	}
 	maps.Copy(item, sessionIndexAttrs(s))
+	maps.Copy(item, sessionListAttrs(s))
 	// A session whose auth.granted event is still to be delivered must
 	// outlive its retention until the sweep delivers it (and clears the
 	// flag, which brings the ttl back).

@@ -60,6 +60,25 @@ const (
 	// ExpiresAtAttribute is a session's expiry (and a lease's end) in Unix
 	// milliseconds.
 	ExpiresAtAttribute = "expiresAt"
+
+	// ListIndex is the global secondary index of the operator lists by
+	// scope: partition key [ListKeyAttribute] (S: a tenant's grants, a
+	// tenant's sessions, a swarm's instances), sort key
+	// [ListSortAttribute] (S: newest first), keys only.
+	ListIndex = "list-by-scope"
+	// ListAllIndex is the same over every tenant and swarm: partition key
+	// [ListAllAttribute] (S: the kind), sort key [ListSortAttribute],
+	// keys only.
+	ListAllIndex = "list-all"
+	// ListKeyAttribute holds a listed item's scope: "grant#t#<tenant>",
+	// "session#t#<tenant>" or "turninst#<swarm>".
+	ListKeyAttribute = "listKey"
+	// ListAllAttribute holds a listed item's kind: "grant", "session" or
+	// "turninst".
+	ListAllAttribute = "listAll"
+	// ListSortAttribute holds a listed item's domain.ListKey (a grant's
+	// after "a#" when active, "r#" when revoked).
+	ListSortAttribute = "listSort"
 )
 
 // Attribute names and kinds. They are the stored format: never change one.
@@ -76,6 +95,10 @@ const (
 	attrSweepSet    = SweepSetAttribute
 	attrSessionID   = "sessionId"
 	attrReuseUntil  = "reuseUntil"
+	attrListKey     = ListKeyAttribute
+	attrListAll     = ListAllAttribute
+	attrListSort    = ListSortAttribute
+	attrInstance    = "instance"
 
 	attrTenant       = "tenant"
 	attrResourceKind = "resourceKind" // Skill or Tool: "kind" is the item's
@@ -100,8 +123,8 @@ const (
 )
 
 // TableSchema is the CreateTable request for the store's table: pk (S) as
-// the only key, the global secondary indexes [PendingIndex] and
-// [SweepIndex], on-demand billing. Enable TimeToLive with TimeToLiveSpec
+// the only key, the global secondary indexes [PendingIndex], [SweepIndex],
+// [ListIndex] and [ListAllIndex], on-demand billing. Enable TimeToLive with TimeToLiveSpec
 // once the table is active. infra/stack creates the same table.
 func TableSchema(table string) *dynamodb.CreateTableInput {
 	attr := func(name string, t types.ScalarAttributeType) types.AttributeDefinition {
@@ -120,6 +143,9 @@ func TableSchema(table string) *dynamodb.CreateTableInput {
 			attr(PendingForAttribute, types.ScalarAttributeTypeS),
 			attr(SweepSetAttribute, types.ScalarAttributeTypeS),
 			attr(ExpiresAtAttribute, types.ScalarAttributeTypeN),
+			attr(ListKeyAttribute, types.ScalarAttributeTypeS),
+			attr(ListAllAttribute, types.ScalarAttributeTypeS),
+			attr(ListSortAttribute, types.ScalarAttributeTypeS),
 		},
 		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(PartitionKey), KeyType: types.KeyTypeHash}},
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
@@ -131,6 +157,16 @@ func TableSchema(table string) *dynamodb.CreateTableInput {
 			{
 				IndexName:  aws.String(SweepIndex),
 				KeySchema:  keys(SweepSetAttribute, ExpiresAtAttribute),
+				Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
+			},
+			{
+				IndexName:  aws.String(ListIndex),
+				KeySchema:  keys(ListKeyAttribute, ListSortAttribute),
+				Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
+			},
+			{
+				IndexName:  aws.String(ListAllIndex),
+				KeySchema:  keys(ListAllAttribute, ListSortAttribute),
 				Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
 			},
 		},

@@ -97,7 +97,8 @@ func TestTableSchema(t *testing.T) {
 		attrs[aws.ToString(d.AttributeName)] = d.AttributeType
 	}
 	// infra/stack's table must say the same (its tests check these names).
-	wantAttrs := map[string]types.ScalarAttributeType{"pk": "S", "pendingFor": "S", "sweepSet": "S", "expiresAt": "N"}
+	wantAttrs := map[string]types.ScalarAttributeType{"pk": "S", "pendingFor": "S", "sweepSet": "S", "expiresAt": "N",
+		"listKey": "S", "listAll": "S", "listSort": "S"}
 	if !maps.Equal(attrs, wantAttrs) {
 		t.Fatalf("attributes %v, want %v", attrs, wantAttrs)
 	}
@@ -113,6 +114,8 @@ func TestTableSchema(t *testing.T) {
 	want := map[string]gsi{
 		"pending-by-target": {"pendingFor", "expiresAt", "ALL"},
 		"sweep-by-expiry":   {"sweepSet", "expiresAt", "KEYS_ONLY"},
+		"list-by-scope":     {"listKey", "listSort", "KEYS_ONLY"},
+		"list-all":          {"listAll", "listSort", "KEYS_ONLY"},
 	}
 	if !maps.Equal(got, want) || len(in.LocalSecondaryIndexes) != 0 {
 		t.Fatalf("indexes %v, want %v", got, want)

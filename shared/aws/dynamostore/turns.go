@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -632,6 +633,11 @@ func (t turnStore) Commit(ctx context.Context, c turn.Commit) error {
 	}
 	inst[attrVersion] = num(d.Instance.Version)
 	inst[attrEpoch] = str(d.Epoch)
+	listAttrs, err := instanceListAttrs(h, d.Instance)
+	if err != nil {
+		return err
+	}
+	maps.Copy(inst, listAttrs)
 	if n := len(puts) + 1; n > maxTurnTxItems {
 		return fmt.Errorf("dynamostore: commit to instance %s writes %d items, over %d: %w", h[:12], n, maxTurnTxItems, ErrTurnCommitTooLarge)
 	}
