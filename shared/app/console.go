@@ -40,6 +40,9 @@ func (a *App) mountConsole(cfg config.Config, be *Backends, log *slog.Logger) er
 		ccfg.Catalog = planeCatalog{a.plane}
 	}
 	ccfg.Active = a.Active
+	if be.DeadLetters != nil {
+		ccfg.DeadLetters = be.DeadLetters
+	}
 	if be.Changesets != nil {
 		ccfg.History = be.Changesets.Repo
 	}
