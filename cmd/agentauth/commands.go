@@ -56,6 +56,8 @@ var sections = []section{
 		[]string{"serve", "runtime-token", "grants list", "events list", "sessions cleanup", "keys rotate", "keys reseal", "keys generate", "keys rewrap"}},
 	{"Agent instances, over a running serve's HTTP API (--url URL, default http://127.0.0.1:8080, with the home's runtime token: $AGENTAUTH_RUNTIME_TOKEN, else <home>/runtime-token):",
 		[]string{"send", "instances list", "instances inspect", "instances events", "instances pause", "instances resume", "instances terminate", "instances delete"}},
+	{"Dead letters, the events that failed every delivery attempt (--home DIR; with $AGENTAUTH_TABLE set, the AWS deployment the environment names):",
+		[]string{"instances dead-letters", "instances redrive"}},
 	{"The bundle's history, when the bundle is a git repository (--bundle DIR; import and revert check the result with the secrets of --home DIR; docs/changesets.md):",
 		[]string{"bundle init", "bundle import", "bundle log", "bundle show", "bundle diff", "bundle revert", "bundle export"}},
 	{"Other:", []string{"bench", "scripted-model", "version"}},
@@ -107,7 +109,7 @@ func (c command) flags(cfg *config.Config) (*flag.FlagSet, action) {
 // else a command takes, the shared flags last. A flag not listed comes
 // before the shared ones.
 var flagRanks = []string{"swarm", "instance", "agent", "turn", "follow", "reason", "user", "claims", "auth-file",
-	"bundle", "addr", "public-url", "log-level", "debug-addr", "json", "to-key", "duration", "concurrency", "max-requests",
+	"bundle", "addr", "public-url", "log-level", "debug-addr", "json", "n", "to-key", "duration", "concurrency", "max-requests",
 	"home", "url"}
 
 // flagOrder is the command's flags in the order its usage shows them.
@@ -398,6 +400,7 @@ func commands() []command {
 	out = append(out, homeCommands()...)
 	out = append(out, sendCommand())
 	out = append(out, instanceCommands()...)
+	out = append(out, deadLetterCommands()...)
 	out = append(out, bundleCommands()...)
 	out = append(out, benchCommand(), versionCommand())
 	return out
