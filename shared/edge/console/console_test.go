@@ -164,7 +164,7 @@ func newRig(t *testing.T) *rig {
 	}
 	tt := &fakeTurns{state: turn.State{Instance: turn.Instance{Key: key, Status: turn.Active, CreatedAt: now, UpdatedAt: now},
 		Turns: map[string]turn.Turn{"turn-1": tr}, TurnEvents: map[string][]turn.TurnEvent{"turn-1": {
-			ev(1, turn.EvTurnStarted, `{"inputType":"user.message"}`),
+			ev(0, turn.EvTurnStarted, `{"inputType":"user.message"}`),
 			ev(2, turn.EvStepStarted, `{"step":1,"model":"planner-model","modelId":"anthropic.claude","finishReason":"tool_use","modelLatencyMs":812.5,"usage":{"promptTokens":12,"completionTokens":5,"totalTokens":17}}`),
 			ev(3, turn.EvToolCalled, `{"callId":"c1","tool":"github.issues","step":1,"argsHash":"sha256:abc123"}`),
 			ev(4, turn.EvTurnParked, `{"callId":"c1","tool":"github.issues","authSessionId":"as-1","authorizationUrl":"https://idp/x"}`),
@@ -445,7 +445,7 @@ func TestPages(t *testing.T) {
 		{"/console/consents/" + sid, 200, []string{"What the user saw", oauth.ReasonText(oauth.ReasonSubjectMismatch)[:30]}},
 		{"/console/instances", 200, []string{"thread-1", "planner"}},
 		{"/console/instances/default/thread-1/planner", 200, []string{"turn-1", "Pause", "Terminate"}},
-		{"/console/instances/default/thread-1/planner/turns/turn-1", 200, []string{"Parked on consent: github.issues", "waited 5s", "E_UPSTREAM", "prompt tokens", "planner-model", "tool_use", "812.5 ms", "sha256:abc123", "6021.25 ms"}},
+		{"/console/instances/default/thread-1/planner/turns/turn-1", 200, []string{"Parked on consent: github.issues", "waited 5s", "E_UPSTREAM", "prompt tokens", "planner-model", "tool_use", "813 ms", "sha256:abc123", "6021 ms", "Turn started"}},
 		{"/console/grants/gr-nope", 404, []string{"Nothing here"}},
 		{"/console/consents/as-00000000000000000000000000000000", 404, []string{"Nothing here"}},
 		{"/console/instances/default/other/planner", 404, nil},
@@ -508,5 +508,43 @@ func TestTimelineStreamsNewEntries(t *testing.T) {
 	req2, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/console/instances/default/thread-1/planner/turns/turn-1/events", nil)
 	if resp2, err := http.DefaultClient.Do(req2); err != nil || resp2.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("no session: %v %d", err, resp2.StatusCode)
+	}
+}
+
+// Without a cursor the stream starts at the turn's first event (seq 0); a
+// cursor that is not a number is refused.
+func TestTimelineStreamCursor(t *testing.T) {
+	r := newRig(t)
+	tr := r.turns.state.Turns["turn-1"]
+	tr.EndedAt, tr.Status = nil, turn.TurnRunning
+	r.turns.state.Turns["turn-1"] = tr
+	b := r.browser(t)
+	b.signIn("admin", "/console/")
+	srv := httptest.NewServer(r.h)
+	defer srv.Close()
+	get := func(cursor string) (*http.Response, string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/console/instances/default/thread-1/planner/turns/turn-1/events", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		if cursor != "" {
+			req.Header.Set("Last-Event-ID", cursor)
+		}
+		req.AddCookie(b.cookies[sessionCookie])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		buf := make([]byte, 512)
+		n, _ := io.ReadAtLeast(resp.Body, buf, 100)
+		return resp, string(buf[:n])
+	}
+	if _, got := get(""); !strings.HasPrefix(got, "id: 0\nevent: entry") || !strings.Contains(got, "Turn started") {
+		t.Fatalf("no cursor: %s", got)
+	}
+	if resp, _ := get("x1"); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a cursor that is no number: %d", resp.StatusCode)
 	}
 }

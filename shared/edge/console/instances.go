@@ -144,11 +144,12 @@ func (c *Console) timeline(w http.ResponseWriter, r *http.Request, op operator) 
 	if err != nil {
 		return "", nil, err
 	}
-	t, evs, err := c.cfg.Turns.TurnEvents(r.Context(), key, r.PathValue("turn"), 0)
+	// Turn events are numbered from 0: after -1 is every one of them.
+	t, evs, err := c.cfg.Turns.TurnEvents(r.Context(), key, r.PathValue("turn"), -1)
 	if err != nil {
 		return "", nil, err
 	}
-	d := timelineData{Turn: c.turnRowOf(key, t), Instance: key.String(), URL: instancePath(key)}
+	d := timelineData{Turn: c.turnRowOf(key, t), Instance: key.String(), URL: instancePath(key), Last: -1}
 	d.Entries = entries(evs)
 	if len(evs) > 0 {
 		d.Last = evs[len(evs)-1].Seq
@@ -185,6 +186,11 @@ func entries(evs []turn.TurnEvent) []entry {
 		var d map[string]any
 		_ = json.Unmarshal(ev.Data, &d)
 		e := entry{Seq: ev.Seq, At: ev.At, Type: ev.Type, Kind: "info"}
+		ms := func(name, key string) {
+			if v, ok := d[key].(float64); ok {
+				e.Facts = append(e.Facts, fact{name, msText(v)})
+			}
+		}
 		str := func(k string) string {
 			switch v := d[k].(type) {
 			case string:
@@ -210,9 +216,7 @@ func entries(evs []turn.TurnEvent) []entry {
 			add("model", "model")
 			add("model id", "modelId")
 			add("finish reason", "finishReason")
-			if v := str("modelLatencyMs"); v != "" {
-				e.Facts = append(e.Facts, fact{"model latency", v + " ms"})
-			}
+			ms("model latency", "modelLatencyMs")
 			if u, ok := d["usage"].(map[string]any); ok {
 				for _, k := range [][2]string{{"promptTokens", "prompt tokens"}, {"completionTokens", "completion tokens"}} {
 					if v, ok := u[k[0]].(float64); ok {
@@ -220,14 +224,14 @@ func entries(evs []turn.TurnEvent) []entry {
 					}
 				}
 			}
-			add("revision", "bundleRevision")
+			if v := str("bundleRevision"); v != "" {
+				e.Facts = append(e.Facts, fact{"revision", shortRef(v)})
+			}
 		case turn.EvStepCompleted:
 			e.Kind, e.Title = "step", "Step "+str("step")+" completed"
 			add("tool calls", "toolCalls")
 			add("errors", "errors")
-			if v := str("latencyMs"); v != "" {
-				e.Facts = append(e.Facts, fact{"latency", v + " ms"})
-			}
+			ms("latency", "latencyMs")
 		case turn.EvToolCalled:
 			e.Kind, e.Title = "tool", "Tool call: "+str("tool")
 			add("call", "callId")
@@ -235,17 +239,13 @@ func entries(evs []turn.TurnEvent) []entry {
 		case turn.EvToolCompleted:
 			e.Kind, e.Title = "ok", "Tool completed: "+str("tool")
 			add("call", "callId")
-			if v := str("latencyMs"); v != "" {
-				e.Facts = append(e.Facts, fact{"latency", v + " ms"})
-			}
+			ms("latency", "latencyMs")
 		case turn.EvToolFailed:
 			e.Kind, e.Title = "fail", "Tool failed: "+str("tool")
 			add("call", "callId")
 			add("code", "code")
 			add("message", "message")
-			if v := str("latencyMs"); v != "" {
-				e.Facts = append(e.Facts, fact{"latency", v + " ms"})
-			}
+			ms("latency", "latencyMs")
 		case turn.EvTurnParked:
 			e.Kind, e.Title = "park", "Parked on consent: "+str("tool")
 			add("call", "callId")
@@ -304,7 +304,15 @@ func (c *Console) timelineEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("turn")
-	after, _ := strconv.ParseInt(cmp.Or(r.Header.Get("Last-Event-ID"), r.URL.Query().Get("after")), 10, 64)
+	after := int64(-1) // no cursor: from the turn's first event (seq 0)
+	if v := cmp.Or(r.Header.Get("Last-Event-ID"), r.URL.Query().Get("after")); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < -1 {
+			http.Error(w, "Last-Event-ID (or after) must be an event number", http.StatusBadRequest)
+			return
+		}
+		after = n
+	}
 	if _, _, err := c.cfg.Turns.TurnEvents(r.Context(), key, id, after); err != nil {
 		http.NotFound(w, r)
 		return
@@ -381,4 +389,14 @@ func lifecycleError(action string, err error) error {
 		return &safeError{"The instance changed while this was sent. Nothing was changed; reload the page and try again."}
 	}
 	return err
+}
+
+// msText is a latency for a person: whole milliseconds, seconds from ten
+// seconds on.
+func msText(v float64) string {
+	d := time.Duration(v * float64(time.Millisecond))
+	if d >= 10*time.Second {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return strconv.FormatInt(d.Round(time.Millisecond).Milliseconds(), 10) + " ms"
 }
