@@ -26,6 +26,12 @@
 //	                              domain.ResumeTargetKey is targetKey —
 //	                              the index ListPendingSessions reads on
 //	                              every turn step (see pending.go)
+//	list/grants/<scope>/<state>/<b1>/<b2>/<listKey>
+//	list/sessions/<scope>/<b1>/<b2>/<listKey>
+//	                              empty: the index of the operator lists
+//	                              (domain.OperatorQueries), newest first by
+//	                              name, per tenant and for every tenant
+//	                              (see lists.go)
 //	locks/<record>.lock           flock files for conditional writes
 //	                              (tenants.lock for every upload write)
 //

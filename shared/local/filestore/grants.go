@@ -31,17 +31,20 @@ func (s *Store) GetGrant(_ context.Context, id string) (domain.Grant, error) {
 	return s.grants.get(id)
 }
 
-// storedGrantVersion is the version on disk, 0 when absent. Call it with the
-// grant's lock held.
-func (s *Store) storedGrantVersion(id string) (int64, error) {
-	g, err := s.grants.load(id)
-	switch {
-	case errors.Is(err, domain.ErrNotFound):
-		return 0, nil
-	case err != nil:
-		return 0, err
+// writeGrantLocked writes g over stored (the zero grant: none) with its
+// list entries: the new ones before, the old ones out after (lists.go).
+// The caller holds the grant's lock.
+func (s *Store) writeGrantLocked(stored, g domain.Grant) (domain.Grant, error) {
+	entries := s.grantEntries(g)
+	if err := addEntries(entries); err != nil {
+		return domain.Grant{}, err
 	}
-	return g.Version, nil
+	written, err := s.grants.write(g.ID, g)
+	if err != nil {
+		return domain.Grant{}, err
+	}
+	dropEntries(s.grantEntries(stored), entries)
+	return written, nil
 }
 
 // PutGrant writes g when the stored version equals expectVersion (0: the
@@ -55,16 +58,19 @@ func (s *Store) PutGrant(ctx context.Context, g domain.Grant, expectVersion int6
 		return domain.Grant{}, fmt.Errorf("filestore: put grant %s: %w", g.ID, err)
 	}
 	defer l.release(false)
-	stored, err := s.storedGrantVersion(g.ID)
-	if err != nil {
+	stored, err := s.grants.load(g.ID)
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		stored = domain.Grant{}
+	case err != nil:
 		return domain.Grant{}, fmt.Errorf("filestore: put grant %s: %w", g.ID, err)
 	}
-	if stored != expectVersion {
+	if stored.Version != expectVersion {
 		return domain.Grant{}, fmt.Errorf("filestore: put grant %s: stored version %d, expected %d: %w",
-			g.ID, stored, expectVersion, domain.ErrConflict)
+			g.ID, stored.Version, expectVersion, domain.ErrConflict)
 	}
 	g.Version = expectVersion + 1
-	written, err := s.grants.write(g.ID, g)
+	written, err := s.writeGrantLocked(stored, g)
 	if err != nil {
 		return domain.Grant{}, fmt.Errorf("filestore: put grant %s: %w", g.ID, err)
 	}

@@ -203,7 +203,7 @@ func (s *Store) buildPendingIndex() error {
 	if _, err := os.Stat(s.pendingDir); err == nil {
 		return nil
 	}
-	removeStaleBuilds(s.root)
+	removeStaleBuilds(s.root, buildPrefix)
 	build, err := os.MkdirTemp(s.root, buildPrefix)
 	if err != nil {
 		return fmt.Errorf("build the pending index: %w", err)
@@ -237,9 +237,9 @@ func (s *Store) buildPendingIndex() error {
 // buildPrefix names buildPendingIndex's directories under <home>/oauth.
 const buildPrefix = ".pending-build-"
 
-// removeStaleBuilds removes the build directories a crashed build left in
-// root; a live build's is young.
-func removeStaleBuilds(root string) {
+// removeStaleBuilds removes the build directories (named prefix…) a
+// crashed build left in root; a live build's is young.
+func removeStaleBuilds(root, buildPrefix string) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		return

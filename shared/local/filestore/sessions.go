@@ -45,7 +45,12 @@ func (s *Store) CreateSession(ctx context.Context, sess domain.Session) error {
 	if err != nil {
 		return fmt.Errorf("filestore: create session %s: %w", sess.ID, err)
 	}
-	// The pending index's marker comes first (see pending.go).
+	// The list entries and the pending index's marker come first (see
+	// lists.go, pending.go).
+	entries := s.sessionEntries(sess)
+	if err := addEntries(entries); err != nil {
+		return fmt.Errorf("filestore: create session %s: %w", sess.ID, err)
+	}
 	key, indexed := indexedKey(sess)
 	if indexed {
 		if err := s.addPendingMarker(key, sess.ID); err != nil {
@@ -60,13 +65,17 @@ func (s *Store) CreateSession(ctx context.Context, sess domain.Session) error {
 		// create once.
 		st, err = createFileExclusive(s.sessionPath(sess.ID), data)
 	}
-	if err != nil && indexed {
+	if err != nil {
 		// Refused or failed before the session was written: its marker
-		// goes. A session with this id that is there (one that existed
-		// already, or this one, written without its reuse pointer) keeps
-		// it: a marker too many is ignored, one too few is not.
+		// and entries go. A session with this id that is there (one that
+		// existed already, or this one, written without its reuse
+		// pointer) keeps them: one too many is ignored, one too few is
+		// not.
 		if _, serr := os.Lstat(s.sessionPath(sess.ID)); errors.Is(serr, fs.ErrNotExist) {
-			s.dropPendingMarker(key, sess.ID)
+			if indexed {
+				s.dropPendingMarker(key, sess.ID)
+			}
+			dropEntries(entries, nil)
 		}
 	}
 	if errors.Is(err, fs.ErrExist) {
@@ -108,12 +117,17 @@ func (s *Store) UpdateSession(ctx context.Context, sess domain.Session) (domain.
 			return domain.Session{}, fmt.Errorf("filestore: update session %s: %w", sess.ID, err)
 		}
 	}
+	entries := s.sessionEntries(sess)
+	if err := addEntries(entries); err != nil {
+		return domain.Session{}, fmt.Errorf("filestore: update session %s: %w", sess.ID, err)
+	}
 	sess.Version++
 	written, err := s.sessions.write(sess.ID, sess)
 	if err != nil {
 		return domain.Session{}, fmt.Errorf("filestore: update session %s: %w", sess.ID, err)
 	}
 	s.unindexAfterWrite(stored, written)
+	dropEntries(s.sessionEntries(stored), entries)
 	return written, nil
 }
 
@@ -149,6 +163,9 @@ func (s *Store) CompleteSession(ctx context.Context, sessionID string, at time.T
 	if err != nil {
 		return fail(fmt.Errorf("grant %s: %w", g.ID, err))
 	}
+	if err := addEntries(s.sessionEntries(sess)); err != nil {
+		return fail(err)
+	}
 	written, err := s.sessions.write(sess.ID, completedSession(sess, at))
 	if err != nil {
 		return fail(err)
@@ -178,6 +195,7 @@ func (s *Store) upsertGrantLocked(g domain.Grant) (domain.Grant, error) {
 	prev, err := s.grants.load(g.ID)
 	switch {
 	case errors.Is(err, domain.ErrNotFound):
+		prev = domain.Grant{}
 		g.Version = 1
 	case err != nil:
 		return domain.Grant{}, err
@@ -185,7 +203,7 @@ func (s *Store) upsertGrantLocked(g domain.Grant) (domain.Grant, error) {
 		g.Version = prev.Version + 1
 		g.CreatedAt = prev.CreatedAt
 	}
-	return s.grants.write(g.ID, g)
+	return s.writeGrantLocked(prev, g)
 }
 
 // completedSession is sess, pending, moved to completed at at: the next
@@ -229,6 +247,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	atomicfile.SyncDir(s.sessionsDir)
 	if loadErr == nil {
 		s.unindexAfterWrite(sess, domain.Session{})
+		dropEntries(s.sessionEntries(sess), nil)
 	}
 	l.release(true)
 	if loadErr == nil && sess.ReuseKey != "" && domain.ValidateReuseKey(sess.ReuseKey) == nil {

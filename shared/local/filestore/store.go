@@ -41,6 +41,8 @@ type Store struct {
 	// pendingDir is the index of pending sessions by resume target
 	// (pending.go).
 	pendingDir string
+	// listDir is the index of the operator lists (lists.go).
+	listDir string
 	// tenantsDir is <home>/tenants (tenants.go), made on the first upload.
 	tenantsDir string
 
@@ -74,6 +76,7 @@ func New(home string) (*Store, error) {
 		locksDir:    filepath.Join(root, "locks"),
 		reuseDir:    filepath.Join(root, "reuse"),
 		pendingDir:  filepath.Join(root, pendingDirName),
+		listDir:     filepath.Join(root, listDirName),
 		tenantsDir:  filepath.Join(home, "tenants"),
 	}
 	s.grants = grantRecords(s.grantsDir)
@@ -88,6 +91,9 @@ func New(home string) (*Store, error) {
 		atomicfile.RemoveStaleTemps(dir, time.Hour)
 	}
 	if err := s.buildPendingIndex(); err != nil {
+		return nil, fmt.Errorf("filestore: %w", err)
+	}
+	if err := s.buildListIndex(); err != nil {
 		return nil, fmt.Errorf("filestore: %w", err)
 	}
 	return s, nil
