@@ -319,3 +319,34 @@ func TestConflictKeepsTheCleanPaths(t *testing.T) {
 		t.Fatalf("the head after a's resolved commit lost a change: beta %q, gamma %q", got["tools/beta.yaml"], got["tools/gamma.yaml"])
 	}
 }
+
+// TestCommitRecordWrittenFirstByAnotherCommit: when the record's write
+// after the swap loses to another commit of the same changeset that
+// recorded its answer first, that answer stands: the commit returns it
+// and leaves the record as it is.
+func TestCommitRecordWrittenFirstByAnotherCommit(t *testing.T) {
+	f := newCommitFixture(t)
+	other := &changeset.Result{Status: changeset.StatusOK, NewRef: "git:recorded-by-the-other-commit"}
+	puts := &putHook{Records: f.recs}
+	puts.before = func(ctx context.Context, cs changeset.Changeset) error {
+		cur, err := f.recs.Get(ctx, cs.ID)
+		if err != nil {
+			return err
+		}
+		other.ChangesetID, other.BaseRef = cur.ID, changeset.Ref(plumbing.NewHash(cur.Base))
+		cur.Status, cur.Result = changeset.StatusCommitted, other
+		return f.recs.Put(ctx, cur, cur.Version)
+	}
+	m := &changeset.Manager{Repo: &swapHook{Repo: f.repo, after: func() { puts.armed = true }}, Records: puts,
+		Validate: changesettest.Validate}
+	c := agent("a")
+	id := edit(t, f.ctx, m, c, "tools/gamma.yaml", changesettest.Tool("gamma"))
+	res, err := m.Commit(f.ctx, c, id, "")
+	if err != nil || !reflect.DeepEqual(res, *other) {
+		t.Fatalf("commit = %+v %v, want the answer recorded first %+v", res, err, *other)
+	}
+	rec, err := f.recs.Get(f.ctx, id)
+	if err != nil || rec.Result == nil || !reflect.DeepEqual(*rec.Result, *other) {
+		t.Fatalf("the record = %+v %v, want the answer recorded first kept", rec, err)
+	}
+}
