@@ -82,6 +82,13 @@ func propsFrom(get func(key, env string) string) (stack.Props, string, error) {
 		SkillsClaim: get("skillsClaim", ""),
 		RateLimit:   get("toolRateLimit", ""),
 	}
+	// The console's settings are context only too.
+	p.Console = stack.ConsoleProps{
+		Issuer:          strings.TrimRight(get("consoleIssuer", ""), "/"),
+		ClientID:        get("consoleClientId", ""),
+		ClientSecretRef: get("consoleClientSecretRef", ""),
+		RolesClaim:      get("consoleRolesClaim", ""),
+	}
 	switch v := strings.ToLower(strings.TrimSpace(get("toolhooksSeam", ""))); v {
 	case "true", "1":
 		p.Tools.Seam = true

@@ -262,12 +262,90 @@ type Props struct {
 	// Turns configures the turn function. Without Turns.Enabled nothing
 	// consumes the event queue (and the synth says so).
 	Turns TurnsProps
+	// Console serves the operator console at /console/ from gettoken
+	// (docs/console.md): without Console.Issuer no console route exists.
+	Console ConsoleProps
 	// FirstSessionIndexOnly leaves SweepIndex out of the table: the first
 	// of two deploys that add the session indexes to a table created
 	// before them (CloudFormation fails an update that adds two global
 	// secondary indexes to a table; docs/deploy.md). Until the second
 	// deploy the session sweep fails.
 	FirstSessionIndexOnly bool
+}
+
+// ConsoleProps configures the operator console. Its errors name the CDK
+// context keys (consoleIssuer, consoleClientId, consoleClientSecretRef,
+// consoleRolesClaim) the app reads these fields from.
+type ConsoleProps struct {
+	// Issuer is the OpenID provider operators sign in with (https). Empty:
+	// no console.
+	Issuer string
+	// ClientID is the console's client at the provider; its redirect URI
+	// is <public URL>/console/auth/callback.
+	ClientID string
+	// ClientSecretRef names the client secret as a bundle secret,
+	// <name>/<key>: the Secrets Manager secret SecretPrefix+<name>, its
+	// JSON key <key> (gettoken may read the prefix). Empty: a public
+	// client.
+	ClientSecretRef string
+	// RolesClaim is where the ID token lists the operator's roles
+	// (default agentauth_roles; Cognito: cognito:groups).
+	RolesClaim string
+}
+
+// ConsoleRoutes are the console's routes, public at the gateway: the
+// console signs its operators in itself (OpenID Connect) and checks its
+// session cookie and CSRF token on every request.
+var ConsoleRoutes = []Route{
+	{Method: "GET", Path: "/console"},
+	{Method: "GET", Path: "/console/{proxy+}"},
+	{Method: "POST", Path: "/console/{proxy+}"},
+}
+
+// Environment variables of the console, set on gettoken when
+// Props.Console.Issuer is.
+const (
+	EnvConsoleIssuer          = "AGENTAUTH_CONSOLE_ISSUER"
+	EnvConsoleClientID        = "AGENTAUTH_CONSOLE_CLIENT_ID"
+	EnvConsoleClientSecretRef = "AGENTAUTH_CONSOLE_CLIENT_SECRET_REF"
+	EnvConsoleRolesClaim      = "AGENTAUTH_CONSOLE_ROLES_CLAIM"
+)
+
+func (c ConsoleProps) validate() error {
+	if c.Issuer == "" {
+		if c.ClientID != "" || c.ClientSecretRef != "" || c.RolesClaim != "" {
+			return fmt.Errorf("stack: console: consoleClientId, consoleClientSecretRef or consoleRolesClaim without consoleIssuer (-c consoleIssuer=<the OpenID provider's issuer URL>)")
+		}
+		return nil
+	}
+	if err := checkJWKSURL(c.Issuer); err != nil { // the same rule as the function's
+		return fmt.Errorf("stack: console: consoleIssuer %q: %w", c.Issuer, err)
+	}
+	if c.ClientID == "" {
+		return fmt.Errorf("stack: console: missing context consoleClientId (required with consoleIssuer)")
+	}
+	if c.ClientSecretRef != "" {
+		name, key, ok := strings.Cut(c.ClientSecretRef, "/")
+		if !ok || name == "" || key == "" || strings.Contains(key, "/") {
+			return fmt.Errorf("stack: console: consoleClientSecretRef %q: want <name>/<key>, e.g. console/clientSecret", c.ClientSecretRef)
+		}
+	}
+	return nil
+}
+
+// env is the console's part of gettoken's environment.
+func (c ConsoleProps) env() map[string]string {
+	if c.Issuer == "" {
+		return nil
+	}
+	env := map[string]string{EnvConsoleIssuer: c.Issuer, EnvConsoleClientID: c.ClientID}
+	if c.ClientSecretRef != "" {
+		env[EnvConsoleClientSecretRef] = c.ClientSecretRef
+	}
+	if c.RolesClaim != "" {
+		env[EnvConsoleRolesClaim] = c.RolesClaim
+	}
+	return env
 }
 
 // ToolsProps configures the tools function and its routes. Its errors
@@ -467,6 +545,9 @@ func (p *Props) withDefaults() error {
 		return err
 	}
 	if err := p.Turns.withDefaults(); err != nil {
+		return err
+	}
+	if err := p.Console.validate(); err != nil {
 		return err
 	}
 	for _, fn := range p.functions() {
@@ -753,6 +834,9 @@ func functionEnv(fn string, shared map[string]*string, props Props) map[string]*
 	switch fn {
 	case GetToken:
 		env[EnvMaxWaitSeconds] = jsii.String(fmt.Sprint(MaxWaitSeconds))
+		for k, v := range props.Console.env() {
+			env[k] = jsii.String(v)
+		}
 	case Tools:
 		for k, v := range toolsEnv(props.Tools) {
 			env[k] = jsii.String(v)
@@ -840,6 +924,11 @@ func (s *Stack) addRoutes(props Props) {
 		}
 	}
 	s.route(Route{Method: "GET", Path: "/healthz"}, runtimeInteg, noAuth)
+	if props.Console.Issuer != "" {
+		for _, r := range ConsoleRoutes {
+			s.route(r, runtimeInteg, noAuth)
+		}
+	}
 	for _, cp := range props.CallbackPaths {
 		s.route(Route{Method: "GET", Path: cp}, callbackInteg, noAuth)
 	}
@@ -895,6 +984,10 @@ func (s *Stack) addOutputs(props Props, publicURL *string) {
 	out("SecretPrefix", "bundle secretRef Secret/<name> reads the secret <SecretPrefix><name>", jsii.String(props.SecretPrefix))
 	out("GetTokenFunctionName", "runtime routes function", s.Functions[GetToken].FunctionName())
 	out("CallbackFunctionName", "OAuth callback function", s.Functions[Callback].FunctionName())
+	if props.Console.Issuer != "" {
+		out("ConsoleUrl", "the operator console (OpenID Connect sign-in; register <ConsoleUrl>auth/callback at the provider)",
+			awscdk.Fn_Join(jsii.String(""), jsii.Strings(*publicURL, "/console/")))
+	}
 	if props.Tools.Enabled() {
 		// The tool routes take no SigV4, like the callback routes: agents
 		// reach them on the public base URL.

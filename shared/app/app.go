@@ -239,7 +239,7 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 		log.Warn("the bundle has swarms but these backends keep no agent instances: turns are off")
 	}
 	if !cfg.Tools.Routes && !turns {
-		return a, a.mountConsole(cfg, be, log)
+		return a, a.mountConsole(cfg, be, opts.Lambda, log)
 	}
 	tp, err := buildToolPlane(ctx, cfg.Tools, active, mgr, be, log, opts)
 	if err != nil {
@@ -286,7 +286,7 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 			Doc: "docs/turns.md#http-api-and-cli", Routes: routes.Patterns()})
 		a.turnRoutes = routes
 	}
-	return a, a.mountConsole(cfg, be, log)
+	return a, a.mountConsole(cfg, be, opts.Lambda, log)
 }
 
 // about is what GET / says of the process: which one it is and its

@@ -2,9 +2,11 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
+	"time"
 
 	"github.com/agentauth/agentauth/shared/config"
 	"github.com/agentauth/agentauth/shared/edge/console"
@@ -18,13 +20,24 @@ import (
 // mountConsole serves the operator console when cfg names its OpenID
 // provider: sign-in through the OAuth core's relying party, the pages
 // over the same store, OAuth manager and turn plane as the API.
-func (a *App) mountConsole(cfg config.Config, be *Backends, log *slog.Logger) error {
+func (a *App) mountConsole(cfg config.Config, be *Backends, lambda bool, log *slog.Logger) error {
 	cc := cfg.Console
 	if cc == nil {
 		return nil
 	}
 	base := cfg.PublicURL
-	signIn, err := oauth.NewSignIn(oauth.SignInConfig{Issuer: cc.Issuer, ClientID: cc.ClientID, ClientSecret: cc.ClientSecret,
+	secret := cc.ClientSecret
+	if cc.SecretName != "" {
+		if be.Secrets == nil {
+			return fmt.Errorf("console: %s: these backends resolve no secrets", config.ConsoleClientSecretRef)
+		}
+		s, err := be.Secrets.ResolveSecret(cc.SecretName, cc.SecretKey)
+		if err != nil {
+			return fmt.Errorf("console: %s: %w", config.ConsoleClientSecretRef, err)
+		}
+		secret = s
+	}
+	signIn, err := oauth.NewSignIn(oauth.SignInConfig{Issuer: cc.Issuer, ClientID: cc.ClientID, ClientSecret: secret,
 		RedirectURL: base + console.Path + "auth/callback", Keys: be.StateKeys})
 	if err != nil {
 		return err
@@ -33,6 +46,13 @@ func (a *App) mountConsole(cfg config.Config, be *Backends, log *slog.Logger) er
 		TenantClaim: tenantClaim(cfg), Grants: be.Store, Sessions: be.Store, Revoker: a.OAuth, Log: log,
 		Revision: func(ctx context.Context) string { return a.active.headOr(ctx).Revision },
 		Stream:   httpx.StreamLimits{Gate: a.streams}}
+	if lambda {
+		// Behind API Gateway a response is sent whole when it ends: the
+		// live timeline's stream answers what came within a few seconds
+		// and ends, and the browser's EventSource asks again from its
+		// Last-Event-ID.
+		ccfg.Stream.MaxDuration = lambdaStreamWindow
+	}
 	if a.Turns != nil {
 		ccfg.Turns = a.Turns
 	}
@@ -54,6 +74,9 @@ func (a *App) mountConsole(cfg config.Config, be *Backends, log *slog.Logger) er
 		Doc: "docs/console.md", Routes: c.Patterns()})
 	return nil
 }
+
+// lambdaStreamWindow is how long a console stream runs on Lambda.
+const lambdaStreamWindow = 5 * time.Second
 
 // planeCatalog is the tool plane as the console's tools page reads it.
 type planeCatalog struct{ p *toolplane.Plane }

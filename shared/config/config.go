@@ -47,29 +47,30 @@ const (
 	TurnBucket         = "AGENTAUTH_TURN_BUCKET"
 	BundleRepo         = "AGENTAUTH_BUNDLE_REPO"
 
-	JWKSURL               = "AGENTAUTH_JWKS_URL"
-	JWTIssuer             = "AGENTAUTH_JWT_ISSUER"
-	JWTAudience           = "AGENTAUTH_JWT_AUDIENCE"
-	MCPResource           = "AGENTAUTH_MCP_RESOURCE"
-	MCPAllowedOrigins     = "AGENTAUTH_MCP_ALLOWED_ORIGINS"
-	MCPSessionIdle        = "AGENTAUTH_MCP_SESSION_IDLE_SECONDS"
-	MCPMaxSessions        = "AGENTAUTH_MCP_MAX_SESSIONS"
-	MCPMaxSessionsPer     = "AGENTAUTH_MCP_MAX_SESSIONS_PER_PRINCIPAL"
-	MCPInitializeRate     = "AGENTAUTH_MCP_INITIALIZE_RATE"
-	TenantClaim           = "AGENTAUTH_TENANT_CLAIM"
-	SkillsClaim           = "AGENTAUTH_SKILLS_CLAIM"
-	SubjectsClaim         = "AGENTAUTH_SUBJECTS_CLAIM"
-	ToolhooksSeam         = "AGENTAUTH_TOOLHOOKS_SEAM"
-	ToolRateLimit         = "AGENTAUTH_TOOL_RATE_LIMIT"
-	ToolRateLimits        = "AGENTAUTH_TOOL_RATE_LIMITS"
-	AllowPrivateUpstreams = "AGENTAUTH_TOOLS_ALLOW_PRIVATE_UPSTREAMS"
-	UploadsCheckSeconds   = "AGENTAUTH_UPLOADS_CHECK_SECONDS"
-	Metrics               = "AGENTAUTH_METRICS"
-	TurnReserve           = "AGENTAUTH_TURN_RESERVE_SECONDS"
-	ConsoleIssuer         = "AGENTAUTH_CONSOLE_ISSUER"
-	ConsoleClientID       = "AGENTAUTH_CONSOLE_CLIENT_ID"
-	ConsoleClientSecret   = "AGENTAUTH_CONSOLE_CLIENT_SECRET"
-	ConsoleRolesClaim     = "AGENTAUTH_CONSOLE_ROLES_CLAIM"
+	JWKSURL                = "AGENTAUTH_JWKS_URL"
+	JWTIssuer              = "AGENTAUTH_JWT_ISSUER"
+	JWTAudience            = "AGENTAUTH_JWT_AUDIENCE"
+	MCPResource            = "AGENTAUTH_MCP_RESOURCE"
+	MCPAllowedOrigins      = "AGENTAUTH_MCP_ALLOWED_ORIGINS"
+	MCPSessionIdle         = "AGENTAUTH_MCP_SESSION_IDLE_SECONDS"
+	MCPMaxSessions         = "AGENTAUTH_MCP_MAX_SESSIONS"
+	MCPMaxSessionsPer      = "AGENTAUTH_MCP_MAX_SESSIONS_PER_PRINCIPAL"
+	MCPInitializeRate      = "AGENTAUTH_MCP_INITIALIZE_RATE"
+	TenantClaim            = "AGENTAUTH_TENANT_CLAIM"
+	SkillsClaim            = "AGENTAUTH_SKILLS_CLAIM"
+	SubjectsClaim          = "AGENTAUTH_SUBJECTS_CLAIM"
+	ToolhooksSeam          = "AGENTAUTH_TOOLHOOKS_SEAM"
+	ToolRateLimit          = "AGENTAUTH_TOOL_RATE_LIMIT"
+	ToolRateLimits         = "AGENTAUTH_TOOL_RATE_LIMITS"
+	AllowPrivateUpstreams  = "AGENTAUTH_TOOLS_ALLOW_PRIVATE_UPSTREAMS"
+	UploadsCheckSeconds    = "AGENTAUTH_UPLOADS_CHECK_SECONDS"
+	Metrics                = "AGENTAUTH_METRICS"
+	TurnReserve            = "AGENTAUTH_TURN_RESERVE_SECONDS"
+	ConsoleIssuer          = "AGENTAUTH_CONSOLE_ISSUER"
+	ConsoleClientID        = "AGENTAUTH_CONSOLE_CLIENT_ID"
+	ConsoleClientSecret    = "AGENTAUTH_CONSOLE_CLIENT_SECRET"
+	ConsoleClientSecretRef = "AGENTAUTH_CONSOLE_CLIENT_SECRET_REF"
+	ConsoleRolesClaim      = "AGENTAUTH_CONSOLE_ROLES_CLAIM"
 )
 
 // Profile picks the defaults that differ between where agentauth runs.
@@ -136,6 +137,7 @@ func Variables() []Var {
 		{Name: ConsoleIssuer, Doc: "OpenID provider operators sign in with: set it to serve the operator console at /console/ (https, or http on loopback; docs/console.md)"},
 		{Name: ConsoleClientID, Doc: "the console's client id at that provider (required with " + ConsoleIssuer + "); its redirect URI is <public URL>/console/auth/callback"},
 		{Name: ConsoleClientSecret, Secret: true, Doc: "the console's client secret (empty: a public client, PKCE only)"},
+		{Name: ConsoleClientSecretRef, Doc: "the console's client secret as a bundle secret, <name>/<key>: locally <secrets>/<name>/<key>, on AWS the Secrets Manager secret " + SecretPrefix + "<name>, its JSON key <key> (instead of " + ConsoleClientSecret + ", which a Lambda's environment should not hold)"},
 		{Name: ConsoleRolesClaim, Lambda: "agentauth_roles", Local: "agentauth_roles", Doc: "dot path of the operator's roles in the ID token (a list, or a comma-separated string): agentauth:platform-admin sees every tenant, agentauth:admin with " + TenantClaim + "'s claim that tenant"},
 	}
 }
@@ -190,7 +192,10 @@ type Config struct {
 type Console struct {
 	Issuer, ClientID string
 	ClientSecret     domain.Secret
-	RolesClaim       string
+	// ClientSecretRef names the client secret as a bundle secret
+	// (SecretName/SecretKey) when ClientSecret is not given.
+	SecretName, SecretKey string
+	RolesClaim            string
 }
 
 // AWS names the AWS backends' resources.
@@ -342,6 +347,17 @@ func FromEnv(getenv func(string) string, p Profile) (Config, error) {
 		}
 		if c.Console.ClientID == "" {
 			r.fail(ConsoleClientID, "is required with "+ConsoleIssuer)
+		}
+		if ref := r.get(ConsoleClientSecretRef); ref != "" {
+			name, key, ok := strings.Cut(ref, "/")
+			switch {
+			case !c.Console.ClientSecret.IsZero():
+				r.fail(ConsoleClientSecretRef, "and "+ConsoleClientSecret+" are both set: give the secret one way")
+			case !ok || name == "" || key == "" || strings.Contains(key, "/"):
+				r.fail(ConsoleClientSecretRef, "must be <name>/<key>, e.g. console/clientSecret")
+			default:
+				c.Console.SecretName, c.Console.SecretKey = name, key
+			}
 		}
 	}
 	return c, errors.Join(r.errs...)

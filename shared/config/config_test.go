@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -363,5 +364,39 @@ func TestBundleRepo(t *testing.T) {
 	local := map[string]string{BundleRepo: "s3://bucket/bundle/"}
 	if _, err := FromEnv(env(local), Local); err == nil || !strings.Contains(err.Error(), BundleRepo+": needs "+Table) {
 		t.Fatalf("without the table: %v", err)
+	}
+}
+
+func TestConsoleClientSecretRef(t *testing.T) {
+	base := map[string]string{ConsoleIssuer: "https://login.example.com", ConsoleClientID: "c"}
+	with := func(k, v string) map[string]string {
+		m := maps.Clone(base)
+		m[k] = v
+		return m
+	}
+	c, err := FromEnv(env(with(ConsoleClientSecretRef, "console/clientSecret")), Lambda)
+	if err != nil && strings.Contains(err.Error(), "CONSOLE") {
+		t.Fatal(err)
+	}
+	if c.Console == nil || c.Console.SecretName != "console" || c.Console.SecretKey != "clientSecret" {
+		t.Fatalf("%+v", c.Console)
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{with(ConsoleClientSecretRef, "console"), ConsoleClientSecretRef + ": must be <name>/<key>"},
+		{with(ConsoleClientSecretRef, "a/b/c"), ConsoleClientSecretRef + ": must be <name>/<key>"},
+		{func() map[string]string {
+			m := with(ConsoleClientSecretRef, "a/b")
+			m[ConsoleClientSecret] = "s"
+			return m
+		}(), "are both set"},
+		{map[string]string{ConsoleIssuer: "https://login.example.com"}, ConsoleClientID + ": is required with " + ConsoleIssuer},
+		{map[string]string{ConsoleIssuer: "http://login.example.com", ConsoleClientID: "c"}, ConsoleIssuer + ": must be https"},
+	} {
+		if _, err := FromEnv(env(tc.env), Local); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.env, err, tc.want)
+		}
 	}
 }
