@@ -265,22 +265,27 @@ func TestLostSwapLogsTheAttempt(t *testing.T) {
 }
 
 // TestConflictKeepsTheCleanPaths: after a conflict the changeset holds the
-// conflicting file with markers, keeps its own clean edits, and shows the
-// head's version of a file it did not edit; resolved, it lands with both
-// sides' changes.
+// conflicting file with markers around the conflicting lines alone (merged
+// from the base), keeps its own clean edits, and shows the head's version
+// of a file it did not edit; resolved, it lands with both sides' changes.
 func TestConflictKeepsTheCleanPaths(t *testing.T) {
 	f := newCommitFixture(t)
+	files := append(changesettest.Seed(), changeset.ImportFile{Path: "notes/plan.txt", Data: []byte("one\ntwo\nthree\n")})
+	if _, err := changeset.CommitTree(f.ctx, f.repo, files, "plan\n", time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	m := &changeset.Manager{Repo: f.repo, Records: f.recs, Validate: changesettest.Validate}
 	a, b := agent("a"), agent("b")
 	betaByB := strings.Replace(changesettest.Tool("beta"), "The beta tool.", "The beta tool, revised.", 1)
-	ida := edit(t, f.ctx, m, a, "README.md", "# a's title\n", "tools/gamma.yaml", changesettest.Tool("gamma"))
-	idb := edit(t, f.ctx, m, b, "README.md", "# b's title\n", "tools/beta.yaml", betaByB)
+	delta := changesettest.Tool("delta") // added by both, the same
+	ida := edit(t, f.ctx, m, a, "notes/plan.txt", "one\ntwo by a\nthree\n", "tools/gamma.yaml", changesettest.Tool("gamma"), "tools/delta.yaml", delta)
+	idb := edit(t, f.ctx, m, b, "notes/plan.txt", "one\ntwo by b\nthree\n", "tools/beta.yaml", betaByB, "tools/delta.yaml", delta)
 	if rb, err := m.Commit(f.ctx, b, idb, ""); err != nil || rb.Status != changeset.StatusOK {
 		t.Fatalf("b: %+v %v", rb, err)
 	}
 	ra, err := m.Commit(f.ctx, a, ida, "")
-	if err != nil || ra.Status != changeset.StatusConflict || ra.Error == nil || strings.Join(ra.Error.ConflictingFiles, ",") != "README.md" {
-		t.Fatalf("a: %+v %v, want a conflict on README.md", ra, err)
+	if err != nil || ra.Status != changeset.StatusConflict || ra.Error == nil || strings.Join(ra.Error.ConflictingFiles, ",") != "notes/plan.txt" {
+		t.Fatalf("a: %+v %v, want a conflict on notes/plan.txt", ra, err)
 	}
 	read := func(path string) string {
 		t.Helper()
@@ -290,9 +295,9 @@ func TestConflictKeepsTheCleanPaths(t *testing.T) {
 		}
 		return string(data)
 	}
-	wantMarked := "<<<<<<< changeset\n# a's title\n=======\n# b's title\n>>>>>>> active " + changeset.Ref(head(t, f.ctx, f.repo)) + "\n"
-	if got := read("README.md"); got != wantMarked {
-		t.Errorf("README.md after the conflict = %q, want %q", got, wantMarked)
+	wantMarked := "one\n<<<<<<< changeset\ntwo by a\n=======\ntwo by b\n>>>>>>> active " + changeset.Ref(head(t, f.ctx, f.repo)) + "\nthree\n"
+	if got := read("notes/plan.txt"); got != wantMarked {
+		t.Errorf("notes/plan.txt after the conflict = %q, want %q", got, wantMarked)
 	}
 	if got := read("tools/beta.yaml"); got != betaByB {
 		t.Errorf("tools/beta.yaml, which a did not edit, = %q, want the head's %q", got, betaByB)
@@ -300,23 +305,67 @@ func TestConflictKeepsTheCleanPaths(t *testing.T) {
 	if got := read("tools/gamma.yaml"); got != changesettest.Tool("gamma") {
 		t.Errorf("tools/gamma.yaml, a's clean edit, = %q", got)
 	}
-	if err := m.WriteFile(f.ctx, a, ida, "README.md", []byte("# both titles\n")); err != nil {
+	// Now on the head, the changeset changes only what the head lacks:
+	// not delta, which the head has the same, nor beta, which it left.
+	list, err := m.ListFiles(f.ctx, a, ida, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changed []string
+	for _, fi := range list {
+		if fi.Changed {
+			changed = append(changed, fi.Path)
+		}
+	}
+	if got := strings.Join(changed, ","); got != "notes/plan.txt,tools/gamma.yaml" {
+		t.Errorf("after the conflict the changeset changes %s, want notes/plan.txt,tools/gamma.yaml", got)
+	}
+	if err := m.WriteFile(f.ctx, a, ida, "notes/plan.txt", []byte("one\ntwo by both\nthree\n")); err != nil {
 		t.Fatal(err)
 	}
 	ra, err = m.Commit(f.ctx, a, ida, "")
 	if err != nil || ra.Status != changeset.StatusOK {
 		t.Fatalf("a resolved: %+v %v", ra, err)
 	}
-	files, err := changeset.BundleFiles(f.repo, head(t, f.ctx, f.repo))
+	got, err := changeset.BundleFiles(f.repo, head(t, f.ctx, f.repo))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]string{}
-	for _, fl := range files {
-		got[fl.Name] = string(fl.Data)
+	byName := map[string]string{}
+	for _, fl := range got {
+		byName[fl.Name] = string(fl.Data)
 	}
-	if got["tools/beta.yaml"] != betaByB || got["tools/gamma.yaml"] != changesettest.Tool("gamma") {
-		t.Fatalf("the head after a's resolved commit lost a change: beta %q, gamma %q", got["tools/beta.yaml"], got["tools/gamma.yaml"])
+	if byName["tools/beta.yaml"] != betaByB || byName["tools/gamma.yaml"] != changesettest.Tool("gamma") {
+		t.Fatalf("the head after a's resolved commit lost a change: beta %q, gamma %q", byName["tools/beta.yaml"], byName["tools/gamma.yaml"])
+	}
+}
+
+// TestConflictDeletedOnOneSide: a file the changeset deleted and the head
+// changed conflicts; the changeset then holds the head's whole version,
+// marked, with an empty part of its own.
+func TestConflictDeletedOnOneSide(t *testing.T) {
+	f := newCommitFixture(t)
+	m := &changeset.Manager{Repo: f.repo, Records: f.recs, Validate: changesettest.Validate}
+	a, b := agent("a"), agent("b")
+	oa, err := m.Open(f.ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DeleteFile(f.ctx, a, oa.ChangesetID, "README.md"); err != nil {
+		t.Fatal(err)
+	}
+	idb := edit(t, f.ctx, m, b, "README.md", "# b's title\n")
+	if rb, err := m.Commit(f.ctx, b, idb, ""); err != nil || rb.Status != changeset.StatusOK {
+		t.Fatalf("b: %+v %v", rb, err)
+	}
+	ra, err := m.Commit(f.ctx, a, oa.ChangesetID, "")
+	if err != nil || ra.Status != changeset.StatusConflict || ra.Error == nil || strings.Join(ra.Error.ConflictingFiles, ",") != "README.md" {
+		t.Fatalf("a: %+v %v, want a conflict on README.md", ra, err)
+	}
+	got, err := m.ReadFile(f.ctx, a, oa.ChangesetID, "README.md")
+	want := "<<<<<<< changeset\n=======\n# b's title\n>>>>>>> active " + changeset.Ref(head(t, f.ctx, f.repo)) + "\n"
+	if err != nil || string(got) != want {
+		t.Fatalf("README.md after the conflict = %q %v, want %q", got, err, want)
 	}
 }
 
