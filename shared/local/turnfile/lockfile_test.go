@@ -24,9 +24,10 @@ func wantEmpty(t *testing.T, dir string) {
 		return // atomicfile keeps lock files there (RemoveAndUnlock)
 	}
 	var left []string
-	_ = filepath.WalkDir(dir, func(p string, _ os.DirEntry, _ error) error {
-		if p != dir {
-			rel, _ := filepath.Rel(dir, p)
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, _ error) error {
+		rel, _ := filepath.Rel(dir, p)
+		// The list index and its scopes stay; an entry or a bucket does not.
+		if p != dir && !(d != nil && d.IsDir() && (rel == listDirName || filepath.Dir(rel) == listDirName)) {
 			left = append(left, rel)
 		}
 		return nil
@@ -166,7 +167,8 @@ func TestReadWaitingOnADeleteLeavesNothing(t *testing.T) {
 	if err := <-read; !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("the waiting read: %v, want ErrNotFound", err)
 	}
-	_ = os.Remove(dir) // the delete's last step
+	_ = os.Remove(dir)                 // the delete's last step
+	must(t, os.RemoveAll(s.listDir())) // and its entries
 	wantEmpty(t, s.dir)
 }
 

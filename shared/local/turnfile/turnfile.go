@@ -30,7 +30,8 @@
 // context window fails its turns until the instance is deleted.
 //
 // List reads every instance and names those it cannot read
-// (turn.Unreadable) beside the others. The package must never put an
+// (turn.Unreadable) beside the others; QueryInstances (the console) reads
+// one page through an index under <dir>/list (lists.go). The package must never put an
 // instance key in a path (directories are named by a hash) or a stored
 // value in an error or a reason.
 package turnfile
@@ -89,6 +90,9 @@ func New(dir string, opts ...Option) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("turnfile: %w", err)
 	}
+	if err := s.buildListIndex(); err != nil {
+		return nil, fmt.Errorf("turnfile: %w", err)
+	}
 	return s, nil
 }
 
@@ -111,8 +115,12 @@ const (
 
 // instanceDir names an instance's directory by a hash of its key.
 func (s *Store) instanceDir(k turn.InstanceKey) string {
+	return filepath.Join(s.dir, s.instanceDirName(k))
+}
+
+func (s *Store) instanceDirName(k turn.InstanceKey) string {
 	sum := sha256.Sum256([]byte(k.String()))
-	return filepath.Join(s.dir, hex.EncodeToString(sum[:16]))
+	return hex.EncodeToString(sum[:16])
 }
 
 // isInstanceDir reports whether name is one instanceDir makes: List
@@ -372,6 +380,15 @@ func (s *Store) Commit(ctx context.Context, c turn.Commit) error {
 		return fmt.Errorf("turnfile: commit %s: %w", c.Instance.Key, err)
 	}
 	defer l.Unlock()
+	// The list entries first (lists.go): a crash leaves one too many.
+	name := filepath.Base(dir)
+	entries := s.instanceEntries(name, next.Instance)
+	if err := addEntries(entries); err != nil {
+		if st.Instance.Version == 0 {
+			dropEntries(entries, nil)
+		}
+		return fmt.Errorf("turnfile: commit %s: %w", c.Instance.Key, err)
+	}
 	if c.Expect == 0 {
 		kb, _ := json.Marshal(c.Instance.Key)
 		if err := atomicfile.Replace(filepath.Join(dir, keyFile), kb, 0o600); err != nil {
@@ -385,8 +402,10 @@ func (s *Store) Commit(ctx context.Context, c turn.Commit) error {
 	}
 	if err != nil {
 		s.forget(dir)
+		return err
 	}
-	return err
+	dropEntries(s.instanceEntries(name, st.Instance), entries)
+	return nil
 }
 
 // appendLine cuts a torn tail at valid, appends l and syncs.
@@ -511,6 +530,7 @@ func (s *Store) Delete(ctx context.Context, k turn.InstanceKey) error {
 	if err := s.removeDir(l, dir); err != nil {
 		return fmt.Errorf("turnfile: delete %s: %w", k, err)
 	}
+	dropEntries(s.instanceEntries(filepath.Base(dir), st.Instance), nil)
 	if rerr == nil && st.Instance.Version == 0 {
 		return fmt.Errorf("turnfile: delete %s: %w", k, domain.ErrNotFound)
 	}

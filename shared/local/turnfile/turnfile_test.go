@@ -233,3 +233,13 @@ func TestLoadWhileRebasing(t *testing.T) {
 		}
 	}
 }
+
+func TestQueryConformance(t *testing.T) {
+	turnstoretest.RunQueries(t, func(t *testing.T) turn.Store {
+		s, err := New(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
