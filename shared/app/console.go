@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/agentauth/agentauth/shared/config"
+	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/edge/console"
 	"github.com/agentauth/agentauth/shared/edge/httpapi"
 	"github.com/agentauth/agentauth/shared/edge/httpx"
 	"github.com/agentauth/agentauth/shared/oauth"
 	"github.com/agentauth/agentauth/shared/tools/toolcatalog"
 	"github.com/agentauth/agentauth/shared/tools/toolplane"
+	"github.com/agentauth/agentauth/shared/turn"
 )
 
 // mountConsole serves the operator console when cfg names its OpenID
@@ -53,8 +55,16 @@ func (a *App) mountConsole(cfg config.Config, be *Backends, lambda bool, log *sl
 		// Last-Event-ID.
 		ccfg.Stream.MaxDuration = lambdaStreamWindow
 	}
+	q, ok := be.Store.(domain.OperatorQueries)
+	if !ok {
+		return fmt.Errorf("console: the store %T answers no operator queries", be.Store)
+	}
+	ccfg.Queries = q
 	if a.Turns != nil {
 		ccfg.Turns = a.Turns
+		if iq, ok := be.TurnStore.(turn.InstanceQuerier); ok {
+			ccfg.Instances = iq
+		}
 	}
 	if a.plane != nil {
 		ccfg.Catalog = planeCatalog{a.plane}

@@ -73,9 +73,15 @@ type Config struct {
 	// RolesClaim and TenantClaim are the dot paths of an operator's roles
 	// and tenant in the ID token (DefaultRolesClaim, tenant_id).
 	RolesClaim, TenantClaim string
-	Grants                  Grants
-	Sessions                Sessions
-	Revoker                 Revoker
+	// Grants and Sessions read one record; Queries page through them by
+	// index (the stores' OperatorQueries).
+	Grants   Grants
+	Sessions Sessions
+	Queries  domain.OperatorQueries
+	Revoker  Revoker
+	// Instances pages through the agent instances by index (the turn
+	// store's InstanceQuerier); nil without turns.
+	Instances turn.InstanceQuerier
 	// Turns is nil when the deployment runs no turns.
 	Turns Turns
 	// Revision is the active bundle revision.
@@ -112,8 +118,8 @@ var staticFS embed.FS
 
 // New checks cfg and parses the pages.
 func New(cfg Config) (*Console, error) {
-	if cfg.SignIn == nil || cfg.Grants == nil || cfg.Sessions == nil || cfg.Revoker == nil {
-		return nil, errors.New("console: sign-in, grants, sessions and revoker are required")
+	if cfg.SignIn == nil || cfg.Grants == nil || cfg.Sessions == nil || cfg.Queries == nil || cfg.Revoker == nil {
+		return nil, errors.New("console: sign-in, grants, sessions, their queries and the revoker are required")
 	}
 	s, err := newSealer(cfg.Keys)
 	if err != nil {

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"log/slog"
@@ -8,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -56,6 +58,79 @@ func (m *memGrants) ListGrants(context.Context) ([]domain.Grant, []error, error)
 	return out, nil, nil
 }
 
+// memQueries answers the operator queries by filtering in memory (the
+// stores' own index semantics have their conformance suites): newest
+// first, the After cursor the last id of the page before.
+type memQueries struct {
+	g *memGrants
+	s *memSessions
+}
+
+func pageOf[T any](items []T, id func(T) string, after string, limit int) ([]T, string) {
+	start := 0
+	if after != "" {
+		start = len(items)
+		for i, it := range items {
+			if id(it) == after {
+				start = i + 1
+			}
+		}
+	}
+	if limit <= 0 {
+		limit = 50
+	}
+	end := min(start+limit, len(items))
+	next := ""
+	if end < len(items) {
+		next = id(items[end-1])
+	}
+	return items[start:end], next
+}
+
+func inScope(tenant string, any bool, qTenant string) bool { return any || tenant == qTenant }
+
+func (m memQueries) QueryGrants(_ context.Context, q domain.GrantQuery) (domain.GrantPage, error) {
+	var out []domain.Grant
+	for _, g := range m.g.grants {
+		if inScope(g.Tenant, q.AnyTenant, q.Tenant) && (q.App == "" || q.App == g.OAuthAppRef.Name) &&
+			(q.Subject == "" || q.Subject == g.Subject) && (q.Revoked == nil || *q.Revoked == g.Revoked) {
+			out = append(out, g)
+		}
+	}
+	slices.SortFunc(out, func(a, b domain.Grant) int { return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(a.ID, b.ID)) })
+	gs, next := pageOf(out, func(g domain.Grant) string { return g.ID }, q.After, q.Limit)
+	return domain.GrantPage{Grants: gs, Next: next}, nil
+}
+
+func (m memQueries) QuerySessions(_ context.Context, q domain.SessionQuery) (domain.SessionPage, error) {
+	var out []domain.Session
+	for _, s := range m.s.sessions {
+		if inScope(s.Tenant, q.AnyTenant, q.Tenant) && (q.App == "" || q.App == s.OAuthAppRef.Name) && (q.Status == "" || q.Status == s.Status) &&
+			(q.Reason == "" || q.Reason == s.StatusReason) && !s.CreatedAt.Before(q.Since) {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b domain.Session) int {
+		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	ss, next := pageOf(out, func(s domain.Session) string { return s.ID }, q.After, q.Limit)
+	return domain.SessionPage{Sessions: ss, Next: next}, nil
+}
+
+func (m memQueries) CountGrants(_ context.Context, tenant string, any bool, limit int) (int, int, bool, error) {
+	a, r := 0, 0
+	for _, g := range m.g.grants {
+		if inScope(g.Tenant, any, tenant) {
+			if g.Revoked {
+				r++
+			} else {
+				a++
+			}
+		}
+	}
+	return min(a, limit), min(r, limit), a > limit || r > limit, nil
+}
+
 type memSessions struct{ sessions map[string]domain.Session }
 
 func (m *memSessions) GetSession(_ context.Context, id string) (domain.Session, error) {
@@ -101,6 +176,14 @@ type fakeTurns struct {
 func (f *fakeTurns) List(context.Context) ([]turn.Instance, []turn.Unreadable, error) {
 	return []turn.Instance{f.state.Instance}, nil, nil
 }
+func (f *fakeTurns) QueryInstances(_ context.Context, q turn.InstanceQuery) (turn.InstancePage, error) {
+	in := f.state.Instance
+	if (q.Swarm != "" && q.Swarm != in.Key.Swarm) || (q.Agent != "" && q.Agent != in.Key.Agent) || (q.Status != "" && q.Status != in.Status) {
+		return turn.InstancePage{}, nil
+	}
+	return turn.InstancePage{Instances: []turn.Instance{in}}, nil
+}
+
 func (f *fakeTurns) Inspect(_ context.Context, k turn.InstanceKey) (turn.State, error) {
 	if k != f.state.Instance.Key {
 		return turn.State{}, domain.ErrNotFound
@@ -173,6 +256,7 @@ func newRig(t *testing.T) *rig {
 			ev(11, turn.EvTurnCompleted, `{}`),
 		}}}}
 	rv := &fakeRevoker{g: grants}
+	sessions := &memSessions{sessions: map[string]domain.Session{failed.ID: failed}}
 	logs := &strings.Builder{}
 	c, err := New(Config{
 		SignIn: &fakeSignIn{claims: map[string]map[string]any{
@@ -182,7 +266,7 @@ func newRig(t *testing.T) *rig {
 			"bob":        {"sub": "bob"},
 		}},
 		Keys:   [][]byte{[]byte(strings.Repeat("k", 32))},
-		Grants: grants, Sessions: &memSessions{sessions: map[string]domain.Session{failed.ID: failed}}, Revoker: rv, Turns: tt,
+		Grants: grants, Sessions: sessions, Queries: memQueries{grants, sessions}, Revoker: rv, Turns: tt, Instances: tt,
 		Revision: func(context.Context) string { return "git:0123456789abcdef0123" },
 		Log:      slog.New(slog.NewJSONHandler(logs, nil)),
 	})
@@ -363,6 +447,11 @@ func TestTenantAdminSeesOnlyTheirTenant(t *testing.T) {
 	if rec := b.do("GET", "/console/grants/"+r.acme, nil); rec.Code != 200 {
 		t.Fatalf("own grant: %d", rec.Code)
 	}
+	for _, p := range []string{"/console/grants?tenant=globex", "/console/consents?tenant=globex", "/console/grants?tenant=%28none%29"} {
+		if page := b.do("GET", p, nil).Body.String(); strings.Contains(page, "globex") && !strings.Contains(page, `value="globex"`) || strings.Contains(page, "gus") {
+			t.Errorf("%s: a tenant admin's tenant filter reached another tenant", p)
+		}
+	}
 	rec := b.do("GET", "/console/grants/"+r.globex, nil)
 	if rec.Code != 404 || strings.Contains(rec.Body.String(), "globex:user:gus") {
 		t.Fatalf("another tenant's grant by URL: %d", rec.Code)
@@ -437,9 +526,14 @@ func TestPages(t *testing.T) {
 		has  []string
 	}{
 		{"/console/", 200, []string{"Overview", `id="grants-total">2<`, "subject_mismatch", `id="instances-total">1<`}},
+		{"/console/grants?after=nonsense", 200, []string{"No grants match"}},
 		{"/console/grants", 200, []string{"acme:user:ann", "globex:user:gus", "−1"}},
 		{"/console/grants?tenant=globex", 200, []string{"globex:user:gus"}},
 		{"/console/grants?status=revoked", 200, []string{"No grants match"}},
+		{"/console/grants?tenant=%28none%29", 200, []string{"No grants match"}},
+		{"/console/consents?reason=subject_mismatch", 200, []string{"an agent&#39;s turn"}},
+		{"/console/consents?reason=provider_error", 200, []string{"No consents match"}},
+		{"/console/instances?status=paused", 200, []string{"No instances match"}},
 		{"/console/grants/" + r.acme, 200, []string{"not granted: write", "Revoke grant"}},
 		{"/console/consents", 200, []string{"subject_mismatch", "an agent&#39;s turn"}},
 		{"/console/consents/" + sid, 200, []string{"What the user saw", oauth.ReasonText(oauth.ReasonSubjectMismatch)[:30]}},

@@ -29,32 +29,44 @@ type instanceRow struct {
 }
 
 func (c *Console) instances(w http.ResponseWriter, r *http.Request, op operator) (string, any, error) {
-	if !op.Platform {
+	if !op.Platform || c.cfg.Instances == nil {
 		return "", nil, forbidden
 	}
-	insts, bad, err := c.cfg.Turns.List(r.Context())
+	ctx := r.Context()
+	f := filterOf(r, "swarm", "agent", "status")
+	page, err := c.cfg.Instances.QueryInstances(ctx, turn.InstanceQuery{Swarm: f["swarm"], Agent: f["agent"],
+		Status: turn.InstanceStatus(f["status"]), After: r.URL.Query().Get("after"), Limit: pageSize})
+	if errors.Is(err, domain.ErrInvalidID) {
+		return "", nil, errNotFound
+	}
 	if err != nil {
 		return "", nil, err
 	}
-	f := filterOf(r, "swarm", "agent", "status")
-	opts := map[string][]string{}
-	var rows []instanceRow
-	for _, in := range insts {
-		opts["swarm"] = append(opts["swarm"], in.Key.Swarm)
-		opts["agent"] = append(opts["agent"], in.Key.Agent)
-		if f.match("swarm", in.Key.Swarm) && f.match("agent", in.Key.Agent) && f.match("status", string(in.Status)) {
-			rows = append(rows, instanceRow{Instance: in, URL: instancePath(in.Key)})
+	p := listPage[instanceRow]{Filter: f, Skipped: len(page.Unreadable), Options: map[string][]string{
+		"status": {string(turn.Active), string(turn.Paused), string(turn.Terminated)}}}
+	if c.cfg.Active != nil {
+		if b, err := c.cfg.Active(ctx); err == nil {
+			for name, sw := range b.Swarms {
+				p.Options["swarm"] = append(p.Options["swarm"], name)
+				p.Options["agent"] = append(p.Options["agent"], sw.Agents...)
+			}
+			for k, v := range p.Options {
+				if k != "status" {
+					slices.Sort(v)
+					p.Options[k] = slices.Compact(v)
+				}
+			}
 		}
 	}
-	for k, v := range opts {
-		opts[k] = distinct(v)
+	for _, in := range page.Instances {
+		p.Rows = append(p.Rows, instanceRow{Instance: in, URL: instancePath(in.Key)})
 	}
-	opts["status"] = []string{string(turn.Active), string(turn.Paused), string(turn.Terminated)}
-	slices.SortFunc(rows, func(a, b instanceRow) int {
-		return cmp.Or(b.UpdatedAt.Compare(a.UpdatedAt), cmp.Compare(a.Key.String(), b.Key.String()))
-	})
-	p := paginate(rows, func(in instanceRow) string { return in.Key.String() }, r.URL.Query().Get("after"), f)
-	p.Skipped, p.Options = len(bad), opts
+	if page.Next != "" {
+		p.Next = f.query("after", page.Next)
+	}
+	for _, u := range page.Unreadable {
+		c.cfg.Log.WarnContext(ctx, "console list: an instance could not be read", "id", u.ID, "reason", u.Reason)
+	}
 	return "instances", view{Title: "Instances", Nav: "instances", Data: p}, nil
 }
 

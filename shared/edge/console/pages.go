@@ -72,9 +72,6 @@ func filterOf(r *http.Request, keys ...string) filter {
 	return f
 }
 
-// match reports whether value passes the filter's key (empty: all).
-func (f filter) match(key, value string) bool { return f[key] == "" || f[key] == value }
-
 // query is the filter as a query string, for links that keep it.
 func (f filter) query(extra ...string) string {
 	v := url.Values{}
@@ -89,81 +86,91 @@ func (f filter) query(extra ...string) string {
 	return v.Encode()
 }
 
-// listPage is a page of rows after a cursor.
+// listPage is one page of a list: its rows, the filter it was read with,
+// and the query of the next page ("" on the last).
 type listPage[T any] struct {
-	Rows     []T
-	Total    int
-	Filter   filter
-	Next     string // the query of the next page; "" on the last
-	Skipped  int    // unreadable records left out
-	Options  map[string][]string
-	Problems []string
+	Rows    []T
+	Filter  filter
+	Next    string
+	Skipped int // unreadable records left out (the server's log names them)
+	Options map[string][]string
+	// Tenant: the operator may pick a tenant (a platform admin).
+	Tenant bool
 }
 
-// paginate cuts rows (sorted) after the cursor id.
-func paginate[T any](rows []T, id func(T) string, after string, f filter) listPage[T] {
-	p := listPage[T]{Total: len(rows), Filter: f}
-	start := 0
-	if after != "" {
-		start = len(rows)
-		for i, r := range rows {
-			if id(r) == after {
-				start = i + 1
-				break
-			}
-		}
+// noTenant is the tenant filter's value for records without a tenant.
+const noTenant = "(none)"
+
+// tenantScope is the tenant part of a query: a tenant admin's own tenant
+// whatever the filter says; a platform admin's filter (empty: every
+// tenant; noTenant: the records without one).
+func tenantScope(op operator, f filter) (tenant string, any bool) {
+	switch {
+	case !op.Platform:
+		return op.Tenant, false
+	case f["tenant"] == "":
+		return "", true
+	case f["tenant"] == noTenant:
+		return "", false
 	}
-	end := min(start+pageSize, len(rows))
-	p.Rows = rows[start:end]
-	if end < len(rows) {
-		p.Next = f.query("after", id(rows[end-1]))
+	return f["tenant"], false
+}
+
+// appNames are the bundle's OAuthApps, the app filter's choices.
+func (c *Console) appNames(ctx context.Context) []string {
+	if c.cfg.Active == nil {
+		return nil
 	}
-	return p
-}
-
-func distinct(values []string) []string {
-	slices.Sort(values)
-	return slices.Compact(values)
-}
-
-func (c *Console) visibleGrants(ctx context.Context, op operator) ([]grantRow, int, error) {
-	gs, bad, err := c.cfg.Grants.ListGrants(ctx)
+	b, err := c.cfg.Active(ctx)
 	if err != nil {
-		return nil, 0, err
+		return nil
 	}
-	now := c.cfg.Now()
-	rows := make([]grantRow, 0, len(gs))
-	for _, g := range gs {
-		if op.sees(g.Tenant) {
-			rows = append(rows, grantRowOf(g, now))
-		}
+	var out []string
+	for name := range b.OAuthApps {
+		out = append(out, name)
 	}
-	slices.SortFunc(rows, func(a, b grantRow) int { return cmp.Or(b.Created.Compare(a.Created), cmp.Compare(a.ID, b.ID)) })
-	return rows, len(bad), nil
+	slices.Sort(out)
+	return out
 }
 
 func (c *Console) grants(w http.ResponseWriter, r *http.Request, op operator) (string, any, error) {
-	all, skipped, err := c.visibleGrants(r.Context(), op)
+	ctx := r.Context()
+	f := filterOf(r, "app", "subject", "tenant", "status")
+	q := domain.GrantQuery{App: f["app"], Subject: f["subject"], After: r.URL.Query().Get("after"), Limit: pageSize}
+	q.Tenant, q.AnyTenant = tenantScope(op, f)
+	switch f["status"] {
+	case stActive:
+		q.Revoked = new(false)
+	case stRevoked:
+		q.Revoked = new(true)
+	}
+	page, err := c.cfg.Queries.QueryGrants(ctx, q)
+	if errors.Is(err, domain.ErrInvalidID) {
+		return "", nil, errNotFound // a cursor that is not one
+	}
 	if err != nil {
 		return "", nil, err
 	}
-	f := filterOf(r, "app", "subject", "tenant", "status")
-	var rows []grantRow
-	opts := map[string][]string{}
-	for _, g := range all {
-		opts["app"] = append(opts["app"], g.App)
-		opts["tenant"] = append(opts["tenant"], g.Tenant)
-		if f.match("app", g.App) && f.match("subject", g.Subject) && f.match("tenant", g.Tenant) && f.match("status", g.Status) {
-			rows = append(rows, g)
+	p := listPage[grantRow]{Filter: f, Skipped: len(page.Unreadable), Tenant: op.Platform,
+		Options: map[string][]string{"app": c.appNames(ctx), "status": {stActive, stRevoked}}}
+	now := c.cfg.Now()
+	for _, g := range page.Grants {
+		if op.sees(g.Tenant) { // the store scoped the query; this is the second line
+			p.Rows = append(p.Rows, grantRowOf(g, now))
 		}
 	}
-	for k, v := range opts {
-		opts[k] = distinct(v)
+	if page.Next != "" {
+		p.Next = f.query("after", page.Next)
 	}
-	opts["status"] = []string{stActive, stExpired, stRevoked}
-	p := paginate(rows, func(g grantRow) string { return g.ID }, r.URL.Query().Get("after"), f)
-	p.Skipped, p.Options = skipped, opts
+	c.logUnreadable(ctx, "grants", page.Unreadable)
 	return "grants", view{Title: "Grants", Nav: "grants", Data: p}, nil
+}
+
+// logUnreadable names the records a list left out.
+func (c *Console) logUnreadable(ctx context.Context, what string, errs []error) {
+	for _, err := range errs {
+		c.cfg.Log.WarnContext(ctx, "console list: a record could not be read", "list", what, "err", err)
+	}
 }
 
 func (c *Console) grantFor(ctx context.Context, op operator, id string) (domain.Grant, error) {
@@ -237,46 +244,41 @@ func instancePath(k turn.InstanceKey) string {
 	return Path + "instances/" + url.PathEscape(k.Swarm) + "/" + url.PathEscape(k.Key) + "/" + url.PathEscape(k.Agent)
 }
 
-func (c *Console) visibleConsents(ctx context.Context, op operator) ([]consentRow, int, error) {
-	ss, bad, err := c.cfg.Sessions.ListSessions(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	rows := make([]consentRow, 0, len(ss))
-	for _, s := range ss {
-		if op.sees(s.Tenant) {
-			rows = append(rows, consentRowOf(s))
-		}
-	}
-	slices.SortFunc(rows, func(a, b consentRow) int { return cmp.Or(b.Created.Compare(a.Created), cmp.Compare(a.ID, b.ID)) })
-	return rows, len(bad), nil
-}
-
 func (c *Console) consents(w http.ResponseWriter, r *http.Request, op operator) (string, any, error) {
-	all, skipped, err := c.visibleConsents(r.Context(), op)
+	ctx := r.Context()
+	f := filterOf(r, "app", "status", "reason", "tenant")
+	q := domain.SessionQuery{App: f["app"], Status: domain.SessionStatus(f["status"]), Reason: f["reason"],
+		After: r.URL.Query().Get("after"), Limit: pageSize}
+	q.Tenant, q.AnyTenant = tenantScope(op, f)
+	page, err := c.cfg.Queries.QuerySessions(ctx, q)
+	if errors.Is(err, domain.ErrInvalidID) {
+		return "", nil, errNotFound
+	}
 	if err != nil {
 		return "", nil, err
 	}
-	f := filterOf(r, "app", "status", "reason")
-	var rows []consentRow
-	opts := map[string][]string{}
-	for _, s := range all {
-		opts["app"] = append(opts["app"], s.App)
-		if s.Reason != "" {
-			opts["reason"] = append(opts["reason"], s.Reason)
-		}
-		if f.match("app", s.App) && f.match("status", s.Status) && f.match("reason", s.Reason) {
-			rows = append(rows, s)
+	p := listPage[consentRow]{Filter: f, Skipped: len(page.Unreadable), Tenant: op.Platform, Options: map[string][]string{
+		"app":    c.appNames(ctx),
+		"status": {stPending, string(domain.SessionExchanging), stCompleted, stFailed, string(domain.SessionExpired)},
+		"reason": reasons,
+	}}
+	for _, s := range page.Sessions {
+		if op.sees(s.Tenant) {
+			p.Rows = append(p.Rows, consentRowOf(s))
 		}
 	}
-	for k, v := range opts {
-		opts[k] = distinct(v)
+	if page.Next != "" {
+		p.Next = f.query("after", page.Next)
 	}
-	opts["status"] = []string{stPending, stCompleted, stFailed, string(domain.SessionExpired)}
-	p := paginate(rows, func(s consentRow) string { return s.ID }, r.URL.Query().Get("after"), f)
-	p.Skipped, p.Options = skipped, opts
+	c.logUnreadable(ctx, "consents", page.Unreadable)
 	return "consents", view{Title: "Consents", Nav: "consents", Data: p}, nil
 }
+
+// reasons are the failure reasons a consent may end with (the reason
+// filter's choices).
+var reasons = []string{oauth.ReasonMissingState, oauth.ReasonInvalidState, oauth.ReasonSessionNotFound, oauth.ReasonSessionAlreadyUsed,
+	oauth.ReasonSessionExpired, oauth.ReasonWrongCallback, oauth.ReasonProviderError, oauth.ReasonMissingCode,
+	oauth.ReasonTokenExchangeFailed, oauth.ReasonTokenExchangeTimeout, oauth.ReasonSubjectMismatch, oauth.ReasonSubjectUnverifiable, oauth.ReasonInternal}
 
 func (c *Console) consent(w http.ResponseWriter, r *http.Request, op operator) (string, any, error) {
 	id := r.PathValue("id")
@@ -296,15 +298,19 @@ func (c *Console) consent(w http.ResponseWriter, r *http.Request, op operator) (
 // overviewData is the overview's figures.
 type overviewData struct {
 	Grants         map[string]int
-	GrantsTotal    int
-	Consents24h    map[string]int
-	FailedByReason []reasonCount
-	Instances      map[string]int
-	InstancesTotal int
-	Parked         int
-	Turns          bool
-	Platform       bool
-	Problems       []string
+	GrantsCapped   bool
+	ConsentsCapped bool
+	// InstancesCapped: a status's count reached Cap.
+	InstancesCapped bool
+	Cap             int
+	Consents24h     map[string]int
+	FailedByReason  []reasonCount
+	Instances       map[string]int
+	InstancesTotal  int
+	Parked          int
+	Turns           bool
+	Platform        bool
+	Problems        []string
 	// DeadLetters is how many events failed every attempt (-1: not shown).
 	DeadLetters int
 }
@@ -316,7 +322,8 @@ type reasonCount struct {
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request, op operator) (string, any, error) {
 	ctx := r.Context()
-	d := overviewData{Grants: map[string]int{}, Consents24h: map[string]int{}, Instances: map[string]int{}, Turns: c.cfg.Turns != nil, Platform: op.Platform, DeadLetters: -1}
+	d := overviewData{Grants: map[string]int{}, Consents24h: map[string]int{}, Instances: map[string]int{}, Turns: c.cfg.Turns != nil,
+		Platform: op.Platform, DeadLetters: -1, Cap: overviewCap}
 	if c.cfg.DeadLetters != nil && op.Platform {
 		_, n, err := c.cfg.DeadLetters.ListDeadLetters(ctx, 1)
 		if err != nil {
@@ -324,58 +331,83 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, op operator) 
 		}
 		d.DeadLetters = n
 	}
-	grants, skipped, err := c.visibleGrants(ctx, op)
+	tenant, any := tenantScope(op, filter{})
+	active, revoked, capped, err := c.cfg.Queries.CountGrants(ctx, tenant, any, overviewCap)
 	if err != nil {
 		return "", nil, err
 	}
-	if skipped > 0 {
-		d.Problems = append(d.Problems, fmt.Sprintf("%d grants could not be read", skipped))
-	}
-	for _, g := range grants {
-		d.Grants[g.Status]++
-	}
-	d.GrantsTotal = len(grants)
-	consents, skipped, err := c.visibleConsents(ctx, op)
-	if err != nil {
-		return "", nil, err
-	}
-	if skipped > 0 {
-		d.Problems = append(d.Problems, fmt.Sprintf("%d consents could not be read", skipped))
-	}
-	since := c.cfg.Now().Add(-24 * time.Hour)
-	reasons := map[string]int{}
-	for _, s := range consents {
-		if s.Created.Before(since) {
-			continue
-		}
-		d.Consents24h[s.Status]++
-		if s.Status == stFailed || s.Status == string(domain.SessionExpired) {
-			reasons[cmp.Or(s.Reason, s.Status)]++
-		}
-	}
-	for reason, n := range reasons {
-		d.FailedByReason = append(d.FailedByReason, reasonCount{Reason: reason, Text: oauth.ReasonText(reason), Count: n})
-	}
-	slices.SortFunc(d.FailedByReason, func(a, b reasonCount) int { return cmp.Or(b.Count-a.Count, cmp.Compare(a.Reason, b.Reason)) })
-	if c.cfg.Turns != nil && op.Platform {
-		insts, bad, err := c.cfg.Turns.List(ctx)
+	d.Grants[stActive], d.Grants[stRevoked], d.GrantsCapped = active, revoked, capped
+	// The last 24 h of consents, newest first, up to the cap.
+	reasonCounts := map[string]int{}
+	q := domain.SessionQuery{Tenant: tenant, AnyTenant: any, Since: c.cfg.Now().Add(-24 * time.Hour), Limit: 100}
+	for seen := 0; ; {
+		page, err := c.cfg.Queries.QuerySessions(ctx, q)
 		if err != nil {
 			return "", nil, err
 		}
-		if len(bad) > 0 {
-			d.Problems = append(d.Problems, fmt.Sprintf("%d agent instances could not be read", len(bad)))
-		}
-		for _, in := range insts {
-			d.Instances[string(in.Status)]++
-		}
-		d.InstancesTotal = len(insts)
-		for _, s := range consents {
-			if s.Status == stPending && s.Instance != "" {
+		for _, s := range page.Sessions {
+			row := consentRowOf(s)
+			d.Consents24h[row.Status]++
+			if row.Status == stFailed || row.Status == string(domain.SessionExpired) {
+				reasonCounts[cmp.Or(row.Reason, row.Status)]++
+			}
+			if row.Status == stPending && row.Instance != "" {
 				d.Parked++
 			}
 		}
+		if len(page.Unreadable) > 0 {
+			d.Problems = append(d.Problems, fmt.Sprintf("%d consents could not be read", len(page.Unreadable)))
+		}
+		seen += len(page.Sessions)
+		if page.Next == "" {
+			break
+		}
+		if seen >= overviewCap {
+			d.ConsentsCapped = true
+			break
+		}
+		q.After = page.Next
+	}
+	for reason, n := range reasonCounts {
+		d.FailedByReason = append(d.FailedByReason, reasonCount{Reason: reason, Text: oauth.ReasonText(reason), Count: n})
+	}
+	slices.SortFunc(d.FailedByReason, func(a, b reasonCount) int { return cmp.Or(b.Count-a.Count, cmp.Compare(a.Reason, b.Reason)) })
+	if c.cfg.Instances != nil && op.Platform {
+		for _, st := range []turn.InstanceStatus{turn.Active, turn.Paused, turn.Terminated} {
+			n, capped, err := c.countInstances(ctx, st)
+			if err != nil {
+				return "", nil, err
+			}
+			d.Instances[string(st)] = n
+			d.InstancesTotal += n
+			d.InstancesCapped = d.InstancesCapped || capped
+		}
 	}
 	return "overview", view{Title: "Overview", Nav: "overview", Data: d}, nil
+}
+
+// overviewCap bounds what the overview counts of one kind: past it the
+// figure reads "N+", so the page costs the same at any size.
+const overviewCap = 1000
+
+// countInstances counts the instances of one status, up to the cap.
+func (c *Console) countInstances(ctx context.Context, st turn.InstanceStatus) (int, bool, error) {
+	q := turn.InstanceQuery{Status: st, Limit: 100}
+	n := 0
+	for {
+		page, err := c.cfg.Instances.QueryInstances(ctx, q)
+		if err != nil {
+			return 0, false, err
+		}
+		n += len(page.Instances)
+		if page.Next == "" {
+			return n, false, nil
+		}
+		if n >= overviewCap {
+			return n, true, nil
+		}
+		q.After = page.Next
+	}
 }
 
 // tenantOfClaims is the tenant claims name at path (tenant_id by
