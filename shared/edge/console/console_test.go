@@ -3,6 +3,7 @@ package console
 import (
 	"cmp"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -640,5 +641,35 @@ func TestTimelineStreamCursor(t *testing.T) {
 	}
 	if resp, _ := get("x1"); resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a cursor that is no number: %d", resp.StatusCode)
+	}
+}
+
+// failingGrants is a grant store that does not answer.
+type failingGrants struct{ *memGrants }
+
+func (f failingGrants) GetGrant(context.Context, string) (domain.Grant, error) {
+	return domain.Grant{}, errors.New("dynamostore: get grant: RequestError: connection refused")
+}
+
+func TestOverviewBackendHealth(t *testing.T) {
+	r := newRig(t)
+	b := r.browser(t)
+	b.signIn("admin", "/console/")
+	page := b.do("GET", "/console/", nil).Body.String()
+	if !strings.Contains(page, `id="health"`) || !strings.Contains(page, "grant and session store") || strings.Contains(page, "failing") {
+		t.Fatalf("health: %s", page)
+	}
+	r.c.cfg.Grants = failingGrants{r.grants}
+	page = b.do("GET", "/console/", nil).Body.String()
+	if !strings.Contains(page, `<span class="badge st-fail">failing</span>`) || strings.Contains(page, "connection refused") {
+		t.Fatalf("a failing store: %s", page)
+	}
+	if !strings.Contains(r.logs.String(), "connection refused") {
+		t.Fatal("the failure is not logged")
+	}
+	ta := r.browser(t)
+	ta.signIn("acme-admin", "/console/")
+	if page := ta.do("GET", "/console/", nil).Body.String(); strings.Contains(page, `id="health"`) {
+		t.Fatal("a tenant admin sees the backends")
 	}
 }

@@ -313,6 +313,8 @@ type overviewData struct {
 	Problems        []string
 	// DeadLetters is how many events failed every attempt (-1: not shown).
 	DeadLetters int
+	// Health is each backend's check (platform admins).
+	Health []healthCheck
 }
 
 type reasonCount struct {
@@ -330,6 +332,9 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, op operator) 
 			return "", nil, err
 		}
 		d.DeadLetters = n
+	}
+	if op.Platform {
+		d.Health = c.health(ctx)
 	}
 	tenant, any := tenantScope(op, filter{})
 	active, revoked, capped, err := c.cfg.Queries.CountGrants(ctx, tenant, any, overviewCap)
