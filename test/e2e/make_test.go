@@ -19,7 +19,7 @@ import (
 // The make run banner's lines (scripts/run.sh): none may be printed
 // before serve answers. bannerReady starts its last.
 var bannerLines = []string{"runtime token (Authorization: Bearer", "demo OpenID provider:", "agent JWT for the tool routes:",
-	"MCP server:", "agent JWT for MCP", "scripted model (a fixed script", bannerReady}
+	"MCP server:", "agent JWT for MCP", "operator console:", "scripted model (a fixed script", bannerReady}
 
 const bannerReady = "ready: agentauth on http://"
 

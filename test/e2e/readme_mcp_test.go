@@ -151,6 +151,7 @@ func startMakeRun(t *testing.T, apiPort, providerPort int) *makeRun {
 			GrantTypes:   []string{e2ekit.GrantAuthorizationCode, e2ekit.GrantRefreshToken}},
 		{ClientID: "agentauth-agent", ClientSecret: "agent-secret", RedirectURIs: []string{base + "/unused"},
 			GrantTypes: []string{e2ekit.GrantClientCredentials, e2ekit.GrantAuthorizationCode}, Scope: "profile.read agentauth:admin"},
+		e2ekit.ConsoleClient(base + "/console/auth/callback"),
 	})
 	if err != nil {
 		t.Fatal(err)
