@@ -5,13 +5,16 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"html/template"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/changeset"
 	"github.com/agentauth/agentauth/shared/tools/toolcatalog"
+	"github.com/agentauth/agentauth/shared/turn"
 )
 
 // Catalog is the tool plane as the tools page reads it (app builds it
@@ -35,6 +38,7 @@ type CatalogTool struct {
 const maxClaims = 8 << 10
 
 type toolsData struct {
+	Recent    []recentPrincipal
 	Tools     []CatalogTool
 	Claims    string
 	Problem   string
@@ -66,7 +70,7 @@ func (c *Console) tools(w http.ResponseWriter, r *http.Request, op operator) (st
 		return "", nil, forbidden
 	}
 	ctx := r.Context()
-	d := toolsData{Tools: c.cfg.Catalog.CatalogTools(ctx), Claims: r.URL.Query().Get("claims")}
+	d := toolsData{Tools: c.cfg.Catalog.CatalogTools(ctx), Claims: r.URL.Query().Get("claims"), Recent: c.recentPrincipals(ctx)}
 	slices.SortFunc(d.Tools, func(a, b CatalogTool) int { return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.ID, b.ID)) })
 	if strings.TrimSpace(d.Claims) == "" {
 		d.Claims = exampleClaims
@@ -194,4 +198,55 @@ func (c *Console) revision(w http.ResponseWriter, r *http.Request, op operator) 
 		}
 	}
 	return "revision", view{Title: "Revision " + shortRef(e.Ref), Nav: "bundle", Data: d}, nil
+}
+
+// recentPrincipal is the caller of a recent turn, whose claims the
+// simulator can start from.
+type recentPrincipal struct {
+	Label string
+	// Href is the simulator's URL with the claims, query-escaped here
+	// (so the template leaves it as it is).
+	Href template.URL
+}
+
+// recentTurnsRead bounds how many instances the tools page reads for
+// recent principals.
+const recentTurnsRead = 10
+
+// recentPrincipals are the distinct callers (by their claims) of the
+// newest turns of the newest instances: a few reads, bounded.
+func (c *Console) recentPrincipals(ctx context.Context) []recentPrincipal {
+	if c.cfg.Instances == nil || c.cfg.Turns == nil {
+		return nil
+	}
+	page, err := c.cfg.Instances.QueryInstances(ctx, turn.InstanceQuery{Limit: recentTurnsRead})
+	if err != nil {
+		c.cfg.Log.WarnContext(ctx, "console: recent principals not read", "err", err)
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []recentPrincipal
+	for _, in := range page.Instances {
+		st, err := c.cfg.Turns.Inspect(ctx, in.Key)
+		if err != nil {
+			continue
+		}
+		var newest *turn.Turn
+		for _, t := range st.Turns {
+			if len(t.Auth.Claims) > 0 && (newest == nil || t.StartedAt.After(newest.StartedAt)) {
+				newest = &t
+			}
+		}
+		if newest == nil {
+			continue
+		}
+		b, err := json.MarshalIndent(newest.Auth.Claims, "", "  ")
+		if err != nil || seen[string(b)] {
+			continue
+		}
+		seen[string(b)] = true
+		sub, _ := newest.Auth.Claims["sub"].(string)
+		out = append(out, recentPrincipal{Label: cmp.Or(sub, "(no sub)") + " — " + in.Key.String(), Href: template.URL(Path + "tools?claims=" + url.QueryEscape(string(b)))})
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"html"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -89,6 +90,20 @@ func TestPolicySimulator(t *testing.T) {
 	}
 	if page = sim(`{}`); !strings.Contains(page, `id="no-policy"`) {
 		t.Error("no claims: no policy should match")
+	}
+	// A recent turn's caller is offered as a starting point.
+	tr := r.turns.state.Turns["turn-1"]
+	tr.Auth.Claims = map[string]any{"sub": "carol", "role": "editor"}
+	r.turns.state.Turns["turn-1"] = tr
+	page = sim("")
+	i := strings.Index(page, `<a href="/console/tools?claims=`)
+	if i < 0 || !strings.Contains(page, "carol — default/thread-1/planner") {
+		t.Fatalf("no recent caller: %s", page)
+	}
+	link := page[i+len(`<a href="`):]
+	link = html.UnescapeString(link[:strings.Index(link, `"`)])
+	if got := b.do("GET", link, nil).Body.String(); !strings.Contains(got, `id="visible-count">2<`) {
+		t.Fatalf("the recent caller's simulation: %s", got)
 	}
 	// Tenant admins do not see the platform's policies.
 	ta := r.browser(t)
