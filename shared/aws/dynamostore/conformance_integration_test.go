@@ -3,7 +3,12 @@
 package dynamostore
 
 import (
+	"context"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/testkit/emulatortest"
@@ -71,6 +76,39 @@ func TestTurnConformanceEmulator(t *testing.T) {
 	emulatortest.Config(t)
 	turnstoretest.Run(t, func(t *testing.T) turn.Store {
 		s, _ := newEmulatorStore(t, tableOpts{noTTL: true})
+		return s.Turns(nil)
+	})
+}
+
+// The operator queries on the emulator's global secondary indexes.
+func TestOperatorQueriesEmulator(t *testing.T) {
+	emulatortest.Config(t)
+	apis := map[storetest.OperatorStore]*dynamodb.Client{}
+	storetest.RunOperatorQueries(t, func(t *testing.T) storetest.OperatorStore {
+		s, api := newEmulatorStore(t, tableOpts{noTTL: true})
+		s.scanLimit = 4 // queries take several pages
+		apis[s] = api
+		return s
+	}, func(t *testing.T, s storetest.OperatorStore, id string) {
+		st := s.(*Store)
+		_, err := apis[s].UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(st.Table()),
+			Key:                       key(grantPrefix + id),
+			UpdateExpression:          aws.String("SET #doc = :bad"),
+			ExpressionAttributeNames:  map[string]string{"#doc": attrDoc},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":bad": str("{" + turnstoretest.Canary)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestInstanceQueriesEmulator(t *testing.T) {
+	emulatortest.Config(t)
+	turnstoretest.RunQueries(t, func(t *testing.T) turn.Store {
+		s, _ := newEmulatorStore(t, tableOpts{noTTL: true})
+		s.scanLimit = 4
 		return s.Turns(nil)
 	})
 }

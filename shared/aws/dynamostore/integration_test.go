@@ -161,7 +161,11 @@ func TestItemLayout(t *testing.T) {
 	_, err := s.PutGrant(ctx, g, 0)
 	must(t, err, "PutGrant")
 	item := rawItem(t, api, s.Table(), "grant#"+g.ID)
-	sameKeys(t, item, "pk", "kind", "version", "createdAt", "doc")
+	sameKeys(t, item, "pk", "kind", "version", "createdAt", "doc", "listKey", "listAll", "listSort")
+	if attrS(t, item, "listKey") != "grant#t#" || attrS(t, item, "listAll") != "grant" ||
+		attrS(t, item, "listSort") != "a#"+domain.ListKey(g.CreatedAt, g.ID) {
+		t.Fatalf("grant item's list keys %v", item)
+	}
 	created, _ := g.CreatedAt.MarshalText()
 	if attrS(t, item, "kind") != "OAuthGrantRecord" || attrN(t, item, "version") != "1" || attrS(t, item, "createdAt") != string(created) {
 		t.Fatalf("grant item %v", item)
@@ -182,7 +186,10 @@ func TestItemLayout(t *testing.T) {
 	sess := futureSession()
 	must(t, s.CreateSession(ctx, sess), "CreateSession")
 	item = rawItem(t, api, s.Table(), "session#"+sess.ID)
-	sameKeys(t, item, "pk", "kind", "version", "status", "ttl", "doc", "expiresAt", "sweepSet", "pendingFor")
+	sameKeys(t, item, "pk", "kind", "version", "status", "ttl", "doc", "expiresAt", "sweepSet", "pendingFor", "listKey", "listAll", "listSort")
+	if attrS(t, item, "listKey") != "session#t#"+sess.Tenant || attrS(t, item, "listSort") != domain.ListKey(sess.CreatedAt, sess.ID) {
+		t.Fatalf("session item's list keys %v", item)
+	}
 	if attrS(t, item, "kind") != "AuthSessionRecord" || attrS(t, item, "status") != "pending" || attrN(t, item, "version") != "0" ||
 		attrS(t, item, "sweepSet") != "pending" || attrN(t, item, "expiresAt") != fmt.Sprint(sess.ExpiresAt.UnixMilli()) {
 		t.Fatalf("session item %v", item)
@@ -199,7 +206,7 @@ func TestItemLayout(t *testing.T) {
 	_, _, err = s.CompleteSession(ctx, sess.ID, at, storetest.SampleGrant(storetest.NewGrantID()))
 	must(t, err, "CompleteSession")
 	item = rawItem(t, api, s.Table(), "session#"+sess.ID)
-	sameKeys(t, item, "pk", "kind", "version", "status", "completedAt", "ttl", "doc", "expiresAt", "sweepSet")
+	sameKeys(t, item, "pk", "kind", "version", "status", "completedAt", "ttl", "doc", "expiresAt", "sweepSet", "listKey", "listAll", "listSort")
 	atText, _ := at.MarshalText()
 	if attrS(t, item, "status") != "completed" || attrS(t, item, "completedAt") != string(atText) || attrS(t, item, "sweepSet") != "finished" ||
 		attrN(t, item, "version") != "1" || attrS(t, item, "doc") != docBefore {

@@ -105,15 +105,19 @@ func scopeRange(kind, tenant string, anyTenant bool, prefix, end string) listRan
 // rangeKeys reads up to n entries of r after the list key after ("": from
 // the start), in order, and whether more may follow.
 func (s *Store) rangeKeys(ctx context.Context, r listRange, after string, n int) ([]listed, bool, error) {
-	end := cmp.Or(r.end, listEnd)
 	in := &dynamodb.QueryInput{
 		TableName:                aws.String(s.table),
 		IndexName:                aws.String(r.index),
 		KeyConditionExpression:   aws.String("#k = :k AND #s BETWEEN :lo AND :hi"),
 		ExpressionAttributeNames: map[string]string{"#k": r.keyAttr, "#s": attrListSort},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":k": str(r.key), ":lo": str(r.prefix + after), ":hi": str(r.prefix + end),
+			":k": str(r.key), ":lo": str(r.prefix + after), ":hi": str(r.prefix + cmp.Or(r.end, listEnd)),
 		},
+	}
+	if r.prefix+after == "" {
+		// A key condition's value may not be empty.
+		in.KeyConditionExpression = aws.String("#k = :k AND #s <= :hi")
+		delete(in.ExpressionAttributeValues, ":lo")
 	}
 	var out []listed
 	for {

@@ -222,6 +222,8 @@ func testGrantPagingWhileAdding(t *testing.T, s OperatorStore) {
 	gs := seedGrants(t, s, 12, func(i int, g *domain.Grant) { g.Tenant = "acme" })
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
+	stopped := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer stopped() // also when a check below ends the test
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -260,8 +262,7 @@ func testGrantPagingWhileAdding(t *testing.T, s OperatorStore) {
 		}
 		q.After = p.Next
 	}
-	close(stop)
-	wg.Wait()
+	stopped()
 	for id, n := range seen {
 		if n != 1 {
 			t.Fatalf("grant %s listed %d times", id, n)

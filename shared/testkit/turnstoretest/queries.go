@@ -143,6 +143,8 @@ func testQueryPagingWhileAdding(t *testing.T, s turn.Store, qs turn.InstanceQuer
 	}
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
+	stopped := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer stopped() // also when a check below ends the test
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -179,8 +181,7 @@ func testQueryPagingWhileAdding(t *testing.T, s turn.Store, qs turn.InstanceQuer
 		}
 		q.After = p.Next
 	}
-	close(stop)
-	wg.Wait()
+	stopped()
 	for k, n := range seen {
 		if n != 1 {
 			t.Fatalf("instance %v listed %d times", k, n)
