@@ -81,10 +81,35 @@ type Grant struct {
 	// Tenant is the tenant of the request whose consent made the grant
 	// ("" when its claims named none): a tenant admin's console shows it.
 	Tenant string `json:"tenant,omitempty"`
+	// RefreshFailures counts the refresh attempts that failed since the
+	// last success (a provider outage, an unusable answer; never
+	// invalid_grant, which revokes the grant instead). A successful
+	// refresh or a new consent sets it back to 0.
+	RefreshFailures int `json:"refreshFailures,omitempty"`
+	// LastRefreshError is the reason code of the last failed refresh
+	// (RefreshFailed… constants, an RFC 6749 error code, or "http_<status>"
+	// for an answer without one): a fixed vocabulary, never a provider's
+	// message, which could quote a token. "" once a refresh succeeds.
+	LastRefreshError string `json:"lastRefreshError,omitempty"`
+	// LastRefreshFailedAt is when the last failed refresh failed.
+	LastRefreshFailedAt *time.Time `json:"lastRefreshFailedAt,omitempty"`
 	// Version increases by one on every write; conditional writes compare it
 	// so a late writer never overwrites a newer token (fencing).
 	Version int64 `json:"version"`
 }
+
+// Why a grant's last refresh failed (Grant.LastRefreshError), when the
+// provider's answer did not carry an RFC 6749 error code.
+const (
+	// RefreshFailedTimeout: the provider did not answer in time.
+	RefreshFailedTimeout = "provider_timeout"
+	// RefreshFailedUnreachable: the provider could not be reached
+	// (connection refused, DNS, TLS).
+	RefreshFailedUnreachable = "provider_unreachable"
+	// RefreshFailedUnusable: the provider answered with something that is
+	// not a token response, or one without an access token.
+	RefreshFailedUnusable = "provider_response_unusable"
+)
 
 // Why a grant was revoked (Grant.RevokedReason).
 const (
@@ -156,9 +181,26 @@ type Session struct {
 	ReuseKey string `json:"reuseKey,omitempty"`
 	// Tenant is the tenant the request that started the session named in
 	// its claims ("" when none).
-	Tenant  string `json:"tenant,omitempty"`
-	Version int64  `json:"version"`
+	Tenant string `json:"tenant,omitempty"`
+	// StartedBy names the edge whose request started the consent
+	// (StartedBy… constants; "" for sessions stored before it was kept).
+	// A request that reuses the pending session does not change it.
+	StartedBy string `json:"startedBy,omitempty"`
+	Version   int64  `json:"version"`
 }
+
+// Who started a consent (Session.StartedBy).
+const (
+	// StartedByTurn: a turn's tool call (the engine).
+	StartedByTurn = "turn"
+	// StartedByTool: a call of an http tool through the tool routes
+	// (POST /v1/tools/invoke).
+	StartedByTool = "tool"
+	// StartedByMCP: a call of an http tool through the MCP server.
+	StartedByMCP = "mcp"
+	// StartedByREST: the token route (POST /v1/oauth/token).
+	StartedByREST = "rest"
+)
 
 // SessionReuseMargin is how much of its lifetime a pending session must
 // have left to answer a repeated request: a link handed out must leave the

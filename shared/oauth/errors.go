@@ -7,9 +7,12 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"syscall"
 
 	"golang.org/x/oauth2"
+
+	"github.com/agentauth/agentauth/shared/domain"
 )
 
 var (
@@ -90,6 +93,39 @@ func localIO(err error) (syscall.Errno, bool) {
 	var errno syscall.Errno
 	ok := errors.As(err, &errno) && !fromNetwork(err)
 	return errno, ok
+}
+
+// registeredCodes are the RFC 6749 error codes a token endpoint answers
+// with (§5.2, and §4.1.2.1's server_error and temporarily_unavailable,
+// which providers send there too).
+var registeredCodes = []string{
+	"invalid_request", "invalid_client", "invalid_grant", "unauthorized_client",
+	"unsupported_grant_type", "invalid_scope", "server_error", "temporarily_unavailable",
+}
+
+// refreshFailureCode is the reason code a failed refresh leaves on its
+// grant (domain.Grant.LastRefreshError). It is stored and shown to
+// operators, so it comes from a fixed vocabulary: a registered RFC 6749
+// code, "http_<status>" for an answer without one, or a
+// domain.RefreshFailed… constant — never text the provider chose, which
+// could quote a token.
+func refreshFailureCode(err error) string {
+	var re *oauth2.RetrieveError
+	switch {
+	case errors.As(err, &re):
+		if slices.Contains(registeredCodes, re.ErrorCode) {
+			return re.ErrorCode
+		}
+		if re.Response != nil {
+			return fmt.Sprintf("http_%d", re.Response.StatusCode)
+		}
+		return domain.RefreshFailedUnusable
+	case errors.Is(err, context.DeadlineExceeded):
+		return domain.RefreshFailedTimeout
+	case fromNetwork(err):
+		return domain.RefreshFailedUnreachable
+	}
+	return domain.RefreshFailedUnusable
 }
 
 // providerCode is the RFC 6749 error code of err, or "".

@@ -39,6 +39,7 @@ type fakeProvider struct {
 	// knobs
 	expiresIn       int           // seconds; 0 = no expires_in
 	tokenStatus     int           // force this HTTP status on /token
+	tokenBody       string        // with tokenStatus: this body instead of an RFC 6749 error
 	tokenDelay      time.Duration // delay on /token
 	refreshDelay    time.Duration
 	refreshError    string // RFC 6749 error for refresh_token grants
@@ -159,7 +160,7 @@ func (p *fakeProvider) clientOK(r *http.Request) bool {
 func (p *fakeProvider) token(w http.ResponseWriter, r *http.Request) {
 	_ = r.ParseForm()
 	p.mu.Lock()
-	delay, status := p.tokenDelay, p.tokenStatus
+	delay, status, body := p.tokenDelay, p.tokenStatus, p.tokenBody
 	if r.PostForm.Get("grant_type") == "refresh_token" {
 		delay += p.refreshDelay
 	}
@@ -170,6 +171,12 @@ func (p *fakeProvider) token(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		}
+	}
+	if status != 0 && body != "" {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+		return
 	}
 	if status != 0 {
 		oauthError(w, status, "server_error")

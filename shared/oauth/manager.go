@@ -401,7 +401,7 @@ func (m *Manager) startSession(ctx context.Context, rt *appRuntime, subject stri
 		if res, ok := m.reuseSession(ctx, key); ok {
 			return res
 		}
-		res, err := m.newSession(ctx, rt, subject, scopes, resume, key, m.tenantOf(req.Auth))
+		res, err := m.newSession(ctx, rt, subject, scopes, resume, key, m.tenantOf(req.Auth), req.Via)
 		if err == nil || attempt == maxStartAttempts || !errors.Is(err, domain.ErrConflict) {
 			return res
 		}
@@ -438,10 +438,11 @@ func (m *Manager) reuseSession(ctx context.Context, key string) (Result, bool) {
 	return authorizationRequired(s, link), true
 }
 
-// newSession creates an auth session holding key. The error is set when
-// the session was not stored (then Result is an error result);
-// ErrConflict means another session holds key.
-func (m *Manager) newSession(ctx context.Context, rt *appRuntime, subject string, scopes []string, resume domain.ResumeInfo, key, tenant string) (Result, error) {
+// newSession creates an auth session holding key, started by a request of
+// tenant that came through via. The error is set when the session was not
+// stored (then Result is an error result); ErrConflict means another
+// session holds key.
+func (m *Manager) newSession(ctx context.Context, rt *appRuntime, subject string, scopes []string, resume domain.ResumeInfo, key, tenant, via string) (Result, error) {
 	app := rt.app
 	now := m.now().UTC()
 	s := domain.Session{
@@ -457,6 +458,7 @@ func (m *Manager) newSession(ctx context.Context, rt *appRuntime, subject string
 		Resume:          resume,
 		ReuseKey:        key,
 		Tenant:          tenant,
+		StartedBy:       via,
 	}
 	var err error
 	link := ""
@@ -482,7 +484,7 @@ func (m *Manager) newSession(ctx context.Context, rt *appRuntime, subject string
 	if s.Flow.DeviceCode != nil {
 		m.startDevicePoller(s.ID)
 	}
-	m.log.InfoContext(ctx, "auth session started", "authSessionId", s.ID, "oauthApp", app.Name, "flow", s.Flow.Type, "subjectMode", s.SubjectMode)
+	m.log.InfoContext(ctx, "auth session started", "authSessionId", s.ID, "oauthApp", app.Name, "flow", s.Flow.Type, "subjectMode", s.SubjectMode, "startedBy", s.StartedBy)
 	return authorizationRequired(s, link), nil
 }
 

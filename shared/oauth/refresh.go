@@ -55,7 +55,7 @@ func (m *Manager) refreshLeased(ctx context.Context, rt *appRuntime, seen domain
 		if backoff < 400*time.Millisecond {
 			backoff *= 2
 		}
-		if cur, err := m.cfg.Store.GetGrant(ctx, seen.ID); err == nil && cur.Version != seen.Version {
+		if cur, err := m.cfg.Store.GetGrant(ctx, seen.ID); err == nil && moved(cur, seen) {
 			return cur, nil
 		}
 	}
@@ -71,7 +71,7 @@ func (m *Manager) refreshLeased(ctx context.Context, rt *appRuntime, seen domain
 	if err != nil {
 		return domain.Grant{}, fmt.Errorf("re-read grant %s: %w", seen.ID, err)
 	}
-	if cur.Version != seen.Version {
+	if moved(cur, seen) {
 		return cur, nil
 	}
 	if cur.Revoked || cur.Token.RefreshToken == nil {
@@ -95,10 +95,15 @@ func (m *Manager) refreshLeased(ctx context.Context, rt *appRuntime, seen domain
 			}
 			return domain.Grant{}, errGrantRevoked
 		}
-		return domain.Grant{}, atProvider("refresh "+cur.ID, err)
+		err = atProvider("refresh "+cur.ID, err)
+		m.recordRefreshFailure(ctx, cur, err)
+		return domain.Grant{}, err
 	}
 	next, err := m.applyToken(ctx, cur, tok, started)
 	if err != nil {
+		if errors.Is(err, errProvider) {
+			m.recordRefreshFailure(ctx, cur, err) // an answer without a token
+		}
 		return domain.Grant{}, err
 	}
 	written, err := m.cfg.Store.PutGrant(ctx, next, cur.Version)
@@ -113,8 +118,37 @@ func (m *Manager) refreshLeased(ctx context.Context, rt *appRuntime, seen domain
 	return written, nil
 }
 
+// moved reports whether cur, read again, holds another token or state
+// than seen: another refresh, a new consent or a revocation came first,
+// and cur is the answer. A write that only recorded a failed refresh
+// (recordRefreshFailure) changes the version but not the token: the
+// refresh is still to do.
+func moved(cur, seen domain.Grant) bool {
+	return cur.Version != seen.Version &&
+		(cur.Revoked != seen.Revoked || cur.Token.AccessToken != seen.Token.AccessToken)
+}
+
+// recordRefreshFailure counts the failed refresh of g (err, the
+// provider's failure) on the grant, for the operator: a write fenced by
+// the version g was read at, best effort. A conflict means another
+// writer (a refresh, a consent, a revocation) came first and its record
+// is newer; any failure of the write is logged and the refresh's own
+// error is what the caller gets. UpdatedAt is left alone: it says when
+// the token last changed (the console's last refresh, the sweep's test
+// of an interrupted exchange).
+func (m *Manager) recordRefreshFailure(ctx context.Context, g domain.Grant, err error) {
+	at := m.now().UTC()
+	g.RefreshFailures++
+	g.LastRefreshError = refreshFailureCode(err)
+	g.LastRefreshFailedAt = &at
+	if _, werr := m.cfg.Store.PutGrant(ctx, g, g.Version); werr != nil && !errors.Is(werr, domain.ErrConflict) {
+		m.log.WarnContext(ctx, "failed refresh not recorded on the grant", "grantId", g.ID, "err", werr)
+	}
+}
+
 // applyToken returns g with tok sealed into it. A provider that does not
-// rotate refresh tokens keeps the old one.
+// rotate refresh tokens keeps the old one. A token obtained ends a run
+// of failed refreshes.
 func (m *Manager) applyToken(ctx context.Context, g domain.Grant, tok *oauth2.Token, issued time.Time) (domain.Grant, error) {
 	if tok.AccessToken == "" {
 		return domain.Grant{}, fmt.Errorf("%w: token response for %s has no access_token", errProvider, g.ID)
@@ -155,6 +189,7 @@ func (m *Manager) applyToken(ctx context.Context, g domain.Grant, tok *oauth2.To
 	}
 	g.UpdatedAt = m.now().UTC()
 	g.Revoked, g.RevokedAt, g.RevokedReason = false, nil, ""
+	g.RefreshFailures, g.LastRefreshError, g.LastRefreshFailedAt = 0, "", nil
 	return g, nil
 }
 

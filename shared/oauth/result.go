@@ -93,6 +93,10 @@ type TokenRequest struct {
 	Auth          domain.TurnAuth
 	// Resume is where auth.granted goes; nil means no event is queued.
 	Resume *domain.ResumeInfo
+	// Via names the edge the request came through (domain.StartedBy…):
+	// a consent it starts records it as Session.StartedBy, for the
+	// operator. It changes nothing else.
+	Via string
 }
 
 // DefaultMinTTLSeconds is the spec's default minTtlSeconds.

@@ -261,7 +261,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, http.StatusBadRequest, httpx.CodeInvalidRequest, `request body: "oauthAppRef" is required ("OAuthApp/<name>" or {"kind","name"})`)
 		return
 	}
-	tr := oauth.TokenRequest{Scopes: req.Scopes, MinTTLSeconds: req.MinTTLSeconds}
+	tr := oauth.TokenRequest{Scopes: req.Scopes, MinTTLSeconds: req.MinTTLSeconds, Via: domain.StartedByREST}
 	if req.Turn != nil {
 		tr.Auth = req.Turn.Auth
 		if rs := req.Turn.Resume; rs != nil {

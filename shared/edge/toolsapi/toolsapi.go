@@ -310,7 +310,7 @@ func (a *API) Call(ctx context.Context, p domain.Principal, toolName, callID str
 		switch e.Tool.Transport {
 		case bundle.TransportHTTP:
 			if a.cfg.Runner != nil {
-				return a.cfg.Runner.Invoker(e.Tool, p.TurnAuth, e.Tenant != "")
+				return a.cfg.Runner.CallInvoker(e.Tool, httptool.Call{Auth: p.TurnAuth, Tenant: e.Tenant != "", Via: startedBy(via)})
 			}
 		case bundle.TransportNative:
 			return a.cfg.Native[id]
@@ -321,6 +321,15 @@ func (a *API) Call(ctx context.Context, p domain.Principal, toolName, callID str
 		AgentID: p.AgentID, ToolName: toolName, CallID: callID, Principal: p.Subject,
 		Args: args, GrantedScopes: p.Scopes, Catalog: catalog, Via: via,
 	}, tool, run)
+}
+
+// startedBy is what a consent a call starts records as its origin: the
+// edge that named itself (mcp), else the tool routes.
+func startedBy(via string) string {
+	if via == "" {
+		return domain.StartedByTool
+	}
+	return via
 }
 
 // hookStatus is the one mapping of a hook verdict to an HTTP status. A

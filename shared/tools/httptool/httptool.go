@@ -179,7 +179,8 @@ const (
 // Invoker returns the hooks' invoker for t. auth is the turn's auth (its
 // subjects come from the verified token); tenant marks an uploaded tool,
 // which runs on the guarded client. A consent it needs resumes nothing
-// (the REST route: the caller calls again).
+// (the caller calls again) and does not say who started it: the edges
+// use CallInvoker with Call.Via.
 func (r *Runner) Invoker(t *bundle.Tool, auth domain.TurnAuth, tenant bool) toolhooks.Invoker {
 	return r.CallInvoker(t, Call{Auth: auth, Tenant: tenant})
 }
@@ -202,6 +203,9 @@ type Call struct {
 	// hooks enforce), so the runner's request Timeout does not apply and
 	// a limit longer than it is the one that counts.
 	CallerLimit bool
+	// Via names the edge that made the call (domain.StartedBy…: turn,
+	// tool, mcp) for getAccessToken: a consent the call starts records it.
+	Via string
 }
 
 // CallInvoker is Invoker with the whole call context (a turn's call).
@@ -224,7 +228,7 @@ func (r *Runner) run(ctx context.Context, t *bundle.Tool, c Call, raw json.RawMe
 		if r.tokens == nil {
 			return nil, toolhooks.NewToolError("ConfigurationError", CodeAuth, "this server has no OAuth broker configured for tool auth")
 		}
-		tokReq = oauth.TokenRequest{AppRef: t.Auth.OAuthAppRef, Scopes: t.Auth.Scopes, Auth: c.Auth, Resume: c.Resume}
+		tokReq = oauth.TokenRequest{AppRef: t.Auth.OAuthAppRef, Scopes: t.Auth.Scopes, Auth: c.Auth, Resume: c.Resume, Via: c.Via}
 		tok = r.tokens.GetAccessToken(ctx, tokReq)
 		if err := tokenError(t, tok); err != nil {
 			return nil, err

@@ -227,7 +227,7 @@ func (x *Tools) Invoke(ctx context.Context, in engine.Invocation) engine.Outcome
 				// The agent's limit, through the call's context, bounds
 				// the request instead of the runner's own timeout.
 				return x.cfg.Runner.CallInvoker(e.Tool, httptool.Call{Auth: p.TurnAuth, Tenant: e.Tenant != "", Resume: &resume,
-					IdempotencyKey: in.IdempotencyKey, CallerLimit: true})
+					IdempotencyKey: in.IdempotencyKey, CallerLimit: true, Via: domain.StartedByTurn})
 			}
 		case bundle.TransportNative:
 			return x.cfg.Native[id]
