@@ -272,12 +272,17 @@ LOCAL_TOOLS_CONTEXT := -c jwksUrl=http://127.0.0.1:$(E2E_JWKS_PORT)/jwks \
 # minute), and the Bedrock model of localstack/bundle/agents.yaml, which
 # MiniStack forwards to the scripted model (localstack/ministack.sh).
 LOCAL_TURNS_CONTEXT := -c turns=1 -c turnTimeout=10 -c bedrockModels=anthropic.claude-3-haiku-20240307-v1:0
+# The local stack's operator console, signing in at the demo provider where
+# examples/bundle expects it (127.0.0.1:9090) as its agentauth-console
+# client; deploy-local seeds the secret <SecretPrefix>console-oidc.
+LOCAL_CONSOLE_CONTEXT := -c consoleIssuer=http://127.0.0.1:9090 -c consoleClientId=agentauth-console \
+  -c consoleClientSecretRef=console-oidc/clientSecret
 
 .PHONY: deploy-local
 deploy-local: check-tools infra/node_modules/.installed ## deploy the CDK stack to MiniStack (host-arch functions, pinned CDK CLI, tools function for E2E_JWKS_PORT); outputs in .tools/deploy-local/
 	MINISTACK_PORT=$(MINISTACK_PORT) localstack/ministack.sh up
 	$(MAKE) --no-print-directory build-lambdas LAMBDA_ARCH=$(HOST_ARCH) LAMBDA_TAGS=faultinject BUNDLE_OVERLAY=localstack/bundle
-	MINISTACK_PORT=$(MINISTACK_PORT) localstack/deploy-local.sh deploy $(LOCAL_TOOLS_CONTEXT) $(LOCAL_TURNS_CONTEXT)
+	MINISTACK_PORT=$(MINISTACK_PORT) localstack/deploy-local.sh deploy $(LOCAL_TOOLS_CONTEXT) $(LOCAL_TURNS_CONTEXT) $(LOCAL_CONSOLE_CONTEXT)
 
 .PHONY: test-deploy-local
 test-deploy-local: deploy-local ## deploy-local, then check the deployed stack and call it through the emulator's API Gateway

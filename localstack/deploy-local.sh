@@ -70,8 +70,9 @@ deploy() {
   localdeploy reapply -stack "$STACK" -template "$OUT/cdk.out/$STACK.template.json"
   echo "re-apply: $(since "$t")"
 
-  step "secrets the bundle names"
-  localdeploy seed-secrets -prefix "$(output SecretPrefix)" -bundle build/lambda/gettoken/bundle
+  step "secrets the bundle and the functions name"
+  localdeploy seed-secrets -prefix "$(output SecretPrefix)" -bundle build/lambda/gettoken/bundle \
+    -template "$OUT/cdk.out/$STACK.template.json"
 
   step "function packages (the zips the CDK CLI uploaded)"
   localdeploy packages -stack "$STACK" -template "$OUT/cdk.out/$STACK.template.json"

@@ -2,7 +2,7 @@
 // a local AWS emulator (MiniStack), after and around the real CDK CLI:
 //
 //	localdeploy reapply -stack NAME -template FILE   make the emulator's resources match the template
-//	localdeploy seed-secrets -prefix P -bundle DIR   create the demo bundle's secret when the bundle needs it
+//	localdeploy seed-secrets -prefix P -bundle DIR [-template FILE]   create the demo secrets the bundle (or the functions) need
 //	localdeploy packages -stack NAME -template FILE  each function's package size (at most 11 MiB)
 //	localdeploy purge-retained -stack NAME -template FILE   delete what the stack retains (before cdk destroy)
 //
@@ -85,7 +85,11 @@ func run(args []string) error {
 		if *prefix == "" || *bundleDir == "" {
 			return errors.New("seed-secrets: -prefix and -bundle are required")
 		}
-		return seedSecrets(ctx, c, *prefix, *bundleDir, os.Stdout)
+		tpl, err := optionalTemplate(*template)
+		if err != nil {
+			return err
+		}
+		return seedSecrets(ctx, c, *prefix, *bundleDir, tpl, os.Stdout)
 	case "packages":
 		if *template == "" {
 			return errors.New("packages: -template is required")
@@ -106,6 +110,14 @@ func run(args []string) error {
 		return purgeRetained(ctx, c, *stack, tpl, *prefix, os.Stdout)
 	}
 	return usage()
+}
+
+// optionalTemplate loads the template at path, or is nil when path is "".
+func optionalTemplate(path string) (*template, error) {
+	if path == "" {
+		return nil, nil
+	}
+	return loadTemplate(path)
 }
 
 // emulatorConfig is the SDK configuration for the emulator named by

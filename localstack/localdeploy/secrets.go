@@ -10,17 +10,43 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 )
 
-// demoSecrets are the values of the example bundle's secrets: the demo
-// OpenID provider's client secret, the same one `make run` writes to the
-// local secrets directory. Nothing else is ever invented here.
+// demoSecrets are the values of the demo secrets: the example bundle's
+// client secret at the demo OpenID provider, the same one `make run` writes
+// to the local secrets directory, and the console's client secret there
+// (agentauth-console, for deploy-local's -c consoleClientSecretRef).
+// Nothing else is ever invented here.
 var demoSecrets = map[string]string{
-	"demo-oidc": `{"clientSecret":"demo-secret"}`,
+	"demo-oidc":    `{"clientSecret":"demo-secret"}`,
+	"console-oidc": `{"clientSecret":"console-secret"}`,
+}
+
+// secretRefEnv are the function environment variables that name a secret
+// as <name>/<key> (the console's client secret, read at a cold start).
+var secretRefEnv = []string{"AGENTAUTH_CONSOLE_CLIENT_SECRET_REF"}
+
+// templateSecretNames lists the secret names the template's functions
+// read by reference from their environment (secretRefEnv).
+func templateSecretNames(tpl *template) []string {
+	var names []string
+	for _, id := range tpl.logicalIDs("AWS::Lambda::Function") {
+		env, _ := tpl.Resources[id].Properties["Environment"].(map[string]any)
+		vars, _ := env["Variables"].(map[string]any)
+		for _, k := range secretRefEnv {
+			ref, _ := vars[k].(string)
+			if n, _, ok := strings.Cut(ref, "/"); ok && n != "" && !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 var secretRefRE = regexp.MustCompile(`ref:\s*Secret/([A-Za-z0-9/_+=.@-]+)`)
@@ -51,13 +77,21 @@ func bundleSecretNames(dir string) ([]string, error) {
 }
 
 // seedSecrets creates <prefix><name> for each demo secret the bundle
-// names and that does not exist yet; an existing secret is left alone, and
+// names, or the template's functions name (when tpl is not nil), and that
+// does not exist yet; an existing secret is left alone, and
 // a non-demo secret that is missing is reported (the functions would refuse
 // to start without it).
-func seedSecrets(ctx context.Context, c *clients, prefix, bundleDir string, w io.Writer) error {
+func seedSecrets(ctx context.Context, c *clients, prefix, bundleDir string, tpl *template, w io.Writer) error {
 	names, err := bundleSecretNames(bundleDir)
 	if err != nil {
 		return err
+	}
+	if tpl != nil {
+		for _, n := range templateSecretNames(tpl) {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
 	}
 	var missing []string
 	for _, n := range names {
@@ -83,7 +117,7 @@ func seedSecrets(ctx context.Context, c *clients, prefix, bundleDir string, w io
 		fmt.Fprintf(w, "  created    secret %s (demo value)\n", id)
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("the bundle names secrets that do not exist and have no demo value: %v (create them, SecretString a JSON object)", missing)
+		return fmt.Errorf("the bundle or the functions name secrets that do not exist and have no demo value: %v (create them, SecretString a JSON object)", missing)
 	}
 	return nil
 }
