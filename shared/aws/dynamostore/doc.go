@@ -145,11 +145,13 @@
 // throttles them: far above what consent or new conversations produce.
 //
 // Items written before these attributes existed are in neither index
-// until their next write puts them there: a grant at its next refresh,
-// revocation or consent, an instance at its next commit; sessions expire
-// within a day (SessionRetention). No backfill command: a grant that is
-// never refreshed (no refresh token, never used) stays out of the lists
-// until it is used or revoked.
+// until a write puts them there: their own next write (a grant's refresh,
+// revocation or consent, an instance's next commit; sessions expire
+// within a day, SessionRetention), or [Store.BackfillListIndex], run once
+// after the upgrade, which scans for the grant, session and instance items
+// without listSort and sets their list attributes, each on condition of
+// the version it read (a grant that is never refreshed would otherwise
+// never be listed).
 //
 // # Session reuse
 //
@@ -207,6 +209,8 @@
 //	TenantRevision                   GetItem tenantrev, consistent
 //	ListTenantResources              Scan, filter kind; all pages
 //	HasRecords, KeyIDs, Reseal       Scan (operator commands)
+//	BackfillListIndex                Scan, filter kind and no listSort; per item TransactWriteItems [Update,
+//	                                 condition version and no listSort] (operator command, once after upgrading)
 //	Turns().Load                     GetItem turninst#h (consistent), then BatchGetItem (consistent, 100 keys
 //	                                 a request) of the base, message and turn event items it names
 //	Turns().Commit                   TransactWriteItems [Put turninst#h (condition: version = expect and
