@@ -43,6 +43,9 @@
 //	turnmsg#<h>#<e>#<gen>#<i>        TurnMessage        doc S
 //	turnlog#<h>#<e>#<t>#<i>          TurnEvent          doc S
 //	turnrec#<h>#<e>#<t>              TurnRecord         doc S (an ended turn)
+//	audit#<listSort>                 ToolAudit          doc S, ttl N, listKey S, listAll S, listSort S
+//	turnstats#<2006-01-02T15>        TurnHourStats      hour S, completed N, failed N, parked N, parkedSeconds N, ttl N
+//	turnstatsmark#<m>                TurnStatsMarker    hour S, ttl N (a turn counted in that hour)
 //
 // doc is the record's JSON as domain's JSON tags give it, sealed values
 // inline, minus the fields kept as attributes (the grant's version and
@@ -223,6 +226,13 @@
 //	                                 turninst) AND listSort BETWEEN <after> AND ~; then BatchGetItem, as QueryGrants
 //	Turns().Delete                   GetItem turninst#h, DeleteItem turninst#h (condition on version), then
 //	                                 DeleteItem per item it named
+//	ToolAudit().AppendToolAudit      PutItem audit#<listSort>, condition attribute_not_exists
+//	ToolAudit().QueryToolAudit       Query ListIndex: listKey = audit#t#<tenant> (ListAllIndex: listAll =
+//	                                 audit) AND listSort BETWEEN <after> AND <retention bound>; then
+//	                                 BatchGetItem, as QueryGrants
+//	TurnStats().RecordTurnEnd        TransactWriteItems [Put turnstatsmark#m (condition attribute_not_exists),
+//	                                 Update turnstats#<hour> (SET kind, hour, ttl; ADD the counters)]
+//	TurnStats().Hours                BatchGetItem (consistent) of the range's turnstats# items (100 keys a request)
 //
 // A TenantResource is one upload: spec is its JSON byte for byte, as a
 // string (uploads are not secrets; nothing in them is sealed). Validated
@@ -295,6 +305,47 @@
 // Blobs an item whose doc is over 300 KB (DynamoDB's limit is 400 KB)
 // refuses its commit with ErrTurnCommitTooLarge, the instance item
 // included (a backlog that grows past it refuses commits).
+//
+// # Turn statistics
+//
+// [Store.TurnStats] (turn.TurnStats: the console's turns per hour) keeps
+// one TurnHourStats item per UTC hour, keyed by the hour (UTC,
+// 2006-01-02T15), whose counters are added to with ADD, and one
+// TurnStatsMarker item per turn counted; m is the first 16 bytes, hex, of
+// the sha256 of turn.StatsTurnKey (the instance key and the turn id). A
+// record is one TransactWriteItems of the marker's Put, on condition
+// attribute_not_exists, and the counter's Update: a turn recorded again
+// (a redelivery, a retried commit, a second Lambda) fails the condition,
+// which cancels the whole transaction, so nothing is added twice and the
+// store takes the duplicate as done. Both items carry ttl = the hour's
+// start plus turn.StatsRetention (8 days), so DynamoDB removes them; Hours
+// reads an hour past retention as zero whether or not its item is gone.
+// Records of one hour meet on its counter item: concurrent ones cancel
+// each other (TransactionConflict) and try again after a short random
+// wait, up to 10 transactions; one hot item takes about 1,000 writes a
+// second, far above the turns one deployment ends.
+//
+// # Tool audit
+//
+// The audit stream of tool calls ([Store.ToolAudit], domain.ToolAuditLog)
+// is one item per record, written once and never changed: pk is
+// audit#<listSort>, where listSort is domain.ListKey of the record's time
+// (when the call returned) and 16 random hex digits, so two records never
+// share an item and the key sorts newest first. doc is the record's JSON
+// (content-free: no argument, result or error message is in a
+// domain.ToolAudit). The item is in both list indexes, with listKey
+// audit#t#<tenant> and listAll audit, so a tenant's records are one
+// partition of ListIndex and every tenant's one of ListAllIndex, read
+// newest first without a Scan and without an index of their own. ttl is
+// the record's time plus the retention (AGENTAUTH_AUDIT_RETENTION):
+// DynamoDB removes it within a day or two after that, and a query never
+// reads past the retention meanwhile (its range ends at
+// domain.ListKeySince of now minus the retention; the item decides too).
+// Tool and status are checked on the items read, as a grant's app.
+//
+// The all-tenants partition takes every tool call, about 1,000 a second
+// before DynamoDB throttles it (a throttled index write throttles the
+// append, which the audit sink counts and drops, never failing the call).
 //
 // Times in attributes are RFC 3339 text with nanoseconds, as in doc,
 // except the numbers named Unix ms or µs above.
