@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -123,7 +124,7 @@ func (s *Store) recordLocked(dir string, t turn.Turn, parkedSeconds float64) (cr
 	} else {
 		hf.Failed++
 	}
-	if parkedSeconds > 0 {
+	if parkedSeconds > 0 && !math.IsInf(parkedSeconds, 0) { // NaN is not > 0
 		hf.Parked++
 		hf.ParkedSeconds += parkedSeconds
 	}
