@@ -183,6 +183,13 @@ func defaultVerifier() fakeVerifier {
 
 func newHarness(t testing.TB, verifier Verifier, seam bool) *harness {
 	t.Helper()
+	return newHarnessWith(t, verifier, seam, nil)
+}
+
+// newHarnessWith is newHarness whose http tools get their tokens from src
+// (nil: the harness's fake, tokens).
+func newHarnessWith(t testing.TB, verifier Verifier, seam bool, src func(*bundle.Bundle) httptool.TokenSource) *harness {
+	t.Helper()
 	hs := &harness{tokens: &tokens{}, metrics: &recorder{}, seen: make(chan *http.Request, 16)}
 	hs.upstream = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hs.seen <- r.Clone(context.Background())
@@ -198,6 +205,10 @@ func newHarness(t testing.TB, verifier Verifier, seam bool) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var tokenSource httptool.TokenSource = hs.tokens
+	if src != nil {
+		tokenSource = src(b)
+	}
 	lim, err := ratelimit.NewMemory(ratelimit.Limits{Default: ratelimit.Limit{Rate: 0.001, Burst: 2}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +216,7 @@ func newHarness(t testing.TB, verifier Verifier, seam bool) *harness {
 	api, err := New(Config{
 		Verifier: verifier,
 		Plane:    plane,
-		Runner:   httptool.New(httptool.Options{Tokens: hs.tokens, AllowPrivateUpstreams: true}),
+		Runner:   httptool.New(httptool.Options{Tokens: tokenSource, AllowPrivateUpstreams: true}),
 		Native: map[string]toolhooks.Invoker{
 			"demo:echo": func(_ context.Context, a json.RawMessage) (json.RawMessage, error) {
 				return json.RawMessage(`{"echoed":true}`), nil

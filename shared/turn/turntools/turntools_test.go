@@ -182,6 +182,9 @@ type harnessOptions struct {
 	// runnerTimeout is the http runner's own request timeout (its
 	// default when 0).
 	runnerTimeout time.Duration
+	// tokens, when set, gives the http tools their tokens from the
+	// source it builds for the bundle (nil: the fake, h.tokens).
+	tokens func(*bundle.Bundle) httptool.TokenSource
 }
 
 func newHarnessWith(t testing.TB, o harnessOptions) *harness {
@@ -221,10 +224,14 @@ func newHarnessWith(t testing.TB, o harnessOptions) *harness {
 		},
 	}
 	maps.Copy(native, o.native)
+	var tokenSource httptool.TokenSource = h.tokens
+	if o.tokens != nil {
+		tokenSource = o.tokens(b)
+	}
 	h.tools, err = New(Config{
 		Plane:  h.plane,
 		Hooks:  &toolhooks.Hooks{Limiter: lim, Sink: toolhooks.MultiSink{h.sink, toolhooks.LogSink{Log: log}}, Log: log},
-		Runner: httptool.New(httptool.Options{Tokens: h.tokens, AllowPrivateUpstreams: true, Timeout: o.runnerTimeout, Log: log}),
+		Runner: httptool.New(httptool.Options{Tokens: tokenSource, AllowPrivateUpstreams: true, Timeout: o.runnerTimeout, Log: log}),
 		Native: native,
 		Log:    log,
 	})
