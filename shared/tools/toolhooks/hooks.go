@@ -20,7 +20,10 @@ type Call struct {
 	ToolName  string
 	CallID    string
 	Principal string
-	Args      json.RawMessage
+	// Tenant is the caller's tenant (domain.Principal.Tenant; "" none):
+	// it goes on agent.toolCalled, so the audit stream is scoped by it.
+	Tenant string
+	Args   json.RawMessage
 	// GrantedScopes are the caller's scopes from its verified token.
 	GrantedScopes []string
 	// KnownSecrets are secret values resolved for this call (tokens,
@@ -81,12 +84,18 @@ type ToolCalled struct {
 	CallID    string `json:"callId"`
 	ArgsHash  string `json:"argsHash"`
 	Principal string `json:"principal"`
+	// Tenant is the caller's tenant, when it has one: our addition, so
+	// that the stored audit stream is read per tenant.
+	Tenant string `json:"tenant,omitempty"`
 	// Transport is how the tool was reached (RFC 0064: http, mcp or
 	// native), whoever made the call.
 	Transport string `json:"transport"`
 	// Via is what made the call, when not the tool routes ("turn"):
 	// our addition, since RFC 0064's transport enum has no value for it.
 	Via string `json:"via,omitempty"`
+	// call is the same on both events of one call (never marshalled):
+	// the audit sink joins them by it, whatever the call id.
+	call *callTag
 }
 
 // ToolReturned is the agent.toolReturned event; DurationMs is absent when
@@ -102,7 +111,14 @@ type ToolReturned struct {
 	// result's code and its message, already cut to the tool's
 	// errorMessageLimit.
 	Error *ReturnedError `json:"error,omitempty"`
+	call  *callTag
 }
+
+// callTag identifies one Invoke's pair of events in this process. Call
+// ids come from callers and may repeat (two clients choosing "1"); the
+// tag never does. It is not zero-sized: pointers to distinct zero-sized
+// values may compare equal.
+type callTag struct{ _ byte }
 
 // ReturnedError is what a failed call's toolReturned says about it.
 type ReturnedError struct {
@@ -178,9 +194,10 @@ func (h *Hooks) Invoke(ctx context.Context, call Call, tool Tool, run Invoker) O
 	}
 	var out Outcome
 	hash, herr := ArgsHash(call.Args, call.KnownSecrets)
+	tag := &callTag{}
 	out.ToolCalled = ToolCalled{Type: "agent.toolCalled", AgentID: call.AgentID, ToolName: call.ToolName, CallID: call.CallID,
-		ArgsHash: hash, Principal: call.Principal, Transport: tool.Transport, Via: call.Via}
-	out.ToolReturned = ToolReturned{Type: "agent.toolReturned", AgentID: call.AgentID, ToolName: call.ToolName, CallID: call.CallID}
+		ArgsHash: hash, Principal: call.Principal, Tenant: call.Tenant, Transport: tool.Transport, Via: call.Via, call: tag}
+	out.ToolReturned = ToolReturned{Type: "agent.toolReturned", AgentID: call.AgentID, ToolName: call.ToolName, CallID: call.CallID, call: tag}
 	h.emit(ctx, log, out.ToolCalled)
 	finish := func(v Verdict, res *Result) Outcome {
 		out.Verdict, out.ToolReturned.Status, out.Result = v, string(v), res

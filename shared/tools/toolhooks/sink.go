@@ -16,6 +16,9 @@ func (s LogSink) Emit(ctx context.Context, ev any) error {
 	case ToolCalled:
 		attrs := []any{"agentId", e.AgentID, "toolName", e.ToolName, "callId", e.CallID,
 			"argsHash", e.ArgsHash, "principal", e.Principal, "transport", e.Transport}
+		if e.Tenant != "" {
+			attrs = append(attrs, "tenant", e.Tenant)
+		}
 		if e.Via != "" {
 			attrs = append(attrs, "via", e.Via)
 		}
