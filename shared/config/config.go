@@ -37,6 +37,7 @@ const (
 
 	SessionRetention = "AGENTAUTH_SESSION_RETENTION"
 	QueueDedupWindow = "AGENTAUTH_QUEUE_DEDUP_WINDOW"
+	AuditRetention   = "AGENTAUTH_AUDIT_RETENTION"
 
 	Table              = "AGENTAUTH_TABLE"
 	KMSKeyID           = "AGENTAUTH_KMS_KEY_ID"
@@ -107,6 +108,7 @@ func Variables() []Var {
 		{Name: RuntimeToken, Local: "generated into <home>/runtime-token", Secret: true, Doc: "bearer token of the runtime routes on the local server (API Gateway IAM in AWS)"},
 		{Name: SessionRetention, Lambda: "24h", Local: "24h", Doc: "how long a finished OAuth session is kept after its expiry before the sweep deletes it (a Go duration, 1m-8760h); the sessions level off after about 10m + this (AWS: DynamoDB's TTL removes it 24 h after its expiry at the latest)"},
 		{Name: QueueDedupWindow, Lambda: "24h", Local: "24h", Doc: "how long the home's event queue keeps a handled event's id to deduplicate a redelivery (a Go duration, 1m-8760h; swept every quarter of it, at most hourly); a redelivery later than this runs again (embedded backends; SQS FIFO deduplicates for its own 5 minutes)"},
+		{Name: AuditRetention, Lambda: "168h", Local: "168h", Doc: "how long the audit stream of tool calls keeps a record (a Go duration, 1m-8760h; 0 turns the stored stream off, the log lines stay): locally <home>/audit/tools, a file per UTC day, swept by the server's sweep; on AWS items of " + Table + " that DynamoDB's TTL removes (docs/tools.md#the-audit-stream)"},
 		{Name: Table, Doc: "DynamoDB table: set it to use the AWS backends (then the next three are required)"},
 		{Name: KMSKeyID, Doc: "KMS key (id or ARN) of the grants' envelope encryption"},
 		{Name: QueueURL, Doc: "SQS FIFO queue URL for agent events (auth.granted)"},
@@ -175,6 +177,9 @@ type Config struct {
 	// QueueDedupWindow is how long the embedded event queue keeps a
 	// handled event's id (filequeue.WithDedupWindow).
 	QueueDedupWindow time.Duration
+	// AuditRetention is how long the audit stream of tool calls keeps a
+	// record; 0: no stored stream.
+	AuditRetention time.Duration
 	// AWS is set when AGENTAUTH_TABLE is: the AWS backends.
 	AWS *AWS
 	// TurnReserve is the time a turn step needs: with less left before
@@ -315,6 +320,9 @@ func FromEnv(getenv func(string) string, p Profile) (Config, error) {
 	c.MaxWait = time.Duration(r.intIn(MaxWait, 0, 55)) * time.Second
 	c.SessionRetention = r.durationIn(SessionRetention, time.Minute, 8760*time.Hour)
 	c.QueueDedupWindow = r.durationIn(QueueDedupWindow, time.Minute, 8760*time.Hour)
+	if strings.TrimSpace(r.str(AuditRetention)) != "0" {
+		c.AuditRetention = r.durationIn(AuditRetention, time.Minute, 8760*time.Hour)
+	}
 	if r.get(Table) != "" {
 		c.AWS = &AWS{Table: r.get(Table), KMSKeyID: r.get(KMSKeyID), QueueURL: r.get(QueueURL),
 			SessionKeysSecret: r.get(SessionKeysSecret), SecretPrefix: r.str(SecretPrefix), TurnBucket: r.get(TurnBucket),

@@ -48,7 +48,9 @@ func (m *memAudit) records() []domain.ToolAudit {
 	return append([]domain.ToolAudit{}, m.recs...)
 }
 
-func okTool(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{"ok":true}`), nil }
+func okTool(context.Context, json.RawMessage) (json.RawMessage, error) {
+	return json.RawMessage(`{"ok":true}`), nil
+}
 
 // A call through the hooks lands as one record: the toolReturned joined
 // with its toolCalled, the tenant and argsHash in it, no argument value.
