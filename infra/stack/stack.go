@@ -690,6 +690,10 @@ func newRoles(st awscdk.Stack, fns []string) map[string]awsiam.Role {
 const (
 	PendingIndex = "pending-by-target"
 	SweepIndex   = "sweep-by-expiry"
+	// The operator console's lists (keys only, newest first): by tenant or
+	// swarm (listKey), and for every tenant (listAll).
+	ListIndex    = "list-by-scope"
+	ListAllIndex = "list-all"
 )
 
 // newTable creates the record table: grants and sessions, one item per
@@ -727,6 +731,15 @@ func newTable(st awscdk.Stack, prefix string, key awskms.Key, firstIndexOnly boo
 		SortKey:        expiresAt,
 		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
 	})
+	listSort := &awsdynamodb.Attribute{Name: jsii.String("listSort"), Type: awsdynamodb.AttributeType_STRING}
+	for _, ix := range [][2]string{{ListIndex, "listKey"}, {ListAllIndex, "listAll"}} {
+		t.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+			IndexName:      jsii.String(ix[0]),
+			PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(ix[1]), Type: awsdynamodb.AttributeType_STRING},
+			SortKey:        listSort,
+			ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
+		})
+	}
 	return t
 }
 
@@ -1166,6 +1179,8 @@ func grantData(role awsiam.Role, fn string, table awsdynamodb.Table, queue awssq
 			Resources: &[]*string{
 				awscdk.Fn_Join(jsii.String(""), jsii.Strings(*table.TableArn(), "/index/", PendingIndex)),
 				awscdk.Fn_Join(jsii.String(""), jsii.Strings(*table.TableArn(), "/index/", SweepIndex)),
+				awscdk.Fn_Join(jsii.String(""), jsii.Strings(*table.TableArn(), "/index/", ListIndex)),
+				awscdk.Fn_Join(jsii.String(""), jsii.Strings(*table.TableArn(), "/index/", ListAllIndex)),
 			},
 		}))
 	}

@@ -215,6 +215,9 @@ func TestTable(t *testing.T) {
 			key := func(hash string) []any {
 				return []any{map[string]any{"AttributeName": hash, "KeyType": "HASH"}, map[string]any{"AttributeName": "expiresAt", "KeyType": "RANGE"}}
 			}
+			listKeys := func(hash string) []any {
+				return []any{map[string]any{"AttributeName": hash, "KeyType": "HASH"}, map[string]any{"AttributeName": "listSort", "KeyType": "RANGE"}}
+			}
 			check(t, func() {
 				f.tpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
 					"AttributeDefinitions": assertions.Match_ArrayEquals(&[]any{
@@ -222,10 +225,15 @@ func TestTable(t *testing.T) {
 						map[string]any{"AttributeName": "pendingFor", "AttributeType": "S"},
 						map[string]any{"AttributeName": "expiresAt", "AttributeType": "N"},
 						map[string]any{"AttributeName": "sweepSet", "AttributeType": "S"},
+						map[string]any{"AttributeName": "listKey", "AttributeType": "S"},
+						map[string]any{"AttributeName": "listSort", "AttributeType": "S"},
+						map[string]any{"AttributeName": "listAll", "AttributeType": "S"},
 					}),
 					"GlobalSecondaryIndexes": assertions.Match_ArrayEquals(&[]any{
 						map[string]any{"IndexName": "pending-by-target", "KeySchema": key("pendingFor"), "Projection": map[string]any{"ProjectionType": "ALL"}},
 						map[string]any{"IndexName": "sweep-by-expiry", "KeySchema": key("sweepSet"), "Projection": map[string]any{"ProjectionType": "KEYS_ONLY"}},
+						map[string]any{"IndexName": "list-by-scope", "KeySchema": listKeys("listKey"), "Projection": map[string]any{"ProjectionType": "KEYS_ONLY"}},
+						map[string]any{"IndexName": "list-all", "KeySchema": listKeys("listAll"), "Projection": map[string]any{"ProjectionType": "KEYS_ONLY"}},
 					}),
 				})
 			})
@@ -467,7 +475,7 @@ func recordActions(fn string) []any {
 
 // functionPolicy is the exact policy document of function fn's role, whose
 // records statement allows actions.
-// gettoken alone queries, and only the two session indexes.
+// gettoken alone queries, and only the session and list indexes.
 func functionPolicy(f *fixture, fn string, actions []any) map[string]any {
 	statements := []any{
 		map[string]any{"Effect": "Allow", "Action": []any{"logs:CreateLogStream", "logs:PutLogEvents"}, "Resource": getAtt(f.id[fn+"Logs"], "Arn")},
@@ -478,7 +486,7 @@ func functionPolicy(f *fixture, fn string, actions []any) map[string]any {
 			return map[string]any{"Fn::Join": []any{"", []any{getAtt(f.id["table"], "Arn"), "/index/" + name}}}
 		}
 		statements = append(statements, map[string]any{"Effect": "Allow", "Sid": "SessionIndexes", "Action": "dynamodb:Query",
-			"Resource": []any{index("pending-by-target"), index("sweep-by-expiry")}})
+			"Resource": []any{index("pending-by-target"), index("sweep-by-expiry"), index("list-by-scope"), index("list-all")}})
 	}
 	statements = append(statements,
 		map[string]any{"Effect": "Allow", "Sid": "Events", "Action": "sqs:SendMessage", "Resource": getAtt(f.id["queue"], "Arn")},
