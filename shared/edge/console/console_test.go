@@ -236,6 +236,8 @@ func newRig(t *testing.T) *rig {
 			Token: domain.GrantToken{TokenType: "Bearer", AccessToken: domain.EncryptedValue{Ciphertext: tokenValue}, ExpiresAt: &exp}}
 	}
 	a, g := mk("github", "acme:user:ann", "acme"), mk("slack", "globex:user:gus", "globex")
+	failedAt := now.Add(-time.Minute)
+	a.RefreshFailures, a.LastRefreshError, a.LastRefreshFailedAt = 2, "temporarily_unavailable", &failedAt
 	grants := &memGrants{grants: map[string]domain.Grant{a.ID: a, g.ID: g}}
 	failed := domain.Session{ID: domain.NewSessionID(), Provider: "demo", OAuthAppRef: a.OAuthAppRef, SubjectMode: "user", Subject: "acme:user:ann",
 		Tenant: "acme", Status: domain.SessionFailed, StatusReason: oauth.ReasonSubjectMismatch, CreatedAt: now, ExpiresAt: now.Add(10 * time.Minute),
@@ -528,14 +530,14 @@ func TestPages(t *testing.T) {
 	}{
 		{"/console/", 200, []string{"Overview", `id="grants-total">2<`, "subject_mismatch", `id="instances-total">1<`}},
 		{"/console/grants?after=nonsense", 200, []string{"No grants match"}},
-		{"/console/grants", 200, []string{"acme:user:ann", "globex:user:gus", "−1"}},
+		{"/console/grants", 200, []string{"acme:user:ann", "globex:user:gus", "−1", "refresh failing"}},
 		{"/console/grants?tenant=globex", 200, []string{"globex:user:gus"}},
 		{"/console/grants?status=revoked", 200, []string{"No grants match"}},
 		{"/console/grants?tenant=%28none%29", 200, []string{"No grants match"}},
 		{"/console/consents?reason=subject_mismatch", 200, []string{"an agent&#39;s turn"}},
 		{"/console/consents?reason=provider_error", 200, []string{"No consents match"}},
 		{"/console/instances?status=paused", 200, []string{"No instances match"}},
-		{"/console/grants/" + r.acme, 200, []string{"not granted: write", "Revoke grant"}},
+		{"/console/grants/" + r.acme, 200, []string{"not granted: write", "Revoke grant", "2 in a row", "temporarily_unavailable"}},
 		{"/console/consents", 200, []string{"subject_mismatch", "an agent&#39;s turn"}},
 		{"/console/consents/" + sid, 200, []string{"What the user saw", oauth.ReasonText(oauth.ReasonSubjectMismatch)[:30]}},
 		{"/console/instances", 200, []string{"thread-1", "planner"}},
@@ -671,5 +673,30 @@ func TestOverviewBackendHealth(t *testing.T) {
 	ta.signIn("acme-admin", "/console/")
 	if page := ta.do("GET", "/console/", nil).Body.String(); strings.Contains(page, `id="health"`) {
 		t.Fatal("a tenant admin sees the backends")
+	}
+}
+
+func TestConsentStartedBy(t *testing.T) {
+	target := domain.ResumeInfo{SwarmRef: domain.ObjectRef{Kind: "Swarm", Name: "default"}, InstanceKey: "k", AgentName: "a"}
+	for _, tc := range []struct {
+		via    string
+		resume domain.ResumeInfo
+		want   string
+	}{
+		{domain.StartedByREST, domain.ResumeInfo{}, "the token route"},
+		{domain.StartedByTool, domain.ResumeInfo{}, "a tool call (tool routes)"},
+		{domain.StartedByMCP, domain.ResumeInfo{}, "a tool call over MCP"},
+		{domain.StartedByTurn, target, "an agent's turn"},
+		{"", target, "an agent's turn"}, // stored before StartedBy: its resume target says
+		{"", domain.ResumeInfo{}, "a runtime request"},
+		{domain.StartedByREST, target, "the token route"}, // a runtime's request that names a resume target
+	} {
+		row := consentRowOf(domain.Session{StartedBy: tc.via, Resume: tc.resume})
+		if row.StartedBy != tc.want {
+			t.Errorf("%q with resume %v: %q, want %q", tc.via, tc.resume.Target(), row.StartedBy, tc.want)
+		}
+		if tc.resume.InstanceKey != "" && row.InstanceURL != "/console/instances/default/k/a" {
+			t.Errorf("%q: instance link %q", tc.via, row.InstanceURL)
+		}
 	}
 }

@@ -39,12 +39,18 @@ type grantRow struct {
 	Expires, Revoked                                 *time.Time
 	RevokedReason                                    string
 	Refreshable                                      bool
+	// RefreshFailures are the refreshes that failed in a row since the
+	// last success, with the last one's reason code and time.
+	RefreshFailures    int
+	LastRefreshError   string
+	LastRefreshFailure *time.Time
 }
 
 func grantRowOf(g domain.Grant, now time.Time) grantRow {
 	row := grantRow{ID: g.ID, App: g.OAuthAppRef.Name, Provider: g.Provider, Subject: g.Subject, Tenant: g.Tenant, Flow: g.Flow,
 		ScopesGranted: g.ScopesGranted, ScopesRequested: g.ScopesRequested, Created: g.CreatedAt, Updated: g.UpdatedAt,
-		Expires: g.Token.ExpiresAt, Revoked: g.RevokedAt, RevokedReason: g.RevokedReason, Refreshable: g.Token.RefreshToken != nil}
+		Expires: g.Token.ExpiresAt, Revoked: g.RevokedAt, RevokedReason: g.RevokedReason, Refreshable: g.Token.RefreshToken != nil,
+		RefreshFailures: g.RefreshFailures, LastRefreshError: g.LastRefreshError, LastRefreshFailure: g.LastRefreshFailedAt}
 	for _, s := range g.ScopesRequested {
 		if !slices.Contains(g.ScopesGranted, s) {
 			row.ScopesMissing = append(row.ScopesMissing, s)
@@ -229,15 +235,33 @@ type consentRow struct {
 func consentRowOf(s domain.Session) consentRow {
 	row := consentRow{ID: s.ID, App: s.OAuthAppRef.Name, Provider: s.Provider, Subject: s.Subject, SubjectMode: s.SubjectMode,
 		Tenant: s.Tenant, Flow: s.Flow.Type, Status: string(s.Status), Reason: s.StatusReason, ReasonText: oauth.ReasonText(s.StatusReason),
-		Scopes: s.RequestedScopes, Created: s.CreatedAt, Expires: s.ExpiresAt, Completed: s.CompletedAt, StartedBy: "a runtime request"}
+		Scopes: s.RequestedScopes, Created: s.CreatedAt, Expires: s.ExpiresAt, Completed: s.CompletedAt, StartedBy: startedBy(s.StartedBy)}
 	if s.Status == domain.SessionExchanging {
 		row.Status = stPending
 	}
 	if t := s.Resume.Target(); t.Validate() == nil {
 		key := turn.InstanceKey{Swarm: t.SwarmRef.Name, Key: t.InstanceKey, Agent: t.AgentName}
-		row.StartedBy, row.Instance, row.InstanceURL = "an agent's turn", key.String(), instancePath(key)
+		if s.StartedBy == "" {
+			row.StartedBy = startedBy(domain.StartedByTurn)
+		}
+		row.Instance, row.InstanceURL = key.String(), instancePath(key)
 	}
 	return row
+}
+
+// startedBy says in words which edge started a consent.
+func startedBy(via string) string {
+	switch via {
+	case domain.StartedByTurn:
+		return "an agent's turn"
+	case domain.StartedByTool:
+		return "a tool call (tool routes)"
+	case domain.StartedByMCP:
+		return "a tool call over MCP"
+	case domain.StartedByREST:
+		return "the token route"
+	}
+	return "a runtime request"
 }
 
 func instancePath(k turn.InstanceKey) string {

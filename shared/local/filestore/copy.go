@@ -15,6 +15,7 @@ func copyGrant(g domain.Grant) domain.Grant {
 	g.Token.RefreshToken = clonePtr(g.Token.RefreshToken)
 	g.Token.ExpiresAt = clonePtr(g.Token.ExpiresAt)
 	g.RevokedAt = clonePtr(g.RevokedAt)
+	g.LastRefreshFailedAt = clonePtr(g.LastRefreshFailedAt)
 	g.ProviderData = cloneJSONObject(g.ProviderData)
 	return g
 }
