@@ -137,7 +137,7 @@ func TestConsole(t *testing.T) {
 
 		html = c.visit(t, admin, "/console/consents", 200, "consents")
 		c.contains(t, "consents", html, "/console/consents/"+failed.session, "/console/consents/"+acme.session, "/console/consents/"+parked.session,
-			"subject_mismatch", "demo:user:carol", "an agent's turn", "a runtime request")
+			"subject_mismatch", "demo:user:carol", "an agent's turn", "the token route")
 
 		// The failed consent shows what the user saw on the callback page.
 		html = c.visit(t, admin, "/console/consents/"+failed.session, 200, "consent-failed")
@@ -147,7 +147,7 @@ func TestConsole(t *testing.T) {
 			t.Errorf("the callback page the user saw does not say %q: %q", oauth.ReasonText(oauth.ReasonSubjectMismatch), failed.userSaw)
 		}
 		html = c.visit(t, admin, "/console/consents/"+acme.session, 200, "")
-		c.contains(t, "completed consent", html, `id="consent-status">completed<`, "demo:team:acme", "a runtime request")
+		c.contains(t, "completed consent", html, `id="consent-status">completed<`, "demo:team:acme", "the token route")
 		c.lacks(t, "completed consent", html, "What the user saw")
 		html = c.visit(t, admin, "/console/consents/"+parked.session, 200, "")
 		c.contains(t, "pending consent", html, `id="consent-status">pending<`, "demo:user:alice",
