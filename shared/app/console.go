@@ -70,6 +70,7 @@ func (a *App) mountConsole(cfg config.Config, be *Backends, lambda bool, log *sl
 		ccfg.Catalog = planeCatalog{a.plane}
 	}
 	ccfg.Active = a.Active
+	ccfg.TurnStats = a.TurnStats
 	if be.DeadLetters != nil {
 		ccfg.DeadLetters = be.DeadLetters
 	}

@@ -82,6 +82,8 @@ type Config struct {
 	// Instances pages through the agent instances by index (the turn
 	// store's InstanceQuerier); nil without turns.
 	Instances turn.InstanceQuerier
+	// TurnStats counts ended turns by hour (nil: no chart).
+	TurnStats turn.TurnStats
 	// Turns is nil when the deployment runs no turns.
 	Turns Turns
 	// Revision is the active bundle revision.

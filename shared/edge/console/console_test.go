@@ -700,3 +700,44 @@ func TestConsentStartedBy(t *testing.T) {
 		}
 	}
 }
+
+type fakeStats struct {
+	hours []turn.HourStats
+	err   error
+}
+
+func (f fakeStats) RecordTurnEnd(context.Context, turn.Turn, float64) error { return nil }
+func (f fakeStats) Hours(_ context.Context, from, to time.Time) ([]turn.HourStats, error) {
+	if to.Sub(from) != 24*time.Hour || !to.Equal(to.Truncate(time.Hour)) {
+		return nil, errors.New("not the last 24 whole hours")
+	}
+	return f.hours, f.err
+}
+
+func TestOverviewTurnsPerHour(t *testing.T) {
+	r := newRig(t)
+	now := time.Now().UTC().Truncate(time.Hour)
+	var hours []turn.HourStats
+	for i := range 24 {
+		hours = append(hours, turn.HourStats{Hour: now.Add(time.Duration(i-23) * time.Hour)})
+	}
+	hours[22] = turn.HourStats{Hour: hours[22].Hour, Completed: 30, Failed: 10, Parked: 4, ParkedSeconds: 95}
+	hours[23] = turn.HourStats{Hour: hours[23].Hour, Completed: 1}
+	r.c.cfg.TurnStats = fakeStats{hours: hours}
+	b := r.browser(t)
+	b.signIn("admin", "/console/")
+	page := b.do("GET", "/console/", nil).Body.String()
+	for _, want := range []string{"31 completed", "10 failed", "4 parked on consent, 1m35s waiting", `class="bar-ok h75"`, `class="bar-fail h25"`, `class="bar-ok h5"`,
+		hours[22].Hour.Format("15:04") + " UTC: 30 completed, 10 failed, 4 parked, 1m35s waiting"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("no %q", want)
+		}
+	}
+	if strings.Count(page, "<li title=") != 24 {
+		t.Errorf("%d bars, want 24", strings.Count(page, "<li title="))
+	}
+	r.c.cfg.TurnStats = fakeStats{err: errors.New("boom")}
+	if page := b.do("GET", "/console/", nil).Body.String(); !strings.Contains(page, "the turns per hour could not be read") {
+		t.Error("a failing read is not said")
+	}
+}

@@ -339,6 +339,62 @@ type overviewData struct {
 	DeadLetters int
 	// Health is each backend's check (platform admins).
 	Health []healthCheck
+	// Hours are the last 24 hours' ended turns (platform admins).
+	Hours *hoursChart
+}
+
+// hoursChart is the overview's turns per hour: one bar per hour, its
+// height scaled to the busiest hour.
+type hoursChart struct {
+	Bars                      []hourBar
+	Completed, Failed, Parked int
+	ParkedTime                string
+	Max                       int
+}
+
+type hourBar struct {
+	Hour                 time.Time
+	Completed, Failed    int
+	OKPct, FailPct       int // heights in percent of the busiest hour
+	Label, ParkedSummary string
+}
+
+// chartOf draws hours: percent heights (so the CSS needs no inline
+// style: the classes h0 … h100 in steps of 5), totals, parked time.
+func chartOf(hours []turn.HourStats) *hoursChart {
+	c := &hoursChart{}
+	var parked float64
+	for _, h := range hours {
+		c.Max = max(c.Max, h.Completed+h.Failed)
+	}
+	for _, h := range hours {
+		b := hourBar{Hour: h.Hour, Completed: h.Completed, Failed: h.Failed,
+			Label: h.Hour.UTC().Format("15:04") + " UTC: " + itoa(int64(h.Completed)) + " completed, " + itoa(int64(h.Failed)) + " failed"}
+		if c.Max > 0 {
+			b.OKPct = step5(h.Completed * 100 / c.Max)
+			b.FailPct = step5(h.Failed * 100 / c.Max)
+		}
+		if h.Parked > 0 {
+			b.ParkedSummary = itoa(int64(h.Parked)) + " parked, " + (time.Duration(h.ParkedSeconds * float64(time.Second))).Round(time.Second).String() + " waiting"
+			b.Label += ", " + b.ParkedSummary
+		}
+		c.Completed += h.Completed
+		c.Failed += h.Failed
+		c.Parked += h.Parked
+		parked += h.ParkedSeconds
+		c.Bars = append(c.Bars, b)
+	}
+	c.ParkedTime = time.Duration(parked * float64(time.Second)).Round(time.Second).String()
+	return c
+}
+
+// step5 rounds a percentage up to a multiple of 5 (a bar that has a turn
+// is never invisible).
+func step5(p int) int {
+	if p <= 0 {
+		return 0
+	}
+	return min(100, (p+4)/5*5)
 }
 
 type reasonCount struct {
@@ -359,6 +415,16 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, op operator) 
 	}
 	if op.Platform {
 		d.Health = c.health(ctx)
+		if c.cfg.TurnStats != nil {
+			to := c.cfg.Now().UTC().Truncate(time.Hour).Add(time.Hour)
+			hours, err := c.cfg.TurnStats.Hours(ctx, to.Add(-24*time.Hour), to)
+			if err != nil {
+				c.cfg.Log.WarnContext(ctx, "console: turns per hour not read", "err", err)
+				d.Problems = append(d.Problems, "the turns per hour could not be read")
+			} else {
+				d.Hours = chartOf(hours)
+			}
+		}
 	}
 	tenant, any := tenantScope(op, filter{})
 	active, revoked, capped, err := c.cfg.Queries.CountGrants(ctx, tenant, any, overviewCap)
