@@ -32,6 +32,7 @@ import (
 	"github.com/agentauth/agentauth/shared/edge/mcpapi"
 	"github.com/agentauth/agentauth/shared/edge/toolsapi"
 	"github.com/agentauth/agentauth/shared/edge/turnsapi"
+	"github.com/agentauth/agentauth/shared/local/auditfile"
 	"github.com/agentauth/agentauth/shared/local/embedded"
 	"github.com/agentauth/agentauth/shared/oauth"
 	"github.com/agentauth/agentauth/shared/observe/metrics"
@@ -77,14 +78,21 @@ type Backends struct {
 	// delivery attempt (nil: none configured, as on AWS without
 	// AGENTAUTH_DEAD_LETTER_QUEUE_URL).
 	DeadLetters domain.DeadLetters
+	// ToolAudit is the stored audit stream of tool calls, content-free
+	// (the home's files, or the table's items): the tool hooks append
+	// to it, the console's Tools view reads it. Build sets it to the
+	// configured retention, or nil when AGENTAUTH_AUDIT_RETENTION is 0.
+	ToolAudit domain.ToolAuditLog
 }
 
 // FromEmbedded wraps a home's embedded backends; secretsDir resolves
 // secretRef values.
 func FromEmbedded(h *embedded.Backends, secretsDir string) *Backends {
-	return &Backends{Store: h.Store, Tenants: h.Store, GrantSealer: h.Keyring, SessionSealer: h.Keyring, Queue: h.Queue,
+	be := &Backends{Store: h.Store, Tenants: h.Store, GrantSealer: h.Keyring, SessionSealer: h.Keyring, Queue: h.Queue,
 		StateKeys: h.Keyring.DerivedKeys("state"), Secrets: bundle.DirSecrets{Dir: secretsDir}, ToolLimiter: h.ToolLimiter,
 		Describe: "home " + h.Home + ", key " + h.Keyring.CurrentID(), TurnStore: h.Turns, TurnStats: h.Turns, DeadLetters: h.DeadLetters}
+	be.ToolAudit = auditfile.New(filepath.Join(h.Home, "audit", "tools"), 0)
+	return be
 }
 
 // FromAWS wraps the opened AWS backends.
@@ -92,6 +100,7 @@ func FromAWS(b *awsbackends.Backends) *Backends {
 	be := &Backends{Store: b.Store, Tenants: b.Store, GrantSealer: b.GrantSealer, SessionSealer: b.SessionSealer, Queue: b.Queue,
 		StateKeys: b.StateKeys(), Secrets: b.Secrets, ToolLimiter: b.ToolLimiter, Describe: "table " + b.Table,
 		TurnStore: b.TurnStore(), TurnStats: b.Store.TurnStats(), DeadLetters: b.DeadLetters}
+	be.ToolAudit = b.Store.ToolAudit(0)
 	if b.BundleRepo != nil {
 		be.Changesets = &Changesets{Repo: b.BundleRepo, Records: b.BundleRecords, Describe: b.BundleWhere}
 	}
@@ -183,6 +192,10 @@ type App struct {
 	turnRoutes *turnsapi.API
 	// streams caps the event streams of every stream route.
 	streams *httpx.StreamGate
+	// audit appends the tool calls to Backends.ToolAudit (nil: not
+	// stored); auditSweep removes what is past its retention (files).
+	audit      *toolhooks.AuditSink
+	auditSweep sweeper
 }
 
 // sweeper is a limiter whose expired state is removed by a sweep.
@@ -199,6 +212,7 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	be.ToolAudit = retainedToolAudit(be.ToolAudit, cfg.AuditRetention)
 	cs := be.Changesets
 	load := loader(bundle.Options{Secrets: be.Secrets}, opts.Lambda)
 	active, err := openBundle(ctx, cfg.BundleDir, cs, be.Secrets, load, log)
@@ -232,6 +246,7 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 	}
 	api.SetAbout(ab)
 	a := &App{Bundle: b, OAuth: mgr, api: api, log: log, active: active, TurnStats: be.TurnStats}
+	a.auditSweep, _ = be.ToolAudit.(sweeper)
 	if cs != nil {
 		a.Changesets = &changeset.Manager{Repo: cs.Repo, Records: cs.Records, Log: log, Load: load}
 		routes, err := bundleapi.New(bundleapi.Config{Manager: a.Changesets, Caller: opts.RuntimeAuth})
@@ -253,6 +268,7 @@ func Build(ctx context.Context, cfg config.Config, be *Backends, log *slog.Logge
 		return nil, fmt.Errorf("tool plane:\n%w", err)
 	}
 	a.limiter, _ = tp.limiter.(sweeper)
+	a.audit = tp.audit
 	a.plane = tp.plane
 	// One cap on the event streams of this process, for every stream
 	// route (per principal and in all).
@@ -324,6 +340,7 @@ type toolPlane struct {
 	hooks   *toolhooks.Hooks
 	limiter toolhooks.Limiter
 	metrics recorder
+	audit   *toolhooks.AuditSink
 }
 
 // recorder records the tool plane's and the turns' metrics.
@@ -358,10 +375,16 @@ func buildToolPlane(ctx context.Context, t *config.Tools, active *activeBundle, 
 	case "log":
 		rec = metrics.Log{Logger: log}
 	}
+	var sink toolhooks.Sink = toolhooks.LogSink{Log: log}
+	audit := newAuditSink(be.ToolAudit, opts.Lambda, log)
+	if audit != nil {
+		sink = toolhooks.MultiSink{sink, audit}
+	}
 	return &toolPlane{
 		plane:   plane,
 		runner:  httptool.New(httptool.Options{Tokens: tokens, AllowPrivateUpstreams: t.AllowPrivateUpstreams, Log: log}),
-		hooks:   &toolhooks.Hooks{Limiter: lim, Sink: toolhooks.LogSink{Log: log}, Log: log},
+		hooks:   &toolhooks.Hooks{Limiter: lim, Sink: sink, Log: log},
+		audit:   audit,
 		limiter: lim,
 		metrics: rec,
 	}, nil
@@ -473,6 +496,7 @@ func (a *App) Sweep(ctx context.Context) (oauth.CleanupReport, error) {
 			a.log.InfoContext(ctx, "rate-limit state swept", "keysRemoved", n)
 		}
 	}
+	a.sweepAudit(ctx)
 	if a.Changesets != nil {
 		if n, err := a.Changesets.Sweep(ctx, 1000); err != nil {
 			a.log.WarnContext(ctx, "changeset sweep failed", "err", err)
@@ -486,7 +510,7 @@ func (a *App) Sweep(ctx context.Context) (oauth.CleanupReport, error) {
 // Close stops background work (device-code pollers, origin deliveries:
 // those still queued are sent while ctx lasts).
 func (a *App) Close(ctx context.Context) error {
-	return errors.Join(a.OAuth.Close(ctx), a.Turns.close(ctx))
+	return errors.Join(a.OAuth.Close(ctx), a.Turns.close(ctx), a.closeAudit(ctx))
 }
 
 // toolPlane is the tool plane (nil without tool routes and turns).

@@ -318,7 +318,7 @@ func (a *API) Call(ctx context.Context, p domain.Principal, toolName, callID str
 		return nil
 	})
 	return a.cfg.Hooks.Invoke(ctx, toolhooks.Call{
-		AgentID: p.AgentID, ToolName: toolName, CallID: callID, Principal: p.Subject,
+		AgentID: p.AgentID, ToolName: toolName, CallID: callID, Principal: p.Subject, Tenant: p.Tenant,
 		Args: args, GrantedScopes: p.Scopes, Catalog: catalog, Via: via,
 	}, tool, run)
 }

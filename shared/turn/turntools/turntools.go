@@ -235,7 +235,7 @@ func (x *Tools) Invoke(ctx context.Context, in engine.Invocation) engine.Outcome
 		return nil
 	})
 	out := x.cfg.Hooks.Invoke(ctx, toolhooks.Call{
-		AgentID: in.Turn.Instance.Agent, ToolName: in.Call.Tool, CallID: in.Call.ID, Principal: p.Subject,
+		AgentID: in.Turn.Instance.Agent, ToolName: in.Call.Tool, CallID: in.Call.ID, Principal: p.Subject, Tenant: p.Tenant,
 		Args: in.Call.Args, GrantedScopes: p.Scopes, Catalog: catalog, Via: toolhooks.ViaTurn,
 		Timeout: toolTimeout(v.snap, in.Turn.Instance.Agent),
 	}, tool, run)
@@ -333,7 +333,7 @@ func (x *Tools) invokeBuiltin(ctx context.Context, in engine.Invocation, b Built
 		return out, err
 	}
 	out := x.cfg.Hooks.Invoke(ctx, toolhooks.Call{
-		AgentID: in.Turn.Instance.Agent, ToolName: in.Call.Tool, CallID: in.Call.ID, Principal: p.Subject,
+		AgentID: in.Turn.Instance.Agent, ToolName: in.Call.Tool, CallID: in.Call.ID, Principal: p.Subject, Tenant: p.Tenant,
 		Args: in.Call.Args, GrantedScopes: p.Scopes, Catalog: catalog, Via: toolhooks.ViaTurn, Timeout: bundle.DefaultToolTimeout,
 	}, toolhooks.Tool{Name: b.Spec.Name, Transport: bundle.TransportNative, ErrorMessageLimit: builtinErrorLimit, Schema: b.Schema}, run)
 	o := outcome(out, builtinErrorLimit)
