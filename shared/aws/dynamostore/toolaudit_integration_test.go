@@ -3,6 +3,7 @@
 package dynamostore
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -20,4 +21,23 @@ func TestToolAuditConformanceEmulator(t *testing.T) {
 		s, _ := newEmulatorStore(t, tableOpts{})
 		return s.ToolAudit(retention)
 	})
+}
+
+// One append on the emulator: what a Lambda's tool call waits for (the
+// emulator's latency, not DynamoDB's).
+func BenchmarkToolAuditAppendEmulator(b *testing.B) {
+	emulatortest.Config(b)
+	api := emulatortest.DynamoDB(b)
+	s, err := New(api, emulatortest.DynamoTable(b, api, "agentauth-dynamostore-bench-", TableSchema, nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	l := s.ToolAudit(time.Hour)
+	d := int64(12)
+	r := domain.ToolAudit{At: time.Now().UTC(), CallID: "call-1", Tool: "search", Principal: "alice", Tenant: "acme", Status: "ok", DurationMs: &d}
+	for b.Loop() {
+		if err := l.AppendToolAudit(context.Background(), r); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

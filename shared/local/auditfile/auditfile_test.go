@@ -2,6 +2,8 @@ package auditfile
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,5 +100,54 @@ func TestLongFieldsAreCut(t *testing.T) {
 	b, _ := os.ReadFile(filepath.Join(dir, r.At.Format(dayLayout)+suffix))
 	if len(b) > maxLine {
 		t.Fatalf("line of %d bytes", len(b))
+	}
+}
+
+// What one append costs (the background writer's work per tool call on
+// agentauth serve).
+func BenchmarkAppend(b *testing.B) {
+	l := New(b.TempDir(), time.Hour)
+	d := int64(12)
+	r := domain.ToolAudit{At: time.Now().UTC(), CallID: "call-1", Tool: "search", AgentID: "core.system", Principal: "alice", Tenant: "acme",
+		Transport: "native", Status: "ok", DurationMs: &d, ArgsHash: strings.Repeat("ab", 32)}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := l.AppendToolAudit(ctx, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A console page over a day of 100,000 records, after the first read
+// (which parses the file once; later reads parse only its new tail).
+func BenchmarkQueryPage100k(b *testing.B) {
+	dir := b.TempDir()
+	l := New(dir, 24*time.Hour)
+	now := time.Now().UTC()
+	var buf strings.Builder
+	for i := range 100_000 {
+		at := now.Add(-time.Duration(i) * 100 * time.Microsecond)
+		if at.Format(dayLayout) != now.Format(dayLayout) {
+			at = now.Add(time.Duration(i) * time.Nanosecond)
+		}
+		line, _ := json.Marshal(stored{ID: fmt.Sprintf("%016x", i), ToolAudit: domain.ToolAudit{At: at, CallID: "c", Tool: "search", Tenant: []string{"acme", "globex"}[i%2], Status: "ok"}})
+		buf.Write(line)
+		buf.WriteByte('\n')
+	}
+	if err := os.WriteFile(filepath.Join(dir, now.Format(dayLayout)+suffix), []byte(buf.String()), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	start := time.Now()
+	if _, err := l.QueryToolAudit(ctx, domain.ToolAuditQuery{Tenant: "acme"}); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("first read of 100,000 records: %s", time.Since(start))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := l.QueryToolAudit(ctx, domain.ToolAuditQuery{Tenant: "acme", Tool: "search"}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
