@@ -71,6 +71,9 @@ func (a *App) mountConsole(cfg config.Config, be *Backends, lambda bool, log *sl
 	}
 	ccfg.Active = a.Active
 	ccfg.TurnStats = a.TurnStats
+	if be.ToolAudit != nil {
+		ccfg.ToolAudit = be.ToolAudit
+	}
 	if be.DeadLetters != nil {
 		ccfg.DeadLetters = be.DeadLetters
 	}

@@ -84,6 +84,8 @@ type Config struct {
 	Instances turn.InstanceQuerier
 	// TurnStats counts ended turns by hour (nil: no chart).
 	TurnStats turn.TurnStats
+	// ToolAudit is the stored audit stream of tool calls (nil: off).
+	ToolAudit domain.ToolAuditLog
 	// Turns is nil when the deployment runs no turns.
 	Turns Turns
 	// Revision is the active bundle revision.
@@ -187,6 +189,7 @@ func (c *Console) Register(mux *http.ServeMux) {
 	mux.Handle("GET "+Path+"dead-letters/{id}", c.headers(c.page(c.deadLetter)))
 	mux.Handle("POST "+Path+"dead-letters/{id}/redrive", c.headers(c.action(c.redrive)))
 	mux.Handle("GET "+Path+"tools", c.headers(c.page(c.tools)))
+	mux.Handle("GET "+Path+"calls", c.headers(c.page(c.calls)))
 	mux.Handle("GET "+Path+"bundle", c.headers(c.page(c.bundlePage)))
 	mux.Handle("GET "+Path+"bundle/revisions/{ref}", c.headers(c.page(c.revision)))
 	mux.Handle(Path, c.headers(c.page(func(w http.ResponseWriter, r *http.Request, op operator) (string, any, error) {
@@ -208,6 +211,9 @@ func (c *Console) Patterns() []string {
 	}
 	if c.cfg.DeadLetters != nil {
 		out = append(out, Path+"dead-letters")
+	}
+	if c.cfg.ToolAudit != nil {
+		out = append(out, Path+"calls")
 	}
 	return out
 }
@@ -290,6 +296,7 @@ type layoutData struct {
 	Tools     bool
 	Bundle    bool
 	Dead      bool
+	Calls     bool
 	Revision  string
 	Flash     string
 }
@@ -305,6 +312,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	t := c.pages[name]
 	d := layoutData{view: v, Path: Path, RequestID: httpx.RequestID(r.Context()), Turns: c.cfg.Turns != nil,
 		Tools: c.cfg.Catalog != nil, Bundle: c.cfg.Active != nil, Dead: c.cfg.DeadLetters != nil,
+		Calls: c.cfg.ToolAudit != nil,
 		Flash: r.URL.Query().Get("done")}
 	if sess != nil {
 		op := operator{Subject: sess.Subject, Tenant: sess.Tenant, Platform: sess.Platform}

@@ -741,3 +741,47 @@ func TestOverviewTurnsPerHour(t *testing.T) {
 		t.Error("a failing read is not said")
 	}
 }
+
+type memAudit struct{ recs []domain.ToolAudit }
+
+func (m *memAudit) AppendToolAudit(_ context.Context, r domain.ToolAudit) error {
+	m.recs = append(m.recs, r)
+	return nil
+}
+
+func (m *memAudit) QueryToolAudit(_ context.Context, q domain.ToolAuditQuery) (domain.ToolAuditPage, error) {
+	var out []domain.ToolAudit
+	for i := len(m.recs) - 1; i >= 0; i-- {
+		r := m.recs[i]
+		if inScope(r.Tenant, q.AnyTenant, q.Tenant) && (q.Tool == "" || q.Tool == r.Tool) && (q.Status == "" || q.Status == r.Status) {
+			out = append(out, r)
+		}
+	}
+	return domain.ToolAuditPage{Records: out}, nil
+}
+
+func TestToolCallsPage(t *testing.T) {
+	r := newRig(t)
+	ms := int64(42)
+	r.c.cfg.ToolAudit = &memAudit{recs: []domain.ToolAudit{
+		{At: time.Now(), CallID: "c1", Tool: "github.issues", Principal: "ann", Tenant: "acme", Transport: "http", Status: "ok", DurationMs: &ms, ArgsHash: "sha256:aaaa"},
+		{At: time.Now(), CallID: "c2", Tool: "slack.post", Principal: "gus", Tenant: "globex", Transport: "mcp", Status: "error", ErrorCode: "E_UPSTREAM", ArgsHash: "sha256:bbbb"},
+	}}
+	b := r.browser(t)
+	b.signIn("admin", "/console/")
+	page := b.do("GET", "/console/calls", nil).Body.String()
+	for _, want := range []string{"github.issues", "slack.post", "42 ms", "E_UPSTREAM", "sha256:aaaa", `href="/console/calls"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("calls: no %q", want)
+		}
+	}
+	if page := b.do("GET", "/console/calls?status=error", nil).Body.String(); strings.Contains(page, "github.issues") {
+		t.Error("the status filter let an ok call through")
+	}
+	ta := r.browser(t)
+	ta.signIn("acme-admin", "/console/")
+	page = ta.do("GET", "/console/calls?tenant=globex", nil).Body.String()
+	if !strings.Contains(page, "github.issues") || strings.Contains(page, "slack.post") || strings.Contains(page, "gus") {
+		t.Fatalf("a tenant admin's calls: %s", page)
+	}
+}

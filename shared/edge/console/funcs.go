@@ -2,6 +2,7 @@ package console
 
 import (
 	"html/template"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -28,16 +29,26 @@ var funcs = template.FuncMap{
 		return template.HTML(`<time datetime="` + u.Format(time.RFC3339Nano) + `" title="` + u.Format("2006-01-02 15:04:05 MST") + `">` +
 			u.Format("2006-01-02 15:04 MST") + `</time>`)
 	},
-	"join":  func(s []string) string { return strings.Join(s, " ") },
+	"join": func(s []string) string { return strings.Join(s, " ") },
+	// ms is a short duration for a person: "0.4 ms", "12 ms", "1.2 s".
+	"ms": func(d time.Duration) string {
+		switch {
+		case d < 10*time.Millisecond:
+			return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + " ms"
+		case d < time.Second:
+			return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
+		}
+		return d.Round(100 * time.Millisecond).String()
+	},
 	"short": func(s string) string { return shortRef(s) },
 	// status is the class of a status badge: one colour per meaning.
 	"status": func(s string) string {
 		switch s {
 		case stActive, stCompleted, "ok":
 			return "st-ok"
-		case stPending, "running", "parked", "paused":
+		case stPending, "running", "parked", "paused", "rate_limited":
 			return "st-wait"
-		case stFailed, "error", "conflict", "rejected":
+		case stFailed, "error", "conflict", "rejected", "forbidden":
 			return "st-fail"
 		}
 		return "st-off" // revoked, expired, terminated, interrupted

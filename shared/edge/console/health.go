@@ -78,7 +78,7 @@ func (c *Console) health(ctx context.Context) []healthCheck {
 			defer cancel()
 			began := time.Now()
 			detail, err := p.run(pctx)
-			out[i] = healthCheck{Name: p.name, OK: err == nil, Latency: time.Since(began).Round(time.Millisecond), Detail: detail}
+			out[i] = healthCheck{Name: p.name, OK: err == nil, Latency: time.Since(began), Detail: detail}
 			if err != nil {
 				c.cfg.Log.WarnContext(ctx, "console health check failed", "backend", p.name, "err", err)
 				out[i].Detail = "failed: the server's log has the error"
