@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/agentauth/agentauth/shared/config"
@@ -116,7 +117,7 @@ func loopbackHTTP(base string) bool {
 	if err != nil || u.Scheme != "http" {
 		return false
 	}
-	if u.Hostname() == "localhost" {
+	if h := u.Hostname(); h == "localhost" || strings.HasSuffix(h, ".localhost") { // RFC 6761: loopback
 		return true
 	}
 	ip := net.ParseIP(u.Hostname())

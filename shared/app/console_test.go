@@ -42,3 +42,15 @@ func TestConsoleMounted(t *testing.T) {
 		t.Fatalf("a missing client secret: %v", err)
 	}
 }
+
+func TestLoopbackHTTP(t *testing.T) {
+	for base, want := range map[string]bool{
+		"http://127.0.0.1:8080": true, "http://localhost:8080": true, "http://[::1]:8080": true,
+		"http://abc123.execute-api.localhost:4566": true,
+		"https://127.0.0.1":                        false, "http://auth.example": false, "http://localhost.example.com": false, "": false,
+	} {
+		if got := loopbackHTTP(base); got != want {
+			t.Errorf("loopbackHTTP(%q) = %v, want %v", base, got, want)
+		}
+	}
+}

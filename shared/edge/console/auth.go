@@ -67,15 +67,19 @@ func (c *Console) callback(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: value, Path: Path, HttpOnly: true, Secure: c.cfg.Secure,
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: value, Path: cookiePath, HttpOnly: true, Secure: c.cfg.Secure,
 		SameSite: http.SameSiteLaxMode, Expires: exp, MaxAge: int(time.Until(exp).Seconds())})
 	c.cfg.Log.InfoContext(r.Context(), "console sign-in", "operator", op.Subject, "role", op.role())
 	http.Redirect(w, r, consolePath(done.ReturnTo), http.StatusSeeOther)
 }
 
+// cookiePath scopes the session cookie to the console: /console, which
+// covers /console itself and everything under /console/.
+var cookiePath = strings.TrimSuffix(Path, "/")
+
 // signout ends the session in this browser.
 func (c *Console) signout(w http.ResponseWriter, r *http.Request, op operator) (string, error) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Path: Path, HttpOnly: true, Secure: c.cfg.Secure, SameSite: http.SameSiteLaxMode, MaxAge: -1})
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Path: cookiePath, HttpOnly: true, Secure: c.cfg.Secure, SameSite: http.SameSiteLaxMode, MaxAge: -1})
 	c.cfg.Log.InfoContext(r.Context(), "console sign-out", "operator", op.Subject)
 	c.render(w, r, http.StatusOK, "message", nil, view{Title: "Signed out", Data: message{
 		Heading: "You are signed out", Text: "The console's session in this browser has ended. Your identity provider may still have you signed in.", SignIn: true}})

@@ -164,7 +164,9 @@ func (c *Console) Register(mux *http.ServeMux) {
 		w.Header().Set("Cache-Control", "public, max-age=300")
 		files.ServeHTTP(w, r)
 	}))
-	mux.Handle("GET /console", http.RedirectHandler(Path, http.StatusMovedPermanently))
+	// /console answers as /console/ does (no redirect): some gateways hand
+	// /console/ to the function as /console, and a redirect there loops.
+	mux.Handle("GET "+strings.TrimSuffix(Path, "/"), c.headers(c.page(c.overview)))
 	mux.Handle("GET "+Path+"signin", c.headers(c.signin))
 	mux.Handle("GET "+Path+"auth/callback", c.headers(c.callback))
 	mux.Handle("POST "+Path+"signout", c.headers(c.action(c.signout)))
