@@ -188,6 +188,12 @@ func TestConsole(t *testing.T) {
 		c.contains(t, "bundle", html, "<code>e2e-global</code>", "<code>whoami</code>", "console.yaml:")
 		c.lacks(t, "bundle", html, clientSecret)
 
+		// The completed turn's whoami call is in the audit stream, content-free.
+		html = c.visit(t, admin, "/console/calls", 200, "calls")
+		c.contains(t, "tool calls", html, "<code>whoami</code>", `class="badge st-ok">ok<`, " via turn")
+		html = c.visit(t, admin, "/console/dead-letters", 200, "")
+		c.contains(t, "dead letters", html, "No dead letters")
+
 		html = c.visit(t, admin, "/console/grants/grant-doesnotexist0000", 404, "")
 		c.contains(t, "unknown grant", html, "Nothing here")
 	})
