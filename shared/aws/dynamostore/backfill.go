@@ -27,6 +27,33 @@ import (
 // It returns how many items it updated and one error per item it could
 // not read.
 func (s *Store) BackfillListIndex(ctx context.Context, blobs Blobs) (int, []error, error) {
+	return s.BackfillListIndexProgress(ctx, blobs, nil)
+}
+
+// BackfillProgress is how far a BackfillListIndex run has got.
+type BackfillProgress struct {
+	// Examined counts the items the scan has read (its ScannedCount),
+	// those that needed nothing too: on a large table it is what moves.
+	Examined int
+	// Set counts the items given their list attributes.
+	Set int
+	// Unreadable holds the keys (pk) of the items that could not be read,
+	// as found; the errors BackfillListIndex returns say why.
+	Unreadable []string
+}
+
+// BackfillListIndexProgress is BackfillListIndex, calling progress (unless
+// nil) with the counts so far after each page the scan reads and after
+// each item it sets or cannot read. progress runs on the calling
+// goroutine, between two calls to DynamoDB: a slow progress slows the
+// backfill.
+func (s *Store) BackfillListIndexProgress(ctx context.Context, blobs Blobs, progress func(BackfillProgress)) (int, []error, error) {
+	var p BackfillProgress
+	report := func() {
+		if progress != nil {
+			progress(BackfillProgress{Examined: p.Examined, Set: p.Set, Unreadable: slices.Clone(p.Unreadable)})
+		}
+	}
 	t := turnStore{s: s, blobs: blobs}
 	in := &dynamodb.ScanInput{
 		TableName:                aws.String(s.table),
@@ -47,11 +74,15 @@ func (s *Store) BackfillListIndex(ctx context.Context, blobs Blobs) (int, []erro
 		if err != nil {
 			return n, bad, fmt.Errorf("dynamostore: backfill list index: %w", s.apiError(err))
 		}
+		p.Examined += int(out.ScannedCount)
+		report()
 		for _, item := range out.Items {
 			attrs, err := t.listAttrsOf(ctx, item)
 			if err != nil {
 				pk, _ := getPK(item)
 				bad = append(bad, fmt.Errorf("dynamostore: backfill list index: item %.80q: %w", pk, err))
+				p.Unreadable = append(p.Unreadable, pk)
+				report()
 				continue
 			}
 			ok, err := s.setListAttrs(ctx, item, attrs)
@@ -60,6 +91,8 @@ func (s *Store) BackfillListIndex(ctx context.Context, blobs Blobs) (int, []erro
 			}
 			if ok {
 				n++
+				p.Set = n
+				report()
 			}
 		}
 		if len(out.LastEvaluatedKey) == 0 {

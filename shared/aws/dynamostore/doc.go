@@ -154,7 +154,9 @@
 // after the upgrade, which scans for the grant, session and instance items
 // without listSort and sets their list attributes, each on condition of
 // the version it read (a grant that is never refreshed would otherwise
-// never be listed).
+// never be listed). `agentauth admin backfill-list-index` runs it
+// ([Store.BackfillListIndexProgress], to print its progress;
+// docs/deploy.md).
 //
 // # Session reuse
 //

@@ -317,7 +317,7 @@ func (m *memTable) Scan(_ context.Context, in *dynamodb.ScanInput, _ ...func(*dy
 	if in.Limit != nil && start+int(*in.Limit) < end {
 		end = start + int(*in.Limit)
 	}
-	out := &dynamodb.ScanOutput{}
+	out := &dynamodb.ScanOutput{ScannedCount: int32(end - start)}
 	for _, k := range keys[start:end] {
 		ok, err := evalCondition(in.FilterExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, m.items[k])
 		if err != nil {
