@@ -35,6 +35,8 @@ func run() error {
 			}
 		case bool: // "toolhooksSeam": true in cdk.json
 			return strconv.FormatBool(v)
+		case float64: // "tableIndexes": 3 in cdk.json
+			return strconv.FormatFloat(v, 'f', -1, 64)
 		}
 		if env == "" {
 			return ""
@@ -114,13 +116,11 @@ func propsFrom(get func(key, env string) string) (stack.Props, string, error) {
 		}
 	}
 	p.Turns.BedrockModels = list(get("bedrockModels", ""))
-	switch v := strings.ToLower(strings.TrimSpace(get("firstSessionIndexOnly", ""))); v {
-	case "true", "1":
-		p.FirstSessionIndexOnly = true
-	case "", "false", "0":
-	default:
-		return p, "", fmt.Errorf("firstSessionIndexOnly %q: want true or 1 (the first step of adding the session indexes to an older table), false, 0 or unset", v)
+	n, err := tableIndexes(get("tableIndexes", ""), get("firstSessionIndexOnly", ""))
+	if err != nil {
+		return p, "", err
 	}
+	p.TableIndexes = n
 	// The functions read bundle secrets by name under SecretPrefix only;
 	// a list of ARNs would grant secrets they never ask for.
 	if get("secretArns", "AGENTAUTH_SECRET_ARNS") != "" {
@@ -149,6 +149,39 @@ func propsFrom(get func(key, env string) string) (stack.Props, string, error) {
 	}
 	id := or(get("stackName", "AGENTAUTH_STACK_NAME"), "AgentAuth")
 	return p, id, nil
+}
+
+// tableIndexes reads how many of the table's indexes (in
+// stack.TableIndexOrder) to deploy: tableIndexes=N, else all of them.
+// firstSessionIndexOnly=true, the older name of tableIndexes=1, stays
+// accepted; set with tableIndexes, the two must agree.
+func tableIndexes(v, firstOnly string) (int, error) {
+	all := len(stack.TableIndexOrder)
+	n := 0
+	if v = strings.TrimSpace(v); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > all {
+			return 0, fmt.Errorf("tableIndexes %q: want 1 to %d, how many of the table's indexes to deploy, in order (%s); unset: all of them",
+				v, all, strings.Join(stack.TableIndexOrder, ", "))
+		}
+	}
+	switch f := strings.ToLower(strings.TrimSpace(firstOnly)); f {
+	case "true", "1":
+		if n > 1 {
+			return 0, fmt.Errorf("firstSessionIndexOnly %q and tableIndexes %q disagree: firstSessionIndexOnly=true is tableIndexes=1; set tableIndexes alone", firstOnly, v)
+		}
+		return 1, nil
+	case "", "false", "0":
+		if n == 1 && f != "" {
+			return 0, fmt.Errorf("firstSessionIndexOnly %q and tableIndexes %q disagree: firstSessionIndexOnly=true is tableIndexes=1; set tableIndexes alone", firstOnly, v)
+		}
+	default:
+		return 0, fmt.Errorf("firstSessionIndexOnly %q: want true or 1 (tableIndexes=1: the first step of adding the session indexes to an older table), false, 0 or unset", firstOnly)
+	}
+	if n == 0 {
+		n = all
+	}
+	return n, nil
 }
 
 // retention maps the periods CloudWatch Logs accepts to CDK's names.

@@ -2,10 +2,13 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
 
@@ -82,16 +85,23 @@ func TestPropsFrom(t *testing.T) {
 			}
 		}},
 		{name: "toolhooksSeam neither on nor off", ctx: map[string]string{"toolhooksSeam": "yes"}, wantErr: `toolhooksSeam "yes"`},
-		{name: "firstSessionIndexOnly", arch: "arm64", ctx: map[string]string{"firstSessionIndexOnly": "true"}, check: func(t *testing.T, p propsView) {
-			if !p.firstIndexOnly {
-				t.Error("both indexes")
-			}
-		}},
-		{name: "both session indexes by default", arch: "arm64", check: func(t *testing.T, p propsView) {
-			if p.firstIndexOnly {
-				t.Error("one index")
-			}
-		}},
+		{name: "every table index by default", arch: "arm64", check: wantIndexes(4)},
+		{name: "tableIndexes 1", arch: "arm64", ctx: map[string]string{"tableIndexes": "1"}, check: wantIndexes(1)},
+		{name: "tableIndexes 2", arch: "arm64", ctx: map[string]string{"tableIndexes": "2"}, check: wantIndexes(2)},
+		{name: "tableIndexes 3", arch: "arm64", ctx: map[string]string{"tableIndexes": " 3 "}, check: wantIndexes(3)},
+		{name: "tableIndexes 4", arch: "arm64", ctx: map[string]string{"tableIndexes": "4"}, check: wantIndexes(4)},
+		{name: "tableIndexes 0", ctx: map[string]string{"tableIndexes": "0"}, wantErr: `tableIndexes "0": want 1 to 4`},
+		{name: "tableIndexes 5", ctx: map[string]string{"tableIndexes": "5"}, wantErr: `tableIndexes "5": want 1 to 4`},
+		{name: "tableIndexes not a number", ctx: map[string]string{"tableIndexes": "three"}, wantErr: `tableIndexes "three": want 1 to 4`},
+		{name: "tableIndexes is context only", arch: "arm64", env: map[string]string{"tableIndexes": "1", "AGENTAUTH_TABLE_INDEXES": "1"}, check: wantIndexes(4)},
+		{name: "firstSessionIndexOnly is tableIndexes 1", arch: "arm64", ctx: map[string]string{"firstSessionIndexOnly": "true"}, check: wantIndexes(1)},
+		{name: "firstSessionIndexOnly 1 with tableIndexes 1", arch: "arm64", ctx: map[string]string{"firstSessionIndexOnly": "1", "tableIndexes": "1"}, check: wantIndexes(1)},
+		{name: "firstSessionIndexOnly false", arch: "arm64", ctx: map[string]string{"firstSessionIndexOnly": "false"}, check: wantIndexes(4)},
+		{name: "firstSessionIndexOnly false with tableIndexes 3", arch: "arm64", ctx: map[string]string{"firstSessionIndexOnly": "false", "tableIndexes": "3"}, check: wantIndexes(3)},
+		{name: "firstSessionIndexOnly true with tableIndexes 3", ctx: map[string]string{"firstSessionIndexOnly": "true", "tableIndexes": "3"},
+			wantErr: `firstSessionIndexOnly "true" and tableIndexes "3" disagree`},
+		{name: "firstSessionIndexOnly false with tableIndexes 1", ctx: map[string]string{"firstSessionIndexOnly": "false", "tableIndexes": "1"},
+			wantErr: `firstSessionIndexOnly "false" and tableIndexes "1" disagree`},
 		{name: "firstSessionIndexOnly neither on nor off", ctx: map[string]string{"firstSessionIndexOnly": "one"}, wantErr: `firstSessionIndexOnly "one"`},
 		{name: "no turn function by default", arch: "arm64", check: func(t *testing.T, p propsView) {
 			if p.turns.Enabled || p.turns.TimeoutSeconds != 0 || len(p.turns.BedrockModels) != 0 {
@@ -145,7 +155,7 @@ func TestPropsFrom(t *testing.T) {
 				t.Errorf("arch = %s, want %s", got, tc.arch)
 			}
 			if tc.check != nil {
-				tc.check(t, propsView{prefix: p.Prefix, assetDir: p.AssetDir, id: id, retention: p.LogRetention, callbacks: p.CallbackPaths, secretPrefix: p.SecretPrefix, tools: p.Tools, firstIndexOnly: p.FirstSessionIndexOnly, turns: p.Turns})
+				tc.check(t, propsView{prefix: p.Prefix, assetDir: p.AssetDir, id: id, retention: p.LogRetention, callbacks: p.CallbackPaths, secretPrefix: p.SecretPrefix, tools: p.Tools, tableIndexes: p.TableIndexes, turns: p.Turns})
 			}
 		})
 	}
@@ -157,6 +167,158 @@ type propsView struct {
 	callbacks            []string
 	secretPrefix         string
 	tools                stack.ToolsProps
-	firstIndexOnly       bool
+	tableIndexes         int
 	turns                stack.TurnsProps
+}
+
+// wantIndexes checks that the props deploy the first n table indexes.
+func wantIndexes(n int) func(t *testing.T, p propsView) {
+	return func(t *testing.T, p propsView) {
+		t.Helper()
+		if p.tableIndexes != n {
+			t.Errorf("table indexes %d, want %d", p.tableIndexes, n)
+		}
+	}
+}
+
+// TestDeployDocIndexSteps synthesizes the deploys docs/deploy.md's two
+// index upgrade sections give, in order, with their context keys read as
+// cdk would pass them: each adds exactly one index to the table, from the
+// first to all four, and gettoken may query exactly the indexes there
+// are. Every other command of the list-index section is an agentauth
+// command, which cmd/agentauth's tests run.
+func TestDeployDocIndexSteps(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assets := t.TempDir()
+	for _, fn := range []string{stack.GetToken, stack.Callback} {
+		if err := os.MkdirAll(filepath.Join(assets, fn), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(assets, fn, "bootstrap"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var deploys []string
+	for _, title := range []string{"Upgrading a stack: the session indexes", "Upgrading a stack: the list indexes"} {
+		for _, line := range shLines(t, docSection(t, string(raw), title)) {
+			switch {
+			case strings.HasPrefix(line, "npx cdk deploy "):
+				deploys = append(deploys, line)
+			case title == "Upgrading a stack: the list indexes" && line == "agentauth admin backfill-list-index":
+			case title == "Upgrading a stack: the session indexes" && strings.HasPrefix(line, "aws dynamodb scan "):
+			default:
+				t.Errorf("%s: %q is a command no test runs", title, line)
+			}
+		}
+	}
+	if len(deploys) != len(stack.TableIndexOrder) {
+		t.Fatalf("%d deploys documented, want %d (one per index): %q", len(deploys), len(stack.TableIndexOrder), deploys)
+	}
+	for i, line := range deploys {
+		ctx := map[string]string{"assetDir": assets}
+		words := strings.Fields(line)
+		for j, w := range words {
+			if w == "-c" && j+1 < len(words) {
+				k, v, _ := strings.Cut(words[j+1], "=")
+				ctx[k] = v
+			}
+		}
+		p, id, err := propsFrom(func(key, _ string) string { return ctx[key] })
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+		s, err := stack.New(app, id, p)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		tpl := *assertions.Template_FromStack(s.Stack, nil).ToJSON()
+		want := stack.TableIndexOrder[:i+1]
+		if got := indexesOf(tpl); !slices.Equal(got, want) {
+			t.Errorf("deploy %d, %s: table indexes %q, want %q", i+1, line, got, want)
+		}
+		if got := queriedBy(tpl, "SessionIndexes"); !slices.Equal(got, want) {
+			t.Errorf("deploy %d, %s: gettoken may query %q, want %q", i+1, line, got, want)
+		}
+	}
+}
+
+// docSection is the text of the markdown section titled title.
+func docSection(t *testing.T, doc, title string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(doc, "\n## "+title+"\n")
+	if !ok {
+		t.Fatalf("docs/deploy.md has no section %q", title)
+	}
+	sec, _, _ := strings.Cut(rest, "\n## ")
+	return sec
+}
+
+// shLines are the lines of the sh blocks of a markdown text, without
+// their comments, continuation lines joined.
+func shLines(t *testing.T, text string) []string {
+	t.Helper()
+	var out []string
+	for {
+		_, rest, ok := strings.Cut(text, "```sh\n")
+		if !ok {
+			return out
+		}
+		block, after, _ := strings.Cut(rest, "```")
+		block = strings.ReplaceAll(block, "\\\n", " ")
+		for _, l := range strings.Split(block, "\n") {
+			l, _, _ = strings.Cut(l, "#")
+			if l = strings.Join(strings.Fields(l), " "); l != "" {
+				out = append(out, l)
+			}
+		}
+		text = after
+	}
+}
+
+// indexesOf are the names of the record table's indexes in a template.
+func indexesOf(tpl map[string]any) []string {
+	var names []string
+	for _, r := range tpl["Resources"].(map[string]any) {
+		r := r.(map[string]any)
+		if r["Type"] != "AWS::DynamoDB::Table" {
+			continue
+		}
+		gsis, _ := r["Properties"].(map[string]any)["GlobalSecondaryIndexes"].([]any)
+		for _, g := range gsis {
+			names = append(names, g.(map[string]any)["IndexName"].(string))
+		}
+	}
+	return names
+}
+
+// queriedBy are the indexes the IAM statement sid names (gettoken's
+// SessionIndexes: the only one).
+func queriedBy(tpl map[string]any, sid string) []string {
+	var names []string
+	for _, r := range tpl["Resources"].(map[string]any) {
+		r := r.(map[string]any)
+		if r["Type"] != "AWS::IAM::Policy" {
+			continue
+		}
+		doc := r["Properties"].(map[string]any)["PolicyDocument"].(map[string]any)
+		for _, st := range doc["Statement"].([]any) {
+			st := st.(map[string]any)
+			if st["Sid"] != sid {
+				continue
+			}
+			res, ok := st["Resource"].([]any)
+			if !ok {
+				res = []any{st["Resource"]}
+			}
+			for _, x := range res {
+				parts := x.(map[string]any)["Fn::Join"].([]any)[1].([]any)
+				names = append(names, strings.TrimPrefix(parts[len(parts)-1].(string), "/index/"))
+			}
+		}
+	}
+	return names
 }

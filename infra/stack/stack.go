@@ -265,12 +265,14 @@ type Props struct {
 	// Console serves the operator console at /console/ from gettoken
 	// (docs/console.md): without Console.Issuer no console route exists.
 	Console ConsoleProps
-	// FirstSessionIndexOnly leaves SweepIndex out of the table: the first
-	// of two deploys that add the session indexes to a table created
-	// before them (CloudFormation fails an update that adds two global
-	// secondary indexes to a table; docs/deploy.md). Until the second
-	// deploy the session sweep fails.
-	FirstSessionIndexOnly bool
+	// TableIndexes is how many of TableIndexOrder the table has, the first
+	// ones (1 to 4; 0: all four). CloudFormation fails an update that adds
+	// two global secondary indexes to a table, so a table created before
+	// some of them gets them one deploy at a time, each deploy one more
+	// (docs/deploy.md). What queries a missing index fails meanwhile:
+	// without SweepIndex the session sweep, without the list indexes the
+	// console's lists.
+	TableIndexes int
 }
 
 // ConsoleProps configures the operator console. Its errors name the CDK
@@ -560,6 +562,12 @@ func (p *Props) withDefaults() error {
 			return fmt.Errorf("stack: function %s: %s is not an executable file", fn, bin)
 		}
 	}
+	switch {
+	case p.TableIndexes == 0:
+		p.TableIndexes = len(TableIndexOrder)
+	case p.TableIndexes < 1 || p.TableIndexes > len(TableIndexOrder):
+		return fmt.Errorf("stack: table indexes %d: want 1 to %d, the first ones of %s", p.TableIndexes, len(TableIndexOrder), strings.Join(TableIndexOrder, ", "))
+	}
 	if p.BundlePath == "" {
 		p.BundlePath = "/var/task/bundle"
 	}
@@ -613,7 +621,7 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 	fns := props.functions()
 	roles := newRoles(st, fns)
 	s.Key = newKey(st, props, fns, roles)
-	s.Table = newTable(st, props.Prefix, s.Key, props.FirstSessionIndexOnly)
+	s.Table = newTable(st, props.Prefix, s.Key, props.TableIndexes)
 	s.Queue, s.DLQ, s.DLQAlarm = newEventQueues(st, props.Prefix, props.AlarmTopicARN, props.Turns)
 	if props.Turns.Enabled {
 		s.TurnBlobs = newTurnBlobs(st, s.Key)
@@ -642,7 +650,7 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 			fenv[EnvBundleRepo] = awscdk.Fn_Join(jsii.String(""), jsii.Strings("s3://", *s.TurnBlobs.BucketName(), "/"+BundleRepoPrefix))
 		}
 		s.Functions[fn] = newFunction(st, props, fn, roles[fn], fenv)
-		grantData(roles[fn], fn, s.Table, s.Queue, s.SessionKeys, props.SecretPrefix)
+		grantData(roles[fn], fn, s.Table, TableIndexOrder[:props.TableIndexes], s.Queue, s.SessionKeys, props.SecretPrefix)
 		if fn == GetToken {
 			grantDeadLetters(roles[fn], s.DLQ)
 		}
@@ -696,12 +704,17 @@ const (
 	ListAllIndex = "list-all"
 )
 
+// TableIndexOrder is the order the record table's indexes came in, the
+// order an older table gets them in: Props.TableIndexes = n keeps the
+// first n.
+var TableIndexOrder = []string{PendingIndex, SweepIndex, ListIndex, ListAllIndex}
+
 // newTable creates the record table: grants and sessions, one item per
-// record, keyed by pk, with the session indexes. Secret fields are already
-// envelope-sealed by the functions; table SSE with the same
-// customer-managed key covers the rest of each item (ids, status, expiry)
-// and puts the whole table under the key's lifecycle.
-func newTable(st awscdk.Stack, prefix string, key awskms.Key, firstIndexOnly bool) awsdynamodb.Table {
+// record, keyed by pk, with the first indexes of TableIndexOrder. Secret
+// fields are already envelope-sealed by the functions; table SSE with the
+// same customer-managed key covers the rest of each item (ids, status,
+// expiry) and puts the whole table under the key's lifecycle.
+func newTable(st awscdk.Stack, prefix string, key awskms.Key, indexes int) awsdynamodb.Table {
 	t := awsdynamodb.NewTable(st, jsii.String("Records"), &awsdynamodb.TableProps{
 		TableName:           physicalName(prefix, "records"),
 		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String("pk"), Type: awsdynamodb.AttributeType_STRING},
@@ -716,29 +729,21 @@ func newTable(st awscdk.Stack, prefix string, key awskms.Key, firstIndexOnly boo
 		RemovalPolicy:      awscdk.RemovalPolicy_RETAIN,
 	})
 	expiresAt := &awsdynamodb.Attribute{Name: jsii.String("expiresAt"), Type: awsdynamodb.AttributeType_NUMBER}
-	t.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
-		IndexName:      jsii.String(PendingIndex),
-		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String("pendingFor"), Type: awsdynamodb.AttributeType_STRING},
-		SortKey:        expiresAt,
-		ProjectionType: awsdynamodb.ProjectionType_ALL,
-	})
-	if firstIndexOnly {
-		return t
-	}
-	t.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
-		IndexName:      jsii.String(SweepIndex),
-		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String("sweepSet"), Type: awsdynamodb.AttributeType_STRING},
-		SortKey:        expiresAt,
-		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
-	})
 	listSort := &awsdynamodb.Attribute{Name: jsii.String("listSort"), Type: awsdynamodb.AttributeType_STRING}
-	for _, ix := range [][2]string{{ListIndex, "listKey"}, {ListAllIndex, "listAll"}} {
-		t.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
-			IndexName:      jsii.String(ix[0]),
-			PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(ix[1]), Type: awsdynamodb.AttributeType_STRING},
-			SortKey:        listSort,
-			ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
-		})
+	defs := map[string]*awsdynamodb.GlobalSecondaryIndexProps{
+		PendingIndex: {PartitionKey: &awsdynamodb.Attribute{Name: jsii.String("pendingFor"), Type: awsdynamodb.AttributeType_STRING},
+			SortKey: expiresAt, ProjectionType: awsdynamodb.ProjectionType_ALL},
+		SweepIndex: {PartitionKey: &awsdynamodb.Attribute{Name: jsii.String("sweepSet"), Type: awsdynamodb.AttributeType_STRING},
+			SortKey: expiresAt, ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY},
+		ListIndex: {PartitionKey: &awsdynamodb.Attribute{Name: jsii.String("listKey"), Type: awsdynamodb.AttributeType_STRING},
+			SortKey: listSort, ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY},
+		ListAllIndex: {PartitionKey: &awsdynamodb.Attribute{Name: jsii.String("listAll"), Type: awsdynamodb.AttributeType_STRING},
+			SortKey: listSort, ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY},
+	}
+	for _, name := range TableIndexOrder[:indexes] {
+		d := defs[name]
+		d.IndexName = jsii.String(name)
+		t.AddGlobalSecondaryIndex(d)
 	}
 	return t
 }
@@ -1132,8 +1137,8 @@ var dataActions = []string{
 }
 
 // grantData gives fn's role the table, queue and secrets it needs, each on
-// that one resource. gettoken also queries the session indexes
-// (GET /v1/oauth/pending and the session sweep) and never scans, and also
+// that one resource. gettoken also queries the indexes the table has
+// (GET /v1/oauth/pending, the session sweep, the console's lists) and
 // enqueues (a device-code session completes in gettoken, which then emits
 // auth.granted itself). tools needs what gettoken's token path needs: it
 // fetches tokens for http tools through the same OAuth core (grants,
@@ -1148,7 +1153,7 @@ var dataActions = []string{
 // covers only names under the prefix (which ends with '/', so neither
 // <prefix>-session-keys nor a sibling prefix matches), and only
 // GetSecretValue is granted — no listing, writing or policy change.
-func grantData(role awsiam.Role, fn string, table awsdynamodb.Table, queue awssqs.Queue, sessionKeys awssecretsmanager.Secret, secretPrefix string) {
+func grantData(role awsiam.Role, fn string, table awsdynamodb.Table, indexes []string, queue awssqs.Queue, sessionKeys awssecretsmanager.Secret, secretPrefix string) {
 	actions := append([]string(nil), dataActions...)
 	switch fn {
 	case Tools:
@@ -1173,15 +1178,16 @@ func grantData(role awsiam.Role, fn string, table awsdynamodb.Table, queue awssq
 		}))
 	}
 	if fn == GetToken {
+		// Only the indexes the table has (Props.TableIndexes): no grant
+		// names an index that does not exist yet.
+		var arns []*string
+		for _, ix := range indexes {
+			arns = append(arns, awscdk.Fn_Join(jsii.String(""), jsii.Strings(*table.TableArn(), "/index/", ix)))
+		}
 		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid:     jsii.String("SessionIndexes"),
-			Actions: jsii.Strings("dynamodb:Query"),
-			Resources: &[]*string{
-				awscdk.Fn_Join(jsii.String(""), jsii.Strings(*table.TableArn(), "/index/", PendingIndex)),
-				awscdk.Fn_Join(jsii.String(""), jsii.Strings(*table.TableArn(), "/index/", SweepIndex)),
-				awscdk.Fn_Join(jsii.String(""), jsii.Strings(*table.TableArn(), "/index/", ListIndex)),
-				awscdk.Fn_Join(jsii.String(""), jsii.Strings(*table.TableArn(), "/index/", ListAllIndex)),
-			},
+			Sid:       jsii.String("SessionIndexes"),
+			Actions:   jsii.Strings("dynamodb:Query"),
+			Resources: &arns,
 		}))
 	}
 	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{

@@ -277,19 +277,67 @@ func TestTable(t *testing.T) {
 	})
 }
 
-// The first step of adding the session indexes to an older table adds
-// exactly one (CloudFormation refuses two in one update): PendingIndex.
-func TestFirstSessionIndexOnly(t *testing.T) {
-	f := synth(t, func(p *stack.Props) { p.FirstSessionIndexOnly = true })
-	check(t, func() {
-		f.tpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
-			"GlobalSecondaryIndexes": assertions.Match_ArrayEquals(&[]any{map[string]any{
-				"IndexName":  "pending-by-target",
-				"KeySchema":  []any{map[string]any{"AttributeName": "pendingFor", "KeyType": "HASH"}, map[string]any{"AttributeName": "expiresAt", "KeyType": "RANGE"}},
-				"Projection": map[string]any{"ProjectionType": "ALL"},
-			}}),
+// Each step of adding the indexes to an older table adds exactly one
+// (CloudFormation refuses two in one update): TableIndexes = n gives the
+// table the first n of TableIndexOrder, and gettoken may query exactly
+// those.
+func TestTableIndexes(t *testing.T) {
+	order := []string{"pending-by-target", "sweep-by-expiry", "list-by-scope", "list-all"}
+	if !slices.Equal(stack.TableIndexOrder, order) {
+		t.Fatalf("TableIndexOrder %q, want %q", stack.TableIndexOrder, order)
+	}
+	for n := 1; n <= len(order); n++ {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			f := synth(t, func(p *stack.Props) { p.TableIndexes = n })
+			if got := tableIndexNames(t, f); !slices.Equal(got, order[:n]) {
+				t.Errorf("indexes %q, want %q", got, order[:n])
+			}
+			if got, want := queriedIndexes(t, f), order[:n]; !slices.Equal(got, want) {
+				t.Errorf("gettoken may query %q, want %q", got, want)
+			}
 		})
-	})
+	}
+	for _, n := range []int{-1, 5} {
+		p := testProps()
+		p.TableIndexes = n
+		if _, err := newStack(t, "AgentAuthTest", p); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("table indexes %d: want 1 to 4", n)) {
+			t.Errorf("TableIndexes %d: err = %v", n, err)
+		}
+	}
+}
+
+// tableIndexNames are the names of the record table's indexes, in order.
+func tableIndexNames(t *testing.T, f *fixture) []string {
+	t.Helper()
+	var names []string
+	gsis, _ := props(f.resources[f.id["table"]])["GlobalSecondaryIndexes"].([]any)
+	for _, g := range gsis {
+		names = append(names, g.(map[string]any)["IndexName"].(string))
+	}
+	return names
+}
+
+// queriedIndexes are the indexes gettoken's SessionIndexes statement
+// names, in order.
+func queriedIndexes(t *testing.T, f *fixture) []string {
+	t.Helper()
+	var names []string
+	doc := props(f.resources[f.id[stack.GetToken+"Policy"]])["PolicyDocument"].(map[string]any)
+	for _, st := range doc["Statement"].([]any) {
+		st := st.(map[string]any)
+		if st["Sid"] != "SessionIndexes" {
+			continue
+		}
+		res, ok := st["Resource"].([]any)
+		if !ok {
+			res = []any{st["Resource"]} // one resource is not a list
+		}
+		for _, r := range res {
+			parts := r.(map[string]any)["Fn::Join"].([]any)[1].([]any)
+			names = append(names, strings.TrimPrefix(parts[len(parts)-1].(string), "/index/"))
+		}
+	}
+	return names
 }
 
 func TestKey(t *testing.T) {
