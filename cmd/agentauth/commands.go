@@ -60,6 +60,8 @@ var sections = []section{
 		[]string{"instances dead-letters", "instances redrive"}},
 	{"The bundle's history, when the bundle is a git repository (--bundle DIR; import and revert check the result with the secrets of --home DIR; docs/changesets.md):",
 		[]string{"bundle init", "bundle import", "bundle log", "bundle show", "bundle diff", "bundle revert", "bundle export"}},
+	{"Upgrading the AWS deployment the functions' variables name ($AGENTAUTH_TABLE and the others; docs/deploy.md):",
+		[]string{"admin backfill-list-index"}},
 	{"Other:", []string{"bench", "scripted-model", "version"}},
 }
 
@@ -402,6 +404,7 @@ func commands() []command {
 	out = append(out, instanceCommands()...)
 	out = append(out, deadLetterCommands()...)
 	out = append(out, bundleCommands()...)
+	out = append(out, adminCommands()...)
 	out = append(out, benchCommand(), versionCommand())
 	return out
 }
