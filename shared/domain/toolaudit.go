@@ -23,7 +23,7 @@ type ToolAudit struct {
 	Tenant     string    `json:"tenant,omitempty"`    // the caller's tenant ("" none)
 	Transport  string    `json:"transport,omitempty"` // http | mcp | native
 	Via        string    `json:"via,omitempty"`       // "" (the tool routes) | turn
-	Status     string    `json:"status"`              // ok | error | forbidden | rate_limited
+	Status     string    `json:"status"`              // ok | authorization_required | error | forbidden | rate_limited
 	DurationMs *int64    `json:"durationMs,omitempty"`
 	ErrorCode  string    `json:"errorCode,omitempty"`
 	ArgsHash   string    `json:"argsHash,omitempty"`
@@ -57,3 +57,8 @@ type ToolAuditLog interface {
 // DefaultToolAuditRetention is how long the audit stream keeps a record
 // unless configured otherwise (AGENTAUTH_AUDIT_RETENTION).
 const DefaultToolAuditRetention = 7 * 24 * time.Hour
+
+// ToolAuditConsent is a ToolAudit's status for a call that answered
+// authorization_required: it waits for the user's consent and did not do
+// its work (the event says ok; the stream keeps them apart).
+const ToolAuditConsent = "authorization_required"

@@ -33,7 +33,7 @@ func (c *Console) calls(w http.ResponseWriter, r *http.Request, op operator) (st
 		return "", nil, err
 	}
 	p := listPage[callRow]{Filter: f, Skipped: len(page.Unreadable), Tenant: op.Platform,
-		Options: map[string][]string{"status": {"ok", "error", "forbidden", "rate_limited"}}}
+		Options: map[string][]string{"status": {"ok", domain.ToolAuditConsent, "error", "forbidden", "rate_limited"}}}
 	for _, rec := range page.Records {
 		if !op.sees(rec.Tenant) {
 			continue

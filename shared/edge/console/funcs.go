@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentauth/agentauth/shared/domain"
 )
 
 // funcs are the templates' helpers.
@@ -46,7 +48,7 @@ var funcs = template.FuncMap{
 		switch s {
 		case stActive, stCompleted, "ok":
 			return "st-ok"
-		case stPending, "running", "parked", "paused", "rate_limited":
+		case stPending, "running", "parked", "paused", "rate_limited", domain.ToolAuditConsent:
 			return "st-wait"
 		case stFailed, "error", "conflict", "rejected", "forbidden":
 			return "st-fail"

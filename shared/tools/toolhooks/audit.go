@@ -165,6 +165,9 @@ func (s *AuditSink) returned(ctx context.Context, e ToolReturned) {
 	delete(s.pending, k)
 	s.mu.Unlock()
 	r := domain.ToolAudit{At: now.UTC(), CallID: e.CallID, Tool: e.ToolName, AgentID: e.AgentID, Status: e.Status, DurationMs: e.DurationMs}
+	if e.Consent {
+		r.Status = domain.ToolAuditConsent
+	}
 	if e.Error != nil {
 		r.ErrorCode = e.Error.Code // never the message: it may quote what the tool saw
 	}

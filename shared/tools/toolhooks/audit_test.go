@@ -67,10 +67,18 @@ func TestAuditSinkJoinsACall(t *testing.T) {
 			Args: json.RawMessage(`{}`)}, Tool{Name: "t", Transport: "native"}, func(context.Context, json.RawMessage) (json.RawMessage, error) {
 			return nil, errors.New("upstream said " + canary)
 		})
+		h.Invoke(context.Background(), Call{AgentID: "a", ToolName: "t", CallID: "c4", Principal: "alice", Tenant: "acme",
+			Args: json.RawMessage(`{}`)}, Tool{Name: "t", Transport: "http"}, func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			return nil, &AuthorizationRequired{Authorization: json.RawMessage(`{"authorizationUrl":"https://idp/authorize"}`)}
+		})
 		if err := s.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		recs := log.records()
+		if len(recs) != 4 || recs[3].Status != domain.ToolAuditConsent {
+			t.Fatalf("buffer %d: %d records; a call that waits for consent: %+v", buffer, len(recs), recs[len(recs)-1])
+		}
+		recs = recs[:3]
 		if len(recs) != 3 {
 			t.Fatalf("buffer %d: %d records", buffer, len(recs))
 		}
@@ -89,7 +97,7 @@ func TestAuditSinkJoinsACall(t *testing.T) {
 		if strings.Contains(string(b), canary) || strings.Contains(string(b), "upstream said") {
 			t.Fatalf("content in the audit records: %s", b)
 		}
-		if st := s.Stats(); st.Written != 3 || st.Pending != 0 || st.Unmatched != 0 || st.Dropped != 0 {
+		if st := s.Stats(); st.Written != 4 || st.Pending != 0 || st.Unmatched != 0 || st.Dropped != 0 {
 			t.Fatalf("stats %+v", st)
 		}
 	}

@@ -111,7 +111,12 @@ type ToolReturned struct {
 	// result's code and its message, already cut to the tool's
 	// errorMessageLimit.
 	Error *ReturnedError `json:"error,omitempty"`
-	call  *callTag
+	// Consent is set with status ok when the answer was
+	// authorization_required (the call waits for the user's consent, it
+	// did not do its work): our addition, since RFC 0064's status enum
+	// has no value for it.
+	Consent bool `json:"consent,omitempty"`
+	call    *callTag
 }
 
 // callTag identifies one Invoke's pair of events in this process. Call
@@ -207,6 +212,7 @@ func (h *Hooks) Invoke(ctx context.Context, call Call, tool Tool, run Invoker) O
 		if out.ToolReturned.Status == StatusError && res != nil && res.Error != nil {
 			out.ToolReturned.Error = &ReturnedError{Code: res.Error.Code, Message: res.Error.Message}
 		}
+		out.ToolReturned.Consent = res != nil && res.Status == ResultAuthorizationRequired
 		h.emit(ctx, log, out.ToolReturned)
 		return out
 	}

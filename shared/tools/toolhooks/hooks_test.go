@@ -185,11 +185,16 @@ func TestAuthorizationRequiredIsAResult(t *testing.T) {
 			return nil, fmt.Errorf("wrapped: %w", &AuthorizationRequired{Authorization: link})
 		})
 	if out.Verdict != VerdictOK || out.Result == nil || out.Result.Status != ResultAuthorizationRequired || out.Result.Error != nil ||
-		string(out.Result.Authorization) != string(link) || out.ToolReturned.Status != StatusOK || out.ToolReturned.DurationMs == nil {
+		string(out.Result.Authorization) != string(link) || out.ToolReturned.Status != StatusOK || out.ToolReturned.DurationMs == nil ||
+		!out.ToolReturned.Consent {
 		t.Fatalf("outcome = %+v, result %+v", out, out.Result)
 	}
 	if len(sink.events) != 2 {
 		t.Fatalf("%d events, want toolCalled and toolReturned", len(sink.events))
+	}
+	// A call that did its work says no consent.
+	if ok := h.Invoke(context.Background(), Call{ToolName: "whoami", CallID: "c2"}, Tool{Name: "whoami", Transport: "http"}, okTool); ok.ToolReturned.Consent {
+		t.Fatal("an ok call's toolReturned says consent")
 	}
 }
 

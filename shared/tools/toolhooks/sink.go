@@ -28,6 +28,9 @@ func (s LogSink) Emit(ctx context.Context, ev any) error {
 		if e.DurationMs != nil {
 			attrs = append(attrs, "durationMs", *e.DurationMs)
 		}
+		if e.Consent {
+			attrs = append(attrs, "consent", true)
+		}
 		s.Log.InfoContext(ctx, e.Type, attrs...)
 	default:
 		s.Log.InfoContext(ctx, "audit event", "event", ev)
