@@ -181,10 +181,10 @@ func TestConsole(t *testing.T) {
 		if err != nil {
 			t.Fatalf("simulate: %v", err)
 		}
-		html = c.inspect(t, admin, "/console/tools?claims=…", "")
+		html = c.inspect(t, admin, "/console/tools?claims=…", "tools")
 		c.contains(t, "simulation", html, `id="simulation"`, "<code>staff</code>", "<code>basic</code>", "<code>demo:whoami</code>")
 
-		html = c.visit(t, admin, "/console/bundle", 200, "")
+		html = c.visit(t, admin, "/console/bundle", 200, "bundle")
 		c.contains(t, "bundle", html, "<code>e2e-global</code>", "<code>whoami</code>", "console.yaml:")
 		c.lacks(t, "bundle", html, clientSecret)
 
