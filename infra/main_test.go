@@ -322,3 +322,78 @@ func queriedBy(tpl map[string]any, sid string) []string {
 	}
 	return names
 }
+
+// TestDeployDocConsole synthesizes docs/deploy.md's "Operator console"
+// deploy as written: its context keys give gettoken the console's
+// settings and the public console routes.
+func TestDeployDocConsole(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assets := t.TempDir()
+	for _, fn := range []string{stack.GetToken, stack.Callback} {
+		if err := os.MkdirAll(filepath.Join(assets, fn), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(assets, fn, "bootstrap"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var deploy string
+	for _, line := range shLines(t, docSection(t, string(raw), "Operator console")) {
+		switch {
+		case line == "cd infra":
+		case strings.HasPrefix(line, "npx cdk deploy "):
+			deploy = line
+		default:
+			t.Errorf("Operator console: %q is a command no test runs", line)
+		}
+	}
+	ctx := map[string]string{"assetDir": assets}
+	words := strings.Fields(deploy)
+	for j, w := range words {
+		if w == "-c" && j+1 < len(words) {
+			k, v, _ := strings.Cut(words[j+1], "=")
+			ctx[k] = v
+		}
+	}
+	if ctx["consoleIssuer"] == "" {
+		t.Fatalf("the documented deploy sets no consoleIssuer: %q", deploy)
+	}
+	p, id, err := propsFrom(func(key, _ string) string { return ctx[key] })
+	if err != nil {
+		t.Fatalf("%s: %v", deploy, err)
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	s, err := stack.New(app, id, p)
+	if err != nil {
+		t.Fatalf("%s: %v", deploy, err)
+	}
+	tpl := *assertions.Template_FromStack(s.Stack, nil).ToJSON()
+	routes := map[string]bool{}
+	var env map[string]any
+	for _, r := range tpl["Resources"].(map[string]any) {
+		r := r.(map[string]any)
+		props, _ := r["Properties"].(map[string]any)
+		switch r["Type"] {
+		case "AWS::ApiGatewayV2::Route":
+			if props["AuthorizationType"] == "NONE" {
+				routes[props["RouteKey"].(string)] = true
+			}
+		case "AWS::Lambda::Function":
+			if props["FunctionName"] == p.Prefix+"-gettoken" {
+				env = props["Environment"].(map[string]any)["Variables"].(map[string]any)
+			}
+		}
+	}
+	for _, r := range stack.ConsoleRoutes {
+		if !routes[r.Method+" "+r.Path] {
+			t.Errorf("no public route %s %s", r.Method, r.Path)
+		}
+	}
+	if env[stack.EnvConsoleIssuer] != ctx["consoleIssuer"] || env[stack.EnvConsoleClientID] != ctx["consoleClientId"] ||
+		env[stack.EnvConsoleClientSecretRef] != ctx["consoleClientSecretRef"] || env[stack.EnvConsoleRolesClaim] != ctx["consoleRolesClaim"] {
+		t.Errorf("gettoken's console settings: %v", env)
+	}
+}
