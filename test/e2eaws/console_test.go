@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -319,6 +320,40 @@ func TestDeployedConsole(t *testing.T) {
 		}
 	}))
 
+	// An instance for the lifecycle, parked on consent while the live
+	// timeline runs (its terminate interrupts that turn), and one for
+	// the dead letter: both of this run.
+	lifeInst, dlInst := rid+"-lifecycle", rid+"-deadletter"
+	instances = append(instances, lifeInst, dlInst)
+	grantErin := oauth.GrantID(domain.ObjectRef{Kind: "OAuthApp", Name: "demo-user"}, "demo:user:erin-"+tag)
+	grantIDs = append(grantIDs, grantErin)
+	// Not must: the lifecycle and the dead letter do not need it.
+	timed("the live timeline through the gateway: consent in another context, the page follows the turn", func(t *testing.T) {
+		if err := api.post(ctx, "who-"+lifeInst, lifeInst, "who am I?", "frank-"+tag); err != nil {
+			t.Fatal(err)
+		}
+		c.followLive(t, admin, browser, api, inst, parked, "erin-"+tag)
+		// The consent's grant: its tokens are scanned for too.
+		c.collectSealed(t, be, grantErin, nil)
+	})
+
+	must(timed("pause, resume, terminate (with a reason) and delete from the page", func(t *testing.T) {
+		lp, err := api.waitEvent(ctx, lifeInst, "turn.parked", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := lp.Data["authSessionId"].(string)
+		track(s)
+		c.lifecycle(t, admin, api, lifeInst, lp.TurnID, "stopped by the e2eaws run "+tag)
+	}))
+
+	must(timed("a dead letter redriven from the page reaches the turn function", func(t *testing.T) {
+		if st.DlqURL == "" {
+			t.Fatalf("%s: stack %s has no DlqUrl output", st.outputsPath, st.Name)
+		}
+		c.redrive(t, admin, api, sqs.NewFromConfig(be.Config), st.DlqURL, dlInst, "gina-"+tag)
+	}))
+
 	timed("no token value in any page", func(t *testing.T) {
 		n, kinds := c.secrets.count()
 		if n < 8 {
@@ -589,7 +624,8 @@ func (c *deployedConsole) record(what, body string) {
 }
 
 // click clicks selector on s's page like a user and waits for the page
-// it leads to, accepting the confirm dialog, which must say dialog; it
+// it leads to; a destructive form asks first, and the confirm dialog,
+// which must say dialog, is accepted ("": the button asks nothing). It
 // returns the new page's status and HTML.
 func (c *deployedConsole) click(t *testing.T, s *e2ekit.Session, selector, dialog string) (int, string) {
 	t.Helper()
@@ -599,8 +635,13 @@ func (c *deployedConsole) click(t *testing.T, s *e2ekit.Session, selector, dialo
 		resp *network.Response
 		err  error
 	}
-	// Subscribed before the click, so the dialog is not missed.
-	var dialogs iter.Seq2[page.EventJavascriptDialogOpening, error] = chromedp.Events(tab, page.JavascriptDialogOpening)
+	var dialogs iter.Seq2[page.EventJavascriptDialogOpening, error]
+	if dialog != "" {
+		// Subscribed before the click, so the dialog is not missed.
+		dialogs = chromedp.Events(tab, page.JavascriptDialogOpening)
+	} else {
+		dialogs = func(func(page.EventJavascriptDialogOpening, error) bool) {}
+	}
 	done := make(chan clicked, 1)
 	go func() {
 		resp, err := chromedp.RunResponse(tab, chromedp.Click(chromedp.CSS(selector)))

@@ -1,0 +1,353 @@
+//go:build e2eaws
+
+package e2eaws
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/chromedp/chromedp"
+
+	"github.com/agentauth/agentauth/shared/aws/sqsqueue"
+	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/test/e2e/e2ekit"
+)
+
+// What TestDeployedConsole proves on the page after its views: the live
+// timeline through the gateway, an instance's lifecycle and a dead
+// letter's redrive, each clicked in Chromium and checked through the
+// deployed runtime API.
+
+// liveWithin bounds the live timeline: the consent's callback, the turn
+// function's resume and the console stream's 5 s windows (each answer
+// sent whole when it ends, and EventSource's reconnect delay after it).
+const liveWithin = 60 * time.Second
+
+// followLive opens the timeline of the turn parked in inst, lets login
+// consent on its link in another browser context and watches the page
+// append the resumed … completed entries without a reload, each once;
+// when the turn has ended the page reloads itself into the replay, which
+// holds every event of the turn once.
+func (c *deployedConsole) followLive(t *testing.T, admin *e2ekit.Session, b *e2ekit.Browser, api turnAPI, inst string, parked turnEventOut, login string) {
+	t.Helper()
+	timeline := "/console/instances/default/" + url.PathEscape(inst) + "/assistant/turns/" + url.PathEscape(parked.TurnID)
+	html := c.visit(t, admin, timeline, 200)
+	c.contains(t, "parked timeline", html, `id="turn-status">parked<`, `id="live"`, `data-live="`+timeline+`/events"`, "Parked on consent: whoami")
+	c.lacks(t, "parked timeline", html, "Turn completed")
+	tab, cancel := admin.Tab(c.ctx)
+	defer cancel()
+	// Entries the page appends from now on are recorded where a reload
+	// keeps them (the page reloads itself once the turn ends); a reload
+	// renders its entries on the server, which the observer never sees.
+	if _, err := chromedp.Run(tab, chromedp.Evaluate[bool](`(() => {
+		sessionStorage.setItem('appended', '[]');
+		const list = document.getElementById('timeline');
+		new MutationObserver((records) => {
+			const seen = JSON.parse(sessionStorage.getItem('appended'));
+			for (const r of records) for (const n of r.addedNodes) {
+				if (n.nodeType === 1 && n.matches('li.ev')) seen.push(n.dataset.seq + ' ' + n.querySelector('strong').textContent);
+			}
+			sessionStorage.setItem('appended', JSON.stringify(seen));
+		}).observe(list, {childList: true});
+		return true;
+	})()`)); err != nil {
+		t.Fatal(err)
+	}
+
+	link, _ := parked.Data["authorizationUrl"].(string)
+	if link == "" {
+		t.Fatalf("turn.parked names no authorizationUrl: %v", parked.Data)
+	}
+	res := c.consent(t, b, link, login)
+	if res.Status != 200 || !strings.Contains(res.BodyText, "Connected") {
+		t.Fatalf("%s's consent: status %d %.300s", login, res.Status, res.BodyText)
+	}
+	consented := time.Now()
+
+	var appended []string
+	var resumedAt, completedAt time.Duration
+	for {
+		// Errors while the page reloads are expected: read again.
+		if s, err := chromedp.Run(tab, chromedp.Evaluate[string](`sessionStorage.getItem('appended') || '[]'`)); err == nil {
+			_ = json.Unmarshal([]byte(s), &appended)
+		}
+		if resumedAt == 0 && slices.ContainsFunc(appended, func(s string) bool { return strings.Contains(s, " Resumed (") }) {
+			resumedAt = time.Since(consented)
+		}
+		if completedAt == 0 && slices.ContainsFunc(appended, func(s string) bool { return strings.HasSuffix(s, " Turn completed") }) {
+			completedAt = time.Since(consented)
+		}
+		if resumedAt != 0 && completedAt != 0 {
+			break
+		}
+		// An answer of the stream route that failed ends the wait at
+		// once: the browser would only ask again and fail again.
+		failed, _ := chromedp.Run(tab, chromedp.Evaluate[string](`performance.getEntriesByType('resource')
+			.filter((e) => e.name.includes('/events') && e.responseStatus >= 400)
+			.map((e) => e.responseStatus).join(' ')`))
+		if failed != "" {
+			c.diagnoseStream(t, admin, timeline+"/events?after="+fmt.Sprint(parked.Seq))
+			t.Fatalf("the page's event stream answered HTTP %s through the gateway; the page appended %q", failed, appended)
+		}
+		if time.Since(consented) > liveWithin || c.ctx.Err() != nil {
+			c.diagnoseStream(t, admin, timeline+"/events?after="+fmt.Sprint(parked.Seq))
+			t.Fatalf("within %v of the consent the page appended %q, want the resumed and completed entries", liveWithin, appended)
+		}
+		waitTick(c.ctx, 200*time.Millisecond)
+	}
+	t.Logf("appended live through the gateway, without a reload: resumed after %.1fs, completed after %.1fs of the consent: %q",
+		resumedAt.Seconds(), completedAt.Seconds(), appended)
+	seqs := map[string]bool{}
+	for _, a := range appended {
+		seq, _, _ := strings.Cut(a, " ")
+		if seqs[seq] {
+			t.Errorf("entry %s appended twice: %q", seq, appended)
+		}
+		seqs[seq] = true
+	}
+
+	// Once the turn ended, the page reloads itself into the replay.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, err := chromedp.Run(tab, chromedp.Evaluate[string](`(() => {
+			const s = document.getElementById('turn-status');
+			return document.readyState === 'complete' && s && !document.getElementById('live') ? s.textContent : '';
+		})()`))
+		if err == nil && st == "completed" {
+			break
+		}
+		if time.Now().After(deadline) || c.ctx.Err() != nil {
+			t.Fatalf("the timeline did not settle as completed (%q, %v)", st, err)
+		}
+		waitTick(c.ctx, 200*time.Millisecond)
+	}
+	html = c.inspect(t, admin, timeline+" (after the turn ended)")
+	c.contains(t, "resumed timeline", html, "Parked on consent: whoami", "Resumed", "waited ", "Tool completed: whoami", "Turn completed")
+	evs, err := api.events(c.ctx, inst, parked.TurnID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if n := strings.Count(html, fmt.Sprintf(`data-seq="%d"`, ev.Seq)); n != 1 {
+			t.Errorf("the replayed timeline has %d entries for event %d (%s)", n, ev.Seq, ev.Type)
+		}
+	}
+	t.Logf("the replay holds each of the turn's %d events once (%s)", len(evs), types(evs))
+}
+
+// diagnoseStream GETs the console's stream route through the gateway as
+// the browser's EventSource does (the session cookie, Accept:
+// text/event-stream) and logs what comes back and how long it took: why a
+// live timeline did not move.
+func (c *deployedConsole) diagnoseStream(t *testing.T, s *e2ekit.Session, path string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.gw.endpoint+path, nil)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	req.Host = c.gw.host
+	req.Header.Set("Accept", "text/event-stream")
+	req.AddCookie(c.cookie(t, s))
+	start := time.Now()
+	resp, err := c.gw.client.Do(req)
+	if err != nil {
+		t.Errorf("the stream through the gateway: %v after %v", err, time.Since(start))
+		return
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	t.Errorf("the stream through the gateway (GET %s): HTTP %d, Content-Type %q, %d bytes in %v:\n%.2000s",
+		redactPath(path), resp.StatusCode, resp.Header.Get("Content-Type"), len(b), time.Since(start).Round(time.Millisecond), b)
+}
+
+// instanceTurnsOut is what the lifecycle step reads of an instance: its
+// status, its turns and how each ended.
+type instanceTurnsOut struct {
+	Status      string         `json:"status"`
+	RecentTurns []turnEndedOut `json:"recentTurns"`
+}
+
+type turnEndedOut struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Error  *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// lifecycle pauses, resumes and terminates (with reason) inst from its
+// page, then deletes it, checking the instance through the deployed
+// runtime API after each click. inst has a turn parked on consent, which
+// the terminate interrupts with the reason.
+func (c *deployedConsole) lifecycle(t *testing.T, admin *e2ekit.Session, api turnAPI, inst, turnID, reason string) {
+	t.Helper()
+	page := "/console/instances/default/" + url.PathEscape(inst) + "/assistant"
+	state := func() (instanceTurnsOut, error) {
+		var out instanceTurnsOut
+		err := api.getJSON(c.ctx, instancePath(inst)+"/assistant", &out)
+		return out, err
+	}
+	c.visit(t, admin, page, 200)
+	for _, step := range []struct{ button, dialog, flash, want string }{
+		{"#pause", "", "paused", "paused"},
+		{"#resume", "", "resumed", "active"},
+		{"#terminate", "Terminate this instance? It takes no more turns.", "terminated", "terminated"},
+	} {
+		if step.button == "#terminate" {
+			tab, cancel := admin.Tab(c.ctx)
+			err := chromedp.Do(tab, chromedp.SetValue(chromedp.CSS(`input[name="reason"]`), reason))
+			cancel()
+			if err != nil {
+				t.Fatalf("type the reason: %v", err)
+			}
+		}
+		start := time.Now()
+		status, html := c.click(t, admin, step.button, step.dialog)
+		took := time.Since(start)
+		c.record(page+" after "+step.button, html)
+		if status != 200 {
+			t.Fatalf("%s: %d", step.button, status)
+		}
+		c.contains(t, "instance after "+step.button, html, "Done: "+step.flash+".", `id="instance-status">`+step.want+`<`)
+		out, err := state()
+		if err != nil || out.Status != step.want {
+			t.Fatalf("the runtime API after %s: %q %v, want %s", step.button, out.Status, err, step.want)
+		}
+		t.Logf("%s clicked (%.1fs): the page and the runtime API say %s", step.button, took.Seconds(), out.Status)
+	}
+	out, _ := state()
+	i := slices.IndexFunc(out.RecentTurns, func(tr turnEndedOut) bool { return tr.ID == turnID })
+	if i < 0 {
+		t.Fatalf("the runtime API lists no turn %s: %+v", turnID, out)
+	}
+	if tr := out.RecentTurns[i]; tr.Status != "interrupted" || tr.Error == nil || tr.Error.Code != "terminated" || tr.Error.Message != reason {
+		t.Errorf("the parked turn after the terminate: %s %+v, want interrupted, terminated: %q", tr.Status, tr.Error, reason)
+	} else {
+		t.Logf("the parked turn %s: %s, %s: %q", turnID, tr.Status, tr.Error.Code, tr.Error.Message)
+	}
+	html := c.visit(t, admin, page+"/turns/"+url.PathEscape(turnID), 200)
+	c.contains(t, "terminated turn's timeline", html, `id="turn-status">interrupted<`, "<code>terminated</code> "+reason)
+
+	c.visit(t, admin, page, 200)
+	status, html := c.click(t, admin, "#delete", "Delete this instance and its history? This cannot be undone.")
+	c.record(page+" after #delete", html)
+	if status != 200 {
+		t.Fatalf("#delete: %d", status)
+	}
+	c.contains(t, "instances after delete", html, "Done: deleted.")
+	c.lacks(t, "instances after delete", html, page)
+	if _, err := state(); err == nil || !strings.Contains(err.Error(), "HTTP 404") {
+		t.Fatalf("the runtime API after delete: %v, want HTTP 404", err)
+	}
+	c.visit(t, admin, page, 404)
+	t.Logf("#delete clicked: the instance is gone (runtime API 404, console 404)")
+}
+
+// sendDeadLetter puts e on the dead-letter queue at dlqURL as the events
+// queue would have moved it there: its body as Enqueue encodes it, its
+// instance's message group, its id as deduplication id and its eventType
+// attribute. It returns the message id: the dead letter's id.
+func sendDeadLetter(ctx context.Context, api *sqs.Client, dlqURL string, e domain.Event) (string, error) {
+	body, err := json.Marshal(e)
+	if err != nil {
+		return "", err
+	}
+	out, err := api.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl:               aws.String(dlqURL),
+		MessageBody:            aws.String(string(body)),
+		MessageGroupId:         aws.String(sqsqueue.GroupID(e)),
+		MessageDeduplicationId: aws.String(sqsqueue.DeduplicationID(e.ID)),
+		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
+			sqsqueue.EventTypeAttribute: {DataType: aws.String("String"), StringValue: aws.String(sqsqueue.EventType(e))},
+		},
+	})
+	if err != nil {
+		return "", fmt.Errorf("send to the dead-letter queue: %w", err)
+	}
+	return aws.ToString(out.MessageId), nil
+}
+
+// redrive puts a message for inst (an "echo:" message the scripted model
+// answers at once) on the stack's dead-letter queue, finds it on the
+// console's Dead letters page and its own page, redrives it from there
+// and waits for the turn function to run it.
+func (c *deployedConsole) redrive(t *testing.T, admin *e2ekit.Session, api turnAPI, sqsAPI *sqs.Client, dlqURL, inst, user string) {
+	t.Helper()
+	const text = "echo: redriven from the console"
+	input, _ := json.Marshal(map[string]string{"type": "user.input", "text": text})
+	e := domain.Event{
+		ID: "dl-" + inst, SwarmRef: domain.ObjectRef{Kind: "Swarm", Name: "default"}, InstanceKey: inst, AgentName: "assistant",
+		Input: string(input), Metadata: map[string]string{"eventType": "user.input"}, EnqueuedAt: time.Now().UTC(),
+		Auth: domain.TurnAuth{Actor: &domain.Actor{Type: "user", ID: user}, Subjects: &domain.Subjects{User: "demo:user:" + user},
+			Claims: map[string]any{"sub": user, "scope": "profile.read"}},
+	}
+	id, err := sendDeadLetter(c.ctx, sqsAPI, dlqURL, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlPage := "/console/dead-letters/" + url.PathEscape(id)
+	instPage := "/console/instances/default/" + url.PathEscape(inst) + "/assistant"
+	t.Logf("dead letter %s (event %s, group %s) on %s", id, e.ID, sqsqueue.GroupID(e), dlqURL)
+
+	html := c.visit(t, admin, "/console/dead-letters", 200)
+	c.contains(t, "dead letters", html, `href="`+dlPage+`"`, "<code>"+e.ID+"</code>", `href="`+instPage+`"`,
+		"<code>default/"+inst+"/assistant</code>", "<td>user.input</td>")
+	html = c.visit(t, admin, dlPage, 200)
+	c.contains(t, "the dead letter", html, "<code>"+e.ID+"</code>", `href="`+instPage+`"`, "<dd>user.input</dd>",
+		`id="dl-input"`, text, `id="dl-auth"`, "demo:user:"+user, `id="redrive"`)
+
+	start := time.Now()
+	status, html := c.click(t, admin, "#redrive", "")
+	c.record(dlPage+" after #redrive", html)
+	if status != 200 {
+		t.Fatalf("#redrive: %d", status)
+	}
+	c.contains(t, "dead letters after the redrive", html, `id="flash"`, "Done: redriven "+id+".")
+	c.lacks(t, "dead letters after the redrive", html, `href="`+dlPage+`"`)
+	t.Logf("#redrive clicked (%.1fs): the page says redriven, the list no longer has it", time.Since(start).Seconds())
+
+	done, err := api.waitEvent(c.ctx, inst, "turn.completed", time.Minute)
+	if err != nil {
+		t.Fatalf("the redriven event: %v", err)
+	}
+	in, err := api.inspect(c.ctx, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := ""
+	for _, tr := range in.RecentTurns {
+		if tr.ID == done.TurnID {
+			answer = tr.FinalAnswer
+		}
+	}
+	if answer != "ok" {
+		t.Errorf("the redriven event's turn %s answered %q, want the scripted model's ok", done.TurnID, answer)
+	}
+	t.Logf("the turn function ran the redriven event: turn %s completed %.1fs after the click (answer %q)",
+		done.TurnID, time.Since(start).Seconds(), answer)
+}
+
+// waitTick waits d or until ctx ends: a poll's pause between reads.
+func waitTick(ctx context.Context, d time.Duration) {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+	case <-tm.C:
+	}
+}
