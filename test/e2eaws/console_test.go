@@ -45,7 +45,11 @@ const consoleClientSecret = "console-secret"
 // function with the scripted model — a fixed script, not a language
 // model). Every view renders that data and passes axe-core; a grant is
 // revoked from its page; a tenant admin cannot open another tenant's
-// grant; a POST without the CSRF token is refused; no page holds a token.
+// grant; a POST without the CSRF token is refused; the parked turn's
+// timeline follows the turn live through the gateway's 5 s stream
+// windows while the user consents elsewhere; an instance is paused,
+// resumed, terminated and deleted from its page; a dead letter is
+// redriven from its page and runs; no page holds a token.
 func TestDeployedConsole(t *testing.T) {
 	st := loadStack(t)
 	consoleURL := st.consoleURL(t)
