@@ -50,11 +50,13 @@ func (a *App) mountConsole(cfg config.Config, be *Backends, lambda bool, log *sl
 		Revision: func(ctx context.Context) string { return a.active.headOr(ctx).Revision },
 		Stream:   httpx.StreamLimits{Gate: a.streams}}
 	if lambda {
-		// Behind API Gateway a response is sent whole when it ends: the
-		// live timeline's stream answers what came within a few seconds
+		// Behind API Gateway a response is sent whole when it ends (the
+		// Lambda proxy's writer cannot flush): the live timeline's stream
+		// is buffered on purpose, answers what came within a few seconds
 		// and ends, and the browser's EventSource asks again from its
 		// Last-Event-ID.
 		ccfg.Stream.MaxDuration = lambdaStreamWindow
+		ccfg.Stream.Buffered = true
 	}
 	q, ok := be.Store.(domain.OperatorQueries)
 	if !ok {

@@ -330,6 +330,12 @@ func (c *Console) timelineEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s, err := httpx.OpenStream(w, r, c.cfg.Stream)
+	if errors.Is(err, httpx.ErrNoFlush) {
+		// Nothing written yet: say why, rather than leave the answer
+		// without a status (a Lambda proxy's 502).
+		httpx.RefuseStream(w, r)
+		return
+	}
 	if err != nil {
 		return
 	}

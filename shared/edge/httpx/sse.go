@@ -55,6 +55,13 @@ type StreamLimits struct {
 	// process's stream routes); a route given none makes its own with
 	// the default caps.
 	Gate *StreamGate
+	// Buffered: the answer is sent whole when the handler returns (API
+	// Gateway's Lambda proxy, whose response writer cannot flush), and
+	// the route means it — a short MaxDuration, each answer a window of
+	// events the client asks again after (EventSource, Last-Event-ID).
+	// OpenStream then takes a writer that cannot flush instead of
+	// refusing it with ErrNoFlush.
+	Buffered bool
 }
 
 func (l StreamLimits) withDefaults() StreamLimits {
@@ -105,6 +112,7 @@ type Stream struct {
 	r         *http.Request
 	keepAlive time.Duration
 	end       time.Time
+	buffered  bool // flushing is not supported, and not needed
 	// idle fires when nothing was written for keepAlive.
 	idle *time.Timer
 }
@@ -128,7 +136,8 @@ var ErrNoFlush = errors.New("httpx: the response writer cannot flush; an event s
 // read). It refuses, before writing anything, a writer that cannot flush;
 // an error after that is the client's going away.
 func OpenStream(w http.ResponseWriter, r *http.Request, lim StreamLimits) (*Stream, error) {
-	if !canFlush(w) {
+	buffered := !canFlush(w)
+	if buffered && !lim.Buffered {
 		return nil, ErrNoFlush
 	}
 	lim = lim.withDefaults()
@@ -136,7 +145,7 @@ func OpenStream(w http.ResponseWriter, r *http.Request, lim StreamLimits) (*Stre
 	if d, ok := r.Context().Deadline(); ok && d.Add(-deadlineMargin).Before(end) {
 		end = d.Add(-deadlineMargin)
 	}
-	s := &Stream{w: w, rc: http.NewResponseController(w), r: r, keepAlive: lim.KeepAlive, end: end, idle: time.NewTimer(lim.KeepAlive)}
+	s := &Stream{w: w, rc: http.NewResponseController(w), r: r, keepAlive: lim.KeepAlive, end: end, idle: time.NewTimer(lim.KeepAlive), buffered: buffered}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -144,7 +153,7 @@ func OpenStream(w http.ResponseWriter, r *http.Request, lim StreamLimits) (*Stre
 	h.Del("Content-Length")
 	_ = s.rc.SetWriteDeadline(time.Now().Add(StreamWriteWindow))
 	w.WriteHeader(http.StatusOK)
-	if err := s.rc.Flush(); err != nil {
+	if err := s.flush(); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -198,6 +207,15 @@ func (s *Stream) Comment(text string) error {
 	return s.write([]byte(": " + strings.NewReplacer("\r", " ", "\n", " ").Replace(text) + "\n\n"))
 }
 
+// flush sends what was written; a buffered stream's writer sends it all
+// when the handler returns.
+func (s *Stream) flush() error {
+	if s.buffered {
+		return nil
+	}
+	return s.rc.Flush()
+}
+
 func (s *Stream) write(b []byte) error {
 	// A writer without deadlines (a recorder, the Lambda stream) has none
 	// to move: its ErrNotSupported is no failure.
@@ -205,7 +223,7 @@ func (s *Stream) write(b []byte) error {
 	if _, err := s.w.Write(b); err != nil {
 		return err
 	}
-	if err := s.rc.Flush(); err != nil {
+	if err := s.flush(); err != nil {
 		return err
 	}
 	s.idle.Reset(s.keepAlive)
