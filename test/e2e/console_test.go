@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"iter"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/agentauth/agentauth/shared/domain"
@@ -468,24 +466,7 @@ type visitedPage struct{ path, html string }
 
 type axeRun struct {
 	path string
-	axeResult
-}
-
-// axeResult is what the test reads of axe.run's results: how many rules
-// passed, and the violations.
-type axeResult struct {
-	Passes     int            `json:"passes"`
-	Violations []axeViolation `json:"violations"`
-}
-
-type axeViolation struct {
-	ID     string `json:"id"`
-	Impact string `json:"impact"`
-	Help   string `json:"help"`
-	Nodes  []struct {
-		Target string `json:"target"`
-		HTML   string `json:"html"`
-	} `json:"nodes"`
+	e2ekit.AxeResult
 }
 
 // seeded is a consent (and what it made) the test seeded.
@@ -720,36 +701,22 @@ func (c *consoleRun) visit(t *testing.T, s *e2ekit.Session, path string, status 
 // axe-core checks it, and with screenshots on it is saved as shot.png.
 func (c *consoleRun) inspect(t *testing.T, s *e2ekit.Session, what, shot string) string {
 	t.Helper()
-	tab, cancel := s.Tab(c.ctx)
-	defer cancel()
-	html, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.documentElement.outerHTML`))
+	html, err := s.HTML(c.ctx)
 	if err != nil {
 		t.Fatalf("read %s: %v", what, err)
 	}
 	c.record(what, html)
-	// DevTools' evaluation is not the page's script, so the console's CSP
-	// (script-src 'self') does not stop it.
-	if _, err := chromedp.Run(tab, chromedp.Evaluate[chromedp.Void](`if (typeof axe === 'undefined') {`+c.axe+"\n}")); err != nil {
-		t.Fatalf("inject axe-core into %s: %v", what, err)
-	}
-	res, err := chromedp.Run(tab, chromedp.Evaluate[axeResult](`axe.run(document).then((r) => ({
-		passes: r.passes.length,
-		violations: r.violations.map((v) => ({
-			id: v.id, impact: v.impact || '', help: v.help,
-			nodes: v.nodes.map((n) => ({target: n.target.join(' '), html: n.html})),
-		})),
-	}))`, chromedp.EvalAwaitPromise))
+	res, err := s.Axe(c.ctx, c.axe)
 	if err != nil {
-		t.Fatalf("axe-core on %s: %v", what, err)
-	}
-	if res.Passes == 0 {
-		t.Fatalf("axe-core passed no rule on %s: it did not run", what)
+		t.Fatalf("%s: %v", what, err)
 	}
 	c.mu.Lock()
-	c.axeRuns = append(c.axeRuns, axeRun{path: what, axeResult: res})
+	c.axeRuns = append(c.axeRuns, axeRun{path: what, AxeResult: res})
 	c.mu.Unlock()
 	if shot != "" && c.shots != "" {
+		tab, cancel := s.Tab(c.ctx)
 		png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
+		cancel()
 		if err != nil {
 			t.Fatalf("screenshot of %s: %v", what, err)
 		}
@@ -771,75 +738,31 @@ func (c *consoleRun) record(what, html string) {
 // say dialog, is accepted. It returns the new page's status and HTML.
 func (c *consoleRun) click(t *testing.T, s *e2ekit.Session, selector, dialog string) (int, string) {
 	t.Helper()
-	tab, cancel := s.Tab(c.ctx)
-	defer cancel()
-	type clicked struct {
-		resp *network.Response
-		err  error
-	}
-	var dialogs iter.Seq2[page.EventJavascriptDialogOpening, error]
-	if dialog != "" {
-		// Subscribed before the click, so the dialog is not missed.
-		dialogs = chromedp.Events(tab, page.JavascriptDialogOpening)
-	}
-	done := make(chan clicked, 1)
-	go func() {
-		resp, err := chromedp.RunResponse(tab, chromedp.Click(chromedp.CSS(selector)))
-		done <- clicked{resp, err}
-	}()
-	if dialogs != nil {
-		for ev, err := range dialogs {
-			if err != nil {
-				t.Fatalf("waiting for %s's dialog: %v", selector, err)
-			}
-			if ev.Type != page.DialogTypeConfirm || ev.Message != dialog {
-				t.Errorf("%s asked %s %q, want confirm %q", selector, ev.Type, ev.Message, dialog)
-			}
-			if _, err := chromedp.Call(tab, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true}); err != nil {
-				t.Fatalf("accept %s's dialog: %v", selector, err)
-			}
-			break
-		}
-	}
-	r := <-done
-	if r.err != nil || r.resp == nil {
-		t.Fatalf("click %s: %v", selector, r.err)
-	}
-	html, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.documentElement.outerHTML`))
+	status, html, err := s.Click(c.ctx, selector, dialog)
 	if err != nil {
-		t.Fatalf("read the page after %s: %v", selector, err)
+		t.Fatal(err)
 	}
-	return int(r.resp.Status), html
+	return status, html
 }
 
 // cookie is s's console session cookie, as the browser holds it.
 func (c *consoleRun) cookie(t *testing.T, s *e2ekit.Session) *http.Cookie {
 	t.Helper()
-	tab, cancel := s.Tab(c.ctx)
-	defer cancel()
-	res, err := chromedp.Call(tab, network.GetCookies, network.GetCookiesParams{URLs: []string{c.base + "/console/"}})
-	if err != nil {
-		t.Fatal(err)
+	ck, err := s.Cookie(c.ctx, c.base+"/console/", "agentauth_console")
+	if err != nil || ck == nil {
+		t.Fatalf("the browser holds no console session cookie: %v", err)
 	}
-	for _, ck := range res.Cookies {
-		if ck.Name == "agentauth_console" {
-			if !ck.HTTPOnly || ck.SameSite != network.CookieSameSiteLax {
-				t.Errorf("session cookie: HttpOnly %v, SameSite %s", ck.HTTPOnly, ck.SameSite)
-			}
-			return &http.Cookie{Name: ck.Name, Value: ck.Value}
-		}
+	if !ck.HTTPOnly || ck.SameSite != network.CookieSameSiteLax {
+		t.Errorf("session cookie: HttpOnly %v, SameSite %s", ck.HTTPOnly, ck.SameSite)
 	}
-	t.Fatal("the browser holds no console session cookie")
-	return nil
+	return e2ekit.HTTPCookie(ck)
 }
 
 // csrfOf is the form token on s's current page.
 func (c *consoleRun) csrfOf(t *testing.T, s *e2ekit.Session) string {
 	t.Helper()
-	tab, cancel := s.Tab(c.ctx)
-	defer cancel()
-	v, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector('input[name="csrf"]').value`))
-	if err != nil || v == "" {
+	v, err := s.FormValue(c.ctx, "csrf")
+	if err != nil {
 		t.Fatalf("no form token on the page: %v", err)
 	}
 	return v

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"net/http"
 	"net/url"
 	"os"
@@ -22,8 +21,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/page"
-	"github.com/chromedp/chromedp"
 
 	"github.com/agentauth/agentauth/shared/aws/awsbackends"
 	"github.com/agentauth/agentauth/shared/domain"
@@ -446,23 +443,11 @@ type deployedConsole struct {
 
 type consoleAxeRun struct {
 	path string
-	consoleAxeResult
+	e2ekit.AxeResult
 }
 
-// consoleAxeResult is what the test reads of axe.run's results: how many
+// e2ekit.AxeResult is what the test reads of axe.run's results: how many
 // rules passed, and the violations.
-type consoleAxeResult struct {
-	Passes     int `json:"passes"`
-	Violations []struct {
-		ID     string `json:"id"`
-		Impact string `json:"impact"`
-		Help   string `json:"help"`
-		Nodes  []struct {
-			Target string `json:"target"`
-			HTML   string `json:"html"`
-		} `json:"nodes"`
-	} `json:"violations"`
-}
 
 // token asks the deployed token route for app's token (SigV4-signed), the
 // request's claims naming tenant, and keeps a token it answers with.
@@ -581,30 +566,14 @@ func (c *deployedConsole) visit(t *testing.T, s *e2ekit.Session, path string, st
 // axe-core checks it.
 func (c *deployedConsole) inspect(t *testing.T, s *e2ekit.Session, path string) string {
 	t.Helper()
-	tab, cancel := s.Tab(c.ctx)
-	defer cancel()
-	html, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.documentElement.outerHTML`))
+	html, err := s.HTML(c.ctx)
 	if err != nil {
 		t.Fatalf("read %s: %v", path, err)
 	}
 	c.record(path, html)
-	// DevTools' evaluation is not the page's script, so the console's CSP
-	// (script-src 'self') does not stop it.
-	if _, err := chromedp.Run(tab, chromedp.Evaluate[chromedp.Void](`if (typeof axe === 'undefined') {`+c.axe+"\n}")); err != nil {
-		t.Fatalf("inject axe-core into %s: %v", path, err)
-	}
-	ax, err := chromedp.Run(tab, chromedp.Evaluate[consoleAxeResult](`axe.run(document).then((r) => ({
-		passes: r.passes.length,
-		violations: r.violations.map((v) => ({
-			id: v.id, impact: v.impact || '', help: v.help,
-			nodes: v.nodes.map((n) => ({target: n.target.join(' '), html: n.html})),
-		})),
-	}))`, chromedp.EvalAwaitPromise))
+	ax, err := s.Axe(c.ctx, c.axe)
 	if err != nil {
-		t.Fatalf("axe-core on %s: %v", path, err)
-	}
-	if ax.Passes == 0 {
-		t.Fatalf("axe-core passed no rule on %s: it did not run", path)
+		t.Fatalf("%s: %v", path, err)
 	}
 	c.mu.Lock()
 	c.axeRuns = append(c.axeRuns, consoleAxeRun{path, ax})
@@ -633,75 +602,31 @@ func (c *deployedConsole) record(what, body string) {
 // returns the new page's status and HTML.
 func (c *deployedConsole) click(t *testing.T, s *e2ekit.Session, selector, dialog string) (int, string) {
 	t.Helper()
-	tab, cancel := s.Tab(c.ctx)
-	defer cancel()
-	type clicked struct {
-		resp *network.Response
-		err  error
-	}
-	var dialogs iter.Seq2[page.EventJavascriptDialogOpening, error]
-	if dialog != "" {
-		// Subscribed before the click, so the dialog is not missed.
-		dialogs = chromedp.Events(tab, page.JavascriptDialogOpening)
-	} else {
-		dialogs = func(func(page.EventJavascriptDialogOpening, error) bool) {}
-	}
-	done := make(chan clicked, 1)
-	go func() {
-		resp, err := chromedp.RunResponse(tab, chromedp.Click(chromedp.CSS(selector)))
-		done <- clicked{resp, err}
-	}()
-	for ev, err := range dialogs {
-		if err != nil {
-			t.Fatalf("waiting for %s's dialog: %v", selector, err)
-		}
-		if ev.Type != page.DialogTypeConfirm || ev.Message != dialog {
-			t.Errorf("%s asked %s %q, want confirm %q", selector, ev.Type, ev.Message, dialog)
-		}
-		if _, err := chromedp.Call(tab, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true}); err != nil {
-			t.Fatalf("accept %s's dialog: %v", selector, err)
-		}
-		break
-	}
-	r := <-done
-	if r.err != nil || r.resp == nil {
-		t.Fatalf("click %s: %v", selector, r.err)
-	}
-	html, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.documentElement.outerHTML`))
+	status, html, err := s.Click(c.ctx, selector, dialog)
 	if err != nil {
-		t.Fatalf("read the page after %s: %v", selector, err)
+		t.Fatal(err)
 	}
-	return int(r.resp.Status), html
+	return status, html
 }
 
 // cookie is s's console session cookie, as the browser holds it.
 func (c *deployedConsole) cookie(t *testing.T, s *e2ekit.Session) *http.Cookie {
 	t.Helper()
-	tab, cancel := s.Tab(c.ctx)
-	defer cancel()
-	res, err := chromedp.Call(tab, network.GetCookies, network.GetCookiesParams{URLs: []string{c.base + "/console/"}})
-	if err != nil {
-		t.Fatal(err)
+	ck, err := s.Cookie(c.ctx, c.base+"/console/", "agentauth_console")
+	if err != nil || ck == nil {
+		t.Fatalf("the browser holds no console session cookie: %v", err)
 	}
-	for _, ck := range res.Cookies {
-		if ck.Name == "agentauth_console" {
-			if !ck.HTTPOnly || ck.SameSite != network.CookieSameSiteLax {
-				t.Errorf("session cookie: HttpOnly %v, SameSite %s", ck.HTTPOnly, ck.SameSite)
-			}
-			return &http.Cookie{Name: ck.Name, Value: ck.Value}
-		}
+	if !ck.HTTPOnly || ck.SameSite != network.CookieSameSiteLax {
+		t.Errorf("session cookie: HttpOnly %v, SameSite %s", ck.HTTPOnly, ck.SameSite)
 	}
-	t.Fatal("the browser holds no console session cookie")
-	return nil
+	return e2ekit.HTTPCookie(ck)
 }
 
 // csrfOf is the form token on s's current page.
 func (c *deployedConsole) csrfOf(t *testing.T, s *e2ekit.Session) string {
 	t.Helper()
-	tab, cancel := s.Tab(c.ctx)
-	defer cancel()
-	v, err := chromedp.Run(tab, chromedp.Evaluate[string](`(document.querySelector('input[name="csrf"]') || {}).value || ''`))
-	if err != nil || v == "" {
+	v, err := s.FormValue(c.ctx, "csrf")
+	if err != nil {
 		t.Fatalf("no form token on the page: %v", err)
 	}
 	return v
