@@ -120,4 +120,9 @@ type OperatorQueries interface {
 	QuerySessions(ctx context.Context, q SessionQuery) (SessionPage, error)
 	// CountGrants counts grants by revoked/active for the query's tenant scope, up to limit each (then it says "at least limit"): the overview's figures.
 	CountGrants(ctx context.Context, tenant string, anyTenant bool, limit int) (active, revoked int, capped bool, err error)
+	// CountFailingGrants counts, in the same scope and up to limit, the
+	// grants not revoked whose last refreshes failed (RefreshFailures >
+	// 0): the overview's "failing refresh". They are among CountGrants'
+	// active ones.
+	CountFailingGrants(ctx context.Context, tenant string, anyTenant bool, limit int) (failing int, capped bool, err error)
 }

@@ -114,16 +114,19 @@
 // listSort is domain.ListKey of the record's creation time and id (an
 // instance's key hash h): its creation time inverted, so ascending order
 // is newest first and a page's Next is the last sort key it examined. A
-// grant's starts with "a#" while active and "r#" once revoked, so the
-// active and the revoked grants are two ranges of one partition, read
-// apart (Revoked set, CountGrants) or merged (Revoked nil). Every write of
-// the item sets the three attributes from the record it writes; they
-// depend on the tenant, the creation time, the id and, for a grant, the
-// revoked flag alone, so a refresh (PutGrant keeping createdAt), an
+// grant's starts with "a#" while active, "f#" while active with its
+// refreshes failing (RefreshFailures > 0) and "r#" once revoked, so they
+// are three ranges of one partition, read apart (Revoked set: a# and f#
+// merged, or r#; CountGrants; CountFailingGrants, f# alone) or all merged
+// (Revoked nil). Every write of the item sets the three attributes from
+// the record it writes; they depend on the tenant, the creation time, the
+// id and, for a grant, the revoked flag and whether its refreshes are
+// failing, alone, so a refresh (PutGrant keeping createdAt), an
 // UpdateSession or CompleteSession, and an instance commit leave them as
 // they are and write neither index (DynamoDB writes a keys-only index only
 // when one of its key attributes changes): a grant costs index writes when
-// it is created and when it is revoked. A tenant's grants are one
+// it is created, when its refreshes start failing and when one succeeds
+// again, and when it is revoked. A tenant's grants are one
 // partition, a platform admin's every grant another; "" is the tenant of
 // records whose request named none.
 //
@@ -184,10 +187,11 @@
 //	PutGrant                         PutItem grant#id, condition on version (or absence)
 //	ListGrants (operator)            Scan, filter kind; all pages
 //	QueryGrants (console)            Query ListIndex: listKey = grant#t#<tenant> (ListAllIndex: listAll = grant)
-//	                                 AND listSort BETWEEN a#<after> AND a#~ (and r#…, merged), Limit the page;
+//	                                 AND listSort BETWEEN a#<after> AND a#~ (and f#…, r#…, merged), Limit the page;
 //	                                 then BatchGetItem (consistent) of the page; with app or subject, rounds of
 //	                                 100 up to 500 entries a page
 //	CountGrants (console)            Query ListIndex or ListAllIndex, Select COUNT, per range, up to limit+1
+//	CountFailingGrants (console)     the same on the f# range alone
 //	QuerySessions (console)          Query ListIndex: listKey = session#t#<tenant> AND listSort BETWEEN <after>
 //	                                 AND <since bound>; then BatchGetItem, as QueryGrants
 //	CreateSession, no reuse key      PutItem session#id, condition attribute_not_exists

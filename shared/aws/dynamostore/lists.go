@@ -32,6 +32,10 @@ const (
 	// Query reads the active or the revoked ones alone.
 	listActive  = "a#"
 	listRevoked = "r#"
+	// listFailing holds the grants not revoked whose last refreshes
+	// failed: a failing grant moves here from listActive (one index
+	// write when it starts failing, one when a refresh succeeds again).
+	listFailing = "f#"
 	// listEnd follows every character of a list key.
 	listEnd = "~"
 	// listExamineBound bounds the records a page examines when it filters
@@ -40,13 +44,17 @@ const (
 )
 
 // grantListAttrs put g in both list indexes. They follow from the tenant,
-// the revoked flag, the creation time and the id alone, so a refresh (a
-// PutGrant that keeps them) writes neither index: a keys-only index is
-// written only when one of its key attributes changes.
+// the revoked flag, whether its refreshes are failing, the creation time
+// and the id alone, so a refresh (a PutGrant that keeps them) writes
+// neither index: a keys-only index is written only when one of its key
+// attributes changes.
 func grantListAttrs(g domain.Grant) map[string]types.AttributeValue {
 	state := listActive
-	if g.Revoked {
+	switch {
+	case g.Revoked:
 		state = listRevoked
+	case g.RefreshFailures > 0:
+		state = listFailing
 	}
 	return map[string]types.AttributeValue{
 		attrListKey:  str(listGrant + listTenant + g.Tenant),
@@ -249,7 +257,8 @@ func (s *Store) QueryGrants(ctx context.Context, q domain.GrantQuery) (domain.Gr
 	}
 	var ranges []listRange
 	if q.Revoked == nil || !*q.Revoked {
-		ranges = append(ranges, scopeRange(listGrant, q.Tenant, q.AnyTenant, listActive, ""))
+		ranges = append(ranges, scopeRange(listGrant, q.Tenant, q.AnyTenant, listActive, ""),
+			scopeRange(listGrant, q.Tenant, q.AnyTenant, listFailing, ""))
 	}
 	if q.Revoked == nil || *q.Revoked {
 		ranges = append(ranges, scopeRange(listGrant, q.Tenant, q.AnyTenant, listRevoked, ""))
@@ -340,35 +349,13 @@ func (s *Store) CountGrants(ctx context.Context, tenant string, anyTenant bool, 
 	if limit < 1 {
 		return 0, 0, false, fmt.Errorf("dynamostore: count grants: %w: limit %d", domain.ErrInvalidID, limit)
 	}
-	count := func(prefix string) (int, error) {
-		r := scopeRange(listGrant, tenant, anyTenant, prefix, "")
-		in := &dynamodb.QueryInput{
-			TableName:                aws.String(s.table),
-			IndexName:                aws.String(r.index),
-			Select:                   types.SelectCount,
-			KeyConditionExpression:   aws.String("#k = :k AND #s BETWEEN :lo AND :hi"),
-			ExpressionAttributeNames: map[string]string{"#k": r.keyAttr, "#s": attrListSort},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":k": str(r.key), ":lo": str(prefix), ":hi": str(prefix + listEnd),
-			},
-		}
-		n := 0
-		for n <= limit {
-			in.Limit = aws.Int32(int32(limit + 1 - n))
-			res, err := s.api.Query(ctx, in)
-			if err != nil {
-				return 0, s.apiError(err)
-			}
-			n += int(res.Count)
-			if len(res.LastEvaluatedKey) == 0 {
-				break
-			}
-			in.ExclusiveStartKey = res.LastEvaluatedKey
-		}
-		return n, nil
-	}
+	count := func(prefix string) (int, error) { return s.countRange(ctx, tenant, anyTenant, prefix, limit) }
+	var failing int
 	if active, err = count(listActive); err == nil {
-		revoked, err = count(listRevoked)
+		if failing, err = count(listFailing); err == nil {
+			active += failing
+			revoked, err = count(listRevoked)
+		}
 	}
 	if err != nil {
 		return 0, 0, false, fmt.Errorf("dynamostore: count grants: %w", err)
@@ -380,6 +367,52 @@ func (s *Store) CountGrants(ctx context.Context, tenant string, anyTenant bool, 
 		revoked, capped = limit, true
 	}
 	return active, revoked, capped, nil
+}
+
+// CountFailingGrants counts the scope's failing range, up to limit.
+func (s *Store) CountFailingGrants(ctx context.Context, tenant string, anyTenant bool, limit int) (int, bool, error) {
+	if limit < 1 {
+		return 0, false, fmt.Errorf("dynamostore: count failing grants: %w: limit %d", domain.ErrInvalidID, limit)
+	}
+	n, err := s.countRange(ctx, tenant, anyTenant, listFailing, limit)
+	if err != nil {
+		return 0, false, fmt.Errorf("dynamostore: count failing grants: %w", err)
+	}
+	if n > limit {
+		return limit, true, nil
+	}
+	return n, false, nil
+}
+
+// countRange counts the entries of one range of the scope, up to
+// limit+1, with Select COUNT queries: what it costs follows limit, not
+// the store.
+func (s *Store) countRange(ctx context.Context, tenant string, anyTenant bool, prefix string, limit int) (int, error) {
+	r := scopeRange(listGrant, tenant, anyTenant, prefix, "")
+	in := &dynamodb.QueryInput{
+		TableName:                aws.String(s.table),
+		IndexName:                aws.String(r.index),
+		Select:                   types.SelectCount,
+		KeyConditionExpression:   aws.String("#k = :k AND #s BETWEEN :lo AND :hi"),
+		ExpressionAttributeNames: map[string]string{"#k": r.keyAttr, "#s": attrListSort},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":k": str(r.key), ":lo": str(prefix), ":hi": str(prefix + listEnd),
+		},
+	}
+	n := 0
+	for n <= limit {
+		in.Limit = aws.Int32(int32(limit + 1 - n))
+		res, err := s.api.Query(ctx, in)
+		if err != nil {
+			return 0, s.apiError(err)
+		}
+		n += int(res.Count)
+		if len(res.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = res.LastEvaluatedKey
+	}
+	return n, nil
 }
 
 // QueryInstances reads one page of instances from the swarm's partition

@@ -132,6 +132,16 @@ func (m memQueries) CountGrants(_ context.Context, tenant string, any bool, limi
 	return min(a, limit), min(r, limit), a > limit || r > limit, nil
 }
 
+func (m memQueries) CountFailingGrants(_ context.Context, tenant string, any bool, limit int) (int, bool, error) {
+	n := 0
+	for _, g := range m.g.grants {
+		if inScope(g.Tenant, any, tenant) && !g.Revoked && g.RefreshFailures > 0 {
+			n++
+		}
+	}
+	return min(n, limit), n > limit, nil
+}
+
 type memSessions struct{ sessions map[string]domain.Session }
 
 func (m *memSessions) GetSession(_ context.Context, id string) (domain.Session, error) {
@@ -533,7 +543,7 @@ func TestPages(t *testing.T) {
 		code int
 		has  []string
 	}{
-		{"/console/", 200, []string{"Overview", `id="grants-total">2<`, "subject_mismatch", `id="instances-total">1<`}},
+		{"/console/", 200, []string{"Overview", `id="grants-total">2<`, "subject_mismatch", `id="instances-total">1<`, `id="grants-failing">1<`}},
 		{"/console/grants?after=nonsense", 200, []string{"No grants match"}},
 		{"/console/grants", 200, []string{"acme:user:ann", "globex:user:gus", "−1", "refresh failing"}},
 		{"/console/grants?tenant=globex", 200, []string{"globex:user:gus"}},
@@ -663,7 +673,7 @@ func TestOverviewBackendHealth(t *testing.T) {
 	b := r.browser(t)
 	b.signIn("admin", "/console/")
 	page := b.do("GET", "/console/", nil).Body.String()
-	if !strings.Contains(page, `id="health"`) || !strings.Contains(page, "grant and session store") || strings.Contains(page, "failing") {
+	if !strings.Contains(page, `id="health"`) || !strings.Contains(page, "grant and session store") || strings.Contains(page, `st-fail">failing<`) {
 		t.Fatalf("health: %s", page)
 	}
 	r.c.cfg.Grants = failingGrants{r.grants}

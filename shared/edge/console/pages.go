@@ -28,6 +28,8 @@ const (
 	stPending   = "pending"
 	stCompleted = "completed"
 	stFailed    = "failed"
+	// stFailing: a grant not revoked whose last refreshes failed.
+	stFailing = "refresh failing"
 )
 
 // grantRow is a grant without its tokens: nothing of a token reaches a
@@ -432,6 +434,11 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, op operator) 
 		return "", nil, err
 	}
 	d.Grants[stActive], d.Grants[stRevoked], d.GrantsCapped = active, revoked, capped
+	failing, fcapped, err := c.cfg.Queries.CountFailingGrants(ctx, tenant, any, overviewCap)
+	if err != nil {
+		return "", nil, err
+	}
+	d.Grants[stFailing], d.GrantsCapped = failing, d.GrantsCapped || fcapped
 	// The last 24 h of consents, newest first, up to the cap.
 	reasonCounts := map[string]int{}
 	q := domain.SessionQuery{Tenant: tenant, AnyTenant: any, Since: c.cfg.Now().Add(-24 * time.Hour), Limit: 100}

@@ -59,7 +59,10 @@ const (
 	listExamineBound = 500
 	stateActive      = "active"
 	stateRevoked     = "revoked"
-	listBuildPrefix  = ".list-build-"
+	// stateFailing holds the grants not revoked whose last refreshes
+	// failed (they move back to stateActive when one succeeds).
+	stateFailing    = "failing"
+	listBuildPrefix = ".list-build-"
 )
 
 // listEntry is one index entry: its tree and its name.
@@ -79,8 +82,11 @@ func (s *Store) sessionRoot(scope string) string {
 }
 
 func grantState(g domain.Grant) string {
-	if g.Revoked {
+	switch {
+	case g.Revoked:
 		return stateRevoked
+	case g.RefreshFailures > 0:
+		return stateFailing
 	}
 	return stateActive
 }
@@ -359,7 +365,7 @@ func (s *Store) QueryGrants(ctx context.Context, q domain.GrantQuery) (domain.Gr
 	scope := scopeOf(q.Tenant, q.AnyTenant)
 	var roots []string
 	if q.Revoked == nil || !*q.Revoked {
-		roots = append(roots, s.grantRoot(scope, stateActive))
+		roots = append(roots, s.grantRoot(scope, stateActive), s.grantRoot(scope, stateFailing))
 	}
 	if q.Revoked == nil || *q.Revoked {
 		roots = append(roots, s.grantRoot(scope, stateRevoked))
@@ -454,21 +460,12 @@ func (s *Store) CountGrants(ctx context.Context, tenant string, anyTenant bool, 
 	if limit < 1 {
 		return 0, 0, false, fmt.Errorf("filestore: count grants: %w: limit %d", domain.ErrInvalidID, limit)
 	}
-	scope := scopeOf(tenant, anyTenant)
-	count := func(state string) (int, error) {
-		n := 0
-		for _, err := range walk(s.grantRoot(scope, state), "", "") {
-			if err != nil {
-				return 0, err
-			}
-			if n++; n > limit {
-				break
-			}
+	var failing int
+	if active, err = s.countState(ctx, tenant, anyTenant, stateActive, limit); err == nil {
+		if failing, err = s.countState(ctx, tenant, anyTenant, stateFailing, limit); err == nil {
+			active += failing
+			revoked, err = s.countState(ctx, tenant, anyTenant, stateRevoked, limit)
 		}
-		return n, checkCtx(ctx)
-	}
-	if active, err = count(stateActive); err == nil {
-		revoked, err = count(stateRevoked)
 	}
 	if err != nil {
 		return 0, 0, false, fmt.Errorf("filestore: count grants: %w", err)
@@ -480,6 +477,35 @@ func (s *Store) CountGrants(ctx context.Context, tenant string, anyTenant bool, 
 		revoked, capped = limit, true
 	}
 	return active, revoked, capped, nil
+}
+
+// CountFailingGrants counts the scope's failing entries, up to limit.
+func (s *Store) CountFailingGrants(ctx context.Context, tenant string, anyTenant bool, limit int) (int, bool, error) {
+	if limit < 1 {
+		return 0, false, fmt.Errorf("filestore: count failing grants: %w: limit %d", domain.ErrInvalidID, limit)
+	}
+	n, err := s.countState(ctx, tenant, anyTenant, stateFailing, limit)
+	if err != nil {
+		return 0, false, fmt.Errorf("filestore: count failing grants: %w", err)
+	}
+	if n > limit {
+		return limit, true, nil
+	}
+	return n, false, nil
+}
+
+// countState counts one state's entries in the scope, up to limit+1.
+func (s *Store) countState(ctx context.Context, tenant string, anyTenant bool, state string, limit int) (int, error) {
+	n := 0
+	for _, err := range walk(s.grantRoot(scopeOf(tenant, anyTenant), state), "", "") {
+		if err != nil {
+			return 0, err
+		}
+		if n++; n > limit {
+			break
+		}
+	}
+	return n, checkCtx(ctx)
 }
 
 // buildListIndex gives a home without the list index (one written before

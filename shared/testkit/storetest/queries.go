@@ -36,6 +36,7 @@ func RunOperatorQueries(t *testing.T, newStore func(t *testing.T) OperatorStore,
 		{"GrantLimits", testGrantLimits},
 		{"SessionFilters", testSessionFilters},
 		{"CountGrants", testCountGrants},
+		{"GrantRefreshFailingMoves", testGrantRefreshFailingMoves},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, newStore(t)) })
@@ -211,6 +212,65 @@ func testGrantRevokeMoves(t *testing.T, s OperatorStore) {
 	}
 	if !revoked[0].Revoked {
 		t.Fatal("the revoked list holds the grant as it was before")
+	}
+}
+
+// A grant whose refreshes start failing is counted as failing (and still
+// active), listed among the active ones, once; when a refresh succeeds
+// again it is no longer failing. The count is scoped like the others.
+func testGrantRefreshFailingMoves(t *testing.T, s OperatorStore) {
+	ctx := context.Background()
+	gs := seedGrants(t, s, 4, func(i int, g *domain.Grant) {
+		g.Tenant = "acme"
+		if i == 3 {
+			g.Tenant = "globex"
+		}
+	})
+	failing := func(tenant string, any bool) int {
+		t.Helper()
+		n, capped, err := s.CountFailingGrants(ctx, tenant, any, 10)
+		noErr(t, err, "CountFailingGrants")
+		if capped {
+			t.Fatal("capped under the limit")
+		}
+		return n
+	}
+	if n := failing("acme", false); n != 0 {
+		t.Fatalf("failing before any failure: %d", n)
+	}
+	at := qt0.Add(time.Hour)
+	g := gs[1]
+	g.RefreshFailures, g.LastRefreshError, g.LastRefreshFailedAt = 2, "temporarily_unavailable", &at
+	g, err := s.PutGrant(ctx, g, g.Version)
+	noErr(t, err, "record a failure")
+	h := gs[3]
+	h.RefreshFailures = 1
+	_, err = s.PutGrant(ctx, h, h.Version)
+	noErr(t, err, "record a failure")
+	if a, b, c := failing("acme", false), failing("globex", false), failing("", true); a != 1 || b != 1 || c != 2 {
+		t.Fatalf("failing: acme %d, globex %d, all %d; want 1, 1, 2", a, b, c)
+	}
+	if active, _, _, err := s.CountGrants(ctx, "acme", false, 10); err != nil || active != 3 {
+		t.Fatalf("active (failing among them): %d, %v; want 3", active, err)
+	}
+	active, _ := allGrants(t, s, domain.GrantQuery{Tenant: "acme", Revoked: ptr(false)})
+	revoked, _ := allGrants(t, s, domain.GrantQuery{Tenant: "acme", Revoked: ptr(true)})
+	all, _ := allGrants(t, s, domain.GrantQuery{Tenant: "acme"})
+	want := []string{gs[2].ID, gs[1].ID, gs[0].ID}
+	if !slices.Equal(grantIDs(active), want) || len(revoked) != 0 || !slices.Equal(grantIDs(all), want) {
+		t.Fatalf("with one failing: active %v, revoked %v, all %v; want %v", grantIDs(active), grantIDs(revoked), grantIDs(all), want)
+	}
+	g.RefreshFailures, g.LastRefreshError, g.LastRefreshFailedAt = 0, "", nil // a refresh succeeded
+	_, err = s.PutGrant(ctx, g, g.Version)
+	noErr(t, err, "recover")
+	if n := failing("acme", false); n != 0 {
+		t.Fatalf("failing after a success: %d", n)
+	}
+	if all, _ := allGrants(t, s, domain.GrantQuery{Tenant: "acme", Revoked: ptr(false)}); !slices.Equal(grantIDs(all), want) {
+		t.Fatalf("after the recovery: %v, want %v", grantIDs(all), want)
+	}
+	if _, _, err := s.CountFailingGrants(ctx, "acme", false, 0); !errors.Is(err, domain.ErrInvalidID) {
+		t.Errorf("CountFailingGrants with limit 0: %v, want ErrInvalidID", err)
 	}
 }
 
