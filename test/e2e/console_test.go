@@ -401,6 +401,40 @@ func TestConsole(t *testing.T) {
 		c.visit(t, admin, inst, 404, "")
 	})
 
+	t.Run("a dead letter redriven from the page", func(t *testing.T) {
+		// A user message the turn worker gave up on, as it keeps one: a
+		// file in the home's dead letters (queueworker's format). The
+		// redrive puts it back on the home's queue; the worker runs it.
+		const instance = "thread-dead"
+		input, _ := json.Marshal(map[string]string{"type": "user.input", "text": "who am I?"})
+		ev := domain.Event{ID: "ev-dead-letter-e2e", SwarmRef: domain.ObjectRef{Kind: "Swarm", Name: "default"}, InstanceKey: instance,
+			AgentName: "assistant", Input: string(input), Metadata: map[string]string{"eventType": "user.input"}, EnqueuedAt: time.Now().UTC(),
+			Auth: domain.TurnAuth{Actor: &domain.Actor{Type: "user", ID: "dora"}, Subjects: &domain.Subjects{User: "demo:user:dora"},
+				Claims: map[string]any{"sub": "dora", "scope": "profile.read", "tenant_id": "acme"}}}
+		letter, _ := json.Marshal(map[string]any{"event": ev, "error": "turn: the store was unavailable (e2e)", "attempts": 5, "at": time.Now().UTC()})
+		dir := filepath.Join(c.home, "worker", "deadletter")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		id := fmt.Sprintf("%d-e2e.json", time.Now().UnixNano())
+		if err := os.WriteFile(filepath.Join(dir, id), letter, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		html := c.visit(t, admin, "/console/dead-letters", 200, "deadletters")
+		c.contains(t, "dead letters", html, "ev-dead-letter-e2e", "turn: the store was unavailable (e2e)", "/console/instances/default/"+instance+"/assistant")
+		html = c.visit(t, admin, "/console/dead-letters/"+id, 200, "")
+		c.contains(t, "a dead letter", html, "who am I?", "demo:user:dora", `id="redrive"`)
+		status, html := c.click(t, admin, "#redrive", "")
+		c.record("/console/dead-letters after #redrive", html)
+		if status != 200 {
+			t.Fatalf("#redrive: %d", status)
+		}
+		c.contains(t, "dead letters after the redrive", html, "Done: redriven "+id, "No dead letters")
+		// The worker ran the redriven event: its turn parks on dora's consent.
+		turnID, _ := c.srv.waitFor(c.ctx, t, instance, "turn.parked")
+		t.Logf("the redriven event ran: turn %s parked on consent", turnID)
+	})
+
 	t.Run("no token value in any page", func(t *testing.T) {
 		c.collectSealed(t)
 		c.mu.Lock()
