@@ -256,3 +256,36 @@ func TestSyncIndexLock(t *testing.T) {
 		t.Fatalf("the lock is left: %v", err)
 	}
 }
+
+// A sync killed between a file's temporary copy and its rename leaves the
+// copy in the working tree; the next sync removes it (and nothing of the
+// person's: a hidden file of their own stays).
+func TestSyncRemovesACrashedWritesCopy(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "bundle")
+	if err := InitEmpty(dir); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := changeset.CommitTree(context.Background(), r, changesettest.Seed(), "seed\n", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	copyLeft := filepath.Join(dir, "tools", ".beta.yaml.tmp-0123456789abcdef")
+	mine := filepath.Join(dir, "tools", ".notes")
+	for _, f := range []string{copyLeft, mine} {
+		if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(copyLeft); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the crashed write's copy is still there: %v", err)
+	}
+	if _, err := os.Stat(mine); err != nil {
+		t.Fatalf("a hidden file of the person's is gone: %v", err)
+	}
+}

@@ -99,6 +99,18 @@ func (r *Repo) Sync() (SyncReport, error) {
 		sorted = append(sorted, p)
 	}
 	sort.Strings(sorted)
+	// A sync killed between writing a file's temporary copy and renaming
+	// it left the copy: under index.lock no other sync writes, so every
+	// such copy in the directories this one writes to is a crash's.
+	dirs := map[string]bool{}
+	for _, p := range sorted {
+		dirs[filepath.Dir(filepath.Join(r.dir, filepath.FromSlash(p)))] = true
+	}
+	for d := range dirs {
+		// Best effort: a copy that stays is a hidden file the bundle
+		// loader skips; the next sync tries again.
+		_ = atomicfile.RemoveStaleTemps(d, 0)
+	}
 	changed := false
 	for _, p := range sorted {
 		want, inTarget := target[p]
