@@ -800,3 +800,26 @@ func TestToolCallsPage(t *testing.T) {
 		t.Fatalf("a tenant admin's calls: %s", page)
 	}
 }
+
+// endlessInstances answers every page with 100 instances and a Next.
+type endlessInstances struct{ calls int }
+
+func (e *endlessInstances) QueryInstances(_ context.Context, q turn.InstanceQuery) (turn.InstancePage, error) {
+	e.calls++
+	return turn.InstancePage{Instances: make([]turn.Instance, q.Limit), Next: "more"}, nil
+}
+
+// The overview reads at most instancePages pages of instances per status,
+// however many there are, and says the figure is a floor.
+func TestOverviewInstanceCountIsBounded(t *testing.T) {
+	r := newRig(t)
+	e := &endlessInstances{}
+	r.c.cfg.Instances = e
+	b := r.browser(t)
+	b.signIn("admin", "/console/")
+	page := b.do("GET", "/console/", nil).Body.String()
+	// Three statuses, instancePages each, plus the health probe's one.
+	if e.calls != 3*instancePages+1 || !strings.Contains(page, `id="instances-total">600+<`) {
+		t.Fatalf("%d pages read; %s", e.calls, page)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -120,7 +121,7 @@ func jsonProblem(err error) string {
 	switch {
 	case err == nil:
 		return "it is null."
-	case asError(err, &se):
+	case errors.As(err, &se):
 		return se.Error() + " (at byte " + itoa(se.Offset) + ")."
 	}
 	return err.Error() + "."
