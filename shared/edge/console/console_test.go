@@ -823,3 +823,39 @@ func TestOverviewInstanceCountIsBounded(t *testing.T) {
 		t.Fatalf("%d pages read; %s", e.calls, page)
 	}
 }
+
+// A stream opened in a session ends when the session does: it never
+// serves past the session's expiry.
+func TestTimelineStreamEndsWithTheSession(t *testing.T) {
+	r := newRig(t)
+	tr := r.turns.state.Turns["turn-1"]
+	tr.EndedAt, tr.Status = nil, turn.TurnRunning
+	r.turns.state.Turns["turn-1"] = tr
+	b := r.browser(t)
+	b.signIn("admin", "/console/")
+	var s session
+	if err := r.c.seal.open(sessionCookie, b.cookies[sessionCookie].Value, &s); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	now := time.Now()
+	r.c.cfg.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	srv := httptest.NewServer(r.h)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/console/instances/default/thread-1/planner/turns/turn-1/events", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.AddCookie(b.cookies[sessionCookie])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("open: %v", err)
+	}
+	defer resp.Body.Close()
+	mu.Lock()
+	now = time.Unix(s.Expires, 0)
+	mu.Unlock()
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatalf("the stream did not end with the session: %v", err)
+	}
+}

@@ -341,6 +341,11 @@ func (c *Console) timelineEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	tmpl := c.pages["timeline"]
 	_ = s.Follow(r.Context(), c.cfg.StreamPoll, func(ctx2 context.Context, s *httpx.Stream) (bool, error) {
+		if c.cfg.Now().Unix() >= sess.Expires {
+			// The session ended while the stream ran: it serves no more
+			// (the browser's reconnect goes to the sign-in).
+			return true, nil
+		}
 		t, evs, err := c.cfg.Turns.TurnEvents(ctx2, key, id, after)
 		if err != nil {
 			return true, err
