@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +165,7 @@ func (c *deployedConsole) followLive(t *testing.T, admin *e2ekit.Session, b *e2e
 		}
 	}
 	t.Logf("the replay holds each of the turn's %d events once (%s)", len(evs), types(evs))
+	c.resumeAcrossWindows(t, admin, timeline, parked)
 }
 
 // streamAnswer is one answer of the console's stream the page got: its
@@ -379,4 +381,107 @@ func waitTick(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-tm.C:
 	}
+}
+
+// resumeAcrossWindows proves on the deployed function what the page's
+// EventSource relies on between two of the gateway's 5 s windows: each
+// window is its own invocation, and the next one, asked with the
+// Last-Event-ID the browser sends, answers exactly the entries after it —
+// none repeated, none lost — then says the turn ended. The turn has ended,
+// so each answer holds everything after its cursor: the answer from the
+// middle of the timeline must be the tail of the answer from the park.
+func (c *deployedConsole) resumeAcrossWindows(t *testing.T, s *e2ekit.Session, timeline string, parked turnEventOut) {
+	t.Helper()
+	// The page's first URL carries ?after=<its last entry>; a reconnect
+	// adds Last-Event-ID, which wins.
+	first := c.streamWindow(t, s, timeline+"/events?after="+fmt.Sprint(parked.Seq), "")
+	if len(first.ids) < 2 {
+		t.Fatalf("the window from the park (event %d) holds %v: want at least the resumed and completed entries", parked.Seq, first.ids)
+	}
+	mid := first.ids[len(first.ids)/2-1]
+	second := c.streamWindow(t, s, timeline+"/events?after="+fmt.Sprint(parked.Seq), fmt.Sprint(mid))
+	var tail []int64
+	for _, id := range first.ids {
+		if id > mid {
+			tail = append(tail, id)
+		}
+	}
+	if !slices.Equal(second.ids, tail) {
+		t.Errorf("resumed with Last-Event-ID %d the stream answered entries %v, want %v (the first window's entries after it)", mid, second.ids, tail)
+	}
+	for _, w := range []streamOut{first, second} {
+		if w.ended != "completed" {
+			t.Errorf("a window of the ended turn did not say so: ended %q after entries %v", w.ended, w.ids)
+		}
+	}
+	t.Logf("two invocations through the gateway: after %d → entries %v; Last-Event-ID %d → %v, then ended %q",
+		parked.Seq, first.ids, mid, second.ids, second.ended)
+}
+
+// streamOut is one answer of the console's stream: its entries' ids in
+// order and the status its ended event names ("" when none came).
+type streamOut struct {
+	ids   []int64
+	ended string
+}
+
+// streamWindow GETs one answer of the console's stream route through the
+// gateway as the page's EventSource does (the session cookie, Accept:
+// text/event-stream, Last-Event-ID when lastEventID is set) and reads its
+// events.
+func (c *deployedConsole) streamWindow(t *testing.T, s *e2ekit.Session, path, lastEventID string) streamOut {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.gw.endpoint+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = c.gw.host
+	req.Header.Set("Accept", "text/event-stream")
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	req.AddCookie(c.cookie(t, s))
+	resp, err := c.gw.client.Do(req)
+	if err != nil {
+		t.Fatalf("the stream through the gateway: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("the stream through the gateway (GET %s): HTTP %d %q, %v:\n%.1000s", redactPath(path), resp.StatusCode, resp.Header.Get("Content-Type"), err, b)
+	}
+	var out streamOut
+	seen := map[int64]bool{}
+	for block := range strings.SplitSeq(strings.ReplaceAll(string(b), "\r\n", "\n"), "\n\n") {
+		var id, event, data string
+		for line := range strings.SplitSeq(block, "\n") {
+			k, v, _ := strings.Cut(line, ":")
+			v = strings.TrimPrefix(v, " ")
+			switch k {
+			case "id":
+				id = v
+			case "event":
+				event = v
+			case "data":
+				data += v
+			}
+		}
+		switch event {
+		case "entry":
+			n, err := strconv.ParseInt(id, 10, 64)
+			if err != nil {
+				t.Fatalf("an entry without an event number (id %q) in:\n%.1000s", id, b)
+			}
+			if seen[n] || (len(out.ids) > 0 && n < out.ids[len(out.ids)-1]) {
+				t.Errorf("entry %d out of order or repeated in one answer: %v then %d", n, out.ids, n)
+			}
+			seen[n] = true
+			out.ids = append(out.ids, n)
+		case "ended":
+			out.ended = data
+		}
+	}
+	return out
 }
