@@ -158,7 +158,7 @@ func cmdServe(ctx context.Context, cfg config.Config, o serveOptions, stdout, st
 		// order, instances in parallel (several servers on one home share
 		// the work through per-instance locks).
 		w := &queueworker.Worker{Queue: h.Queue, Handle: a.Turns.Engine.Handle, KeyOf: engine.KeyOf,
-			Dir: filepath.Join(cfg.Home, "worker"), Log: log, Wake: h.Queue.Wake()}
+			Dir: h.WorkerDir, Log: log, Wake: h.Queue.Wake()}
 		go w.Run(ctx)
 	}
 
