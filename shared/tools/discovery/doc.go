@@ -9,7 +9,11 @@
 // policies, plus any tenant-uploaded tools) and precomputes every group's
 // tool list, so that resolving one caller is a policy scan and a bitset
 // union. Resolve does the whole query; ResolveAccess and GroupTools expose
-// its two halves so that a caller can cache them separately.
+// its two halves so that a caller can cache them separately. Explain
+// answers what Resolve answers and says why — for each tool, the policy
+// that granted which group, and whether that group's selectors or its
+// explicit tool ids hold it — from what the build recorded as it decided
+// each group's tools, so the two never disagree.
 //
 // Evaluation fails closed: a claim matcher that cannot be evaluated (an
 // unknown operator, an invalid regular expression, a claim with no string

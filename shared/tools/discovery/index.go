@@ -27,7 +27,23 @@ type groupTools struct {
 	active   bool
 	enabled  []int32 // tool numbers, ascending: the group's enabled tools
 	disabled []int32 // explicit disabled tools, not excluded, ascending
+	// enabledVia and disabledVia say, position by position, how the group
+	// holds the tools of enabled and disabled (Explain reads them).
+	enabledVia, disabledVia []via
+	selectors               []Selector // the group's own, for Explain
 }
+
+// via is how a group holds a tool: a set of the bits below. A group
+// holds a tool when it has one of them; the build that decides
+// membership is the one that records them.
+type via uint8
+
+const (
+	// viaSelectors: the tool is enabled and matches every selector.
+	viaSelectors via = 1 << iota
+	// viaExplicit: the group lists the tool in its explicit tool ids.
+	viaExplicit
+)
 
 type policy struct {
 	id       string
@@ -233,7 +249,7 @@ func (cs *compiledSelector) match(t *toolView) bool {
 }
 
 func (ix *Index) buildGroup(g Group, views []toolView, sources, methods *interner) *groupTools {
-	gt := &groupTools{active: g.Active}
+	gt := &groupTools{active: g.Active, selectors: cloneSelectors(g.Selectors)}
 	for _, id := range g.ExplicitToolIDs {
 		if _, ok := ix.byID[id]; !ok {
 			ix.warnf("group %s: explicit tool %q does not exist", g.ID, id)
@@ -248,7 +264,7 @@ func (ix *Index) buildGroup(g Group, views []toolView, sources, methods *interne
 		return gt // contributes nothing: don't spend the build on it
 	}
 
-	in := make([]bool, len(views))
+	in := make([]via, len(views))
 	if len(g.Selectors) > 0 {
 		sels := make([]*compiledSelector, 0, len(g.Selectors))
 		ok := true
@@ -259,30 +275,48 @@ func (ix *Index) buildGroup(g Group, views []toolView, sources, methods *interne
 		}
 		if ok { // a selector that does not compile matches nothing, and so does the AND
 			for i := range views {
-				in[i] = views[i].enabled && allMatch(sels, &views[i])
+				if views[i].enabled && allMatch(sels, &views[i]) {
+					in[i] = viaSelectors
+				}
 			}
 		}
 	}
 	for _, id := range g.ExplicitToolIDs {
 		if n, ok := ix.byID[id]; ok {
-			in[n] = true
+			in[n] |= viaExplicit
 		}
 	}
 	for _, id := range g.ExcludedToolIDs {
 		if n, ok := ix.byID[id]; ok {
-			in[n] = false
+			in[n] = 0
 		}
 	}
-	for i, yes := range in {
+	for i, how := range in {
 		switch {
-		case !yes:
+		case how == 0:
 		case views[i].enabled:
 			gt.enabled = append(gt.enabled, int32(i))
+			gt.enabledVia = append(gt.enabledVia, how)
 		default:
 			gt.disabled = append(gt.disabled, int32(i))
+			gt.disabledVia = append(gt.disabledVia, how)
 		}
 	}
 	return gt
+}
+
+// cloneSelectors copies selectors deeply, so that the caller's config can
+// change without changing the index.
+func cloneSelectors(sels []Selector) []Selector {
+	if len(sels) == 0 {
+		return nil
+	}
+	out := make([]Selector, len(sels))
+	for i, s := range sels {
+		s.RequiredTags, s.ExcludedTags, s.RequiredLabelIDs = slices.Clone(s.RequiredTags), slices.Clone(s.ExcludedTags), slices.Clone(s.RequiredLabelIDs)
+		out[i] = s
+	}
+	return out
 }
 
 func allMatch(sels []*compiledSelector, t *toolView) bool {
@@ -302,6 +336,13 @@ func (ix *Index) Warnings() []string { return slices.Clone(ix.warnings) }
 // priority order, highest first, ties by id) and returns the matching
 // ones and the union of the groups they grant.
 func (ix *Index) ResolveAccess(claims map[string]any) Access {
+	return ix.access(claims, nil)
+}
+
+// access is ResolveAccess, calling each (when not nil) with every matching
+// policy in evaluation order: the one pass over the policies that
+// ResolveAccess and Explain share.
+func (ix *Index) access(claims map[string]any, each func(*policy)) Access {
 	var a Access
 	for _, p := range ix.policies {
 		if !p.match(claims) {
@@ -309,6 +350,9 @@ func (ix *Index) ResolveAccess(claims map[string]any) Access {
 		}
 		a.PolicyIDs = append(a.PolicyIDs, p.id)
 		a.GroupIDs = append(a.GroupIDs, p.groups...)
+		if each != nil {
+			each(p)
+		}
 	}
 	slices.Sort(a.GroupIDs)
 	a.GroupIDs = slices.Compact(a.GroupIDs)
