@@ -4,14 +4,18 @@ import "github.com/agentauth/agentauth/shared/tools/discovery"
 
 // Explanation says why a caller with some claims sees the tools it sees:
 // the access policies that matched (priority order), the groups they
-// grant with each group's tools the caller may see, and the union — the
-// manifest the tool routes would answer. An operator's policy simulator
-// reads it.
+// grant with each group's tools the caller may see, each tool with the
+// policy, group and selectors that gave it, and the union — the manifest
+// the tool routes would answer. An operator's policy simulator reads it.
 type Explanation struct {
 	Access discovery.Access
 	// Groups are the granted groups' tools the caller may see, by group
 	// id (an unknown or inactive group has none).
 	Groups map[string][]discovery.ToolManifestEntry
+	// Tools are the manifest's tools, sorted by tool id, each with every
+	// grant that gives it (discovery.Index.Explain, another tenant's
+	// tools left out).
+	Tools []discovery.ExplainedTool
 	// Manifest is what Resolve answers for the claims.
 	Manifest []discovery.ToolManifestEntry
 	// Tenant is the caller's tenant as the catalog reads it ("" none).
@@ -19,19 +23,37 @@ type Explanation struct {
 }
 
 // Explain resolves claims from scratch (no cache is read or filled) and
-// says which policy and group gave each tool.
+// says which policy, group and selector gave each tool.
 func (c *Catalog) Explain(claims map[string]any) Explanation {
 	c.mu.Lock()
 	ix := c.index
 	c.mu.Unlock()
 	tenant := callerTenant(claims, c.tenantClaim)
-	e := Explanation{Access: ix.ResolveAccess(claims), Groups: map[string][]discovery.ToolManifestEntry{}, Tenant: tenant}
-	lists := make([][]discovery.ToolManifestEntry, 0, len(e.Access.GroupIDs))
-	for _, g := range e.Access.GroupIDs {
-		tools := onlyTenant(ix.GroupTools(g, false), tenant)
-		e.Groups[g] = tools
-		lists = append(lists, tools)
+	x := ix.Explain(claims, discovery.Options{})
+	e := Explanation{Access: x.Access, Groups: make(map[string][]discovery.ToolManifestEntry, len(x.Access.GroupIDs)), Tenant: tenant}
+	for _, g := range x.Access.GroupIDs {
+		e.Groups[g] = nil
 	}
-	e.Manifest = discovery.MergeManifests(lists...)
+	for _, t := range x.Tools {
+		if !visibleTo(t.ToolManifestEntry, tenant) {
+			continue
+		}
+		e.Tools = append(e.Tools, t)
+		e.Manifest = append(e.Manifest, t.ToolManifestEntry)
+		for i, g := range t.Grants {
+			if !grantedBefore(t.Grants[:i], g.GroupID) { // two policies may grant one group
+				e.Groups[g.GroupID] = append(e.Groups[g.GroupID], t.ToolManifestEntry)
+			}
+		}
+	}
 	return e
+}
+
+func grantedBefore(grants []discovery.Grant, group string) bool {
+	for _, g := range grants {
+		if g.GroupID == group {
+			return true
+		}
+	}
+	return false
 }

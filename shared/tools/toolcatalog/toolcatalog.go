@@ -264,14 +264,20 @@ func callerTenant(claims map[string]any, path string) string {
 	return s
 }
 
+// visibleTo is the tenant rule: a caller sees the bundle's tools and its
+// own tenant's, never another tenant's.
+func visibleTo(e discovery.ToolManifestEntry, tenant string) bool {
+	return e.Tenant == "" || e.Tenant == tenant
+}
+
 // onlyTenant drops the tenant tools of every tenant but tenant. It copies
 // only when something is dropped.
 func onlyTenant(m []discovery.ToolManifestEntry, tenant string) []discovery.ToolManifestEntry {
 	for i, e := range m {
-		if e.Tenant != "" && e.Tenant != tenant {
+		if !visibleTo(e, tenant) {
 			out := slices.Clone(m[:i])
 			for _, e := range m[i+1:] {
-				if e.Tenant == "" || e.Tenant == tenant {
+				if visibleTo(e, tenant) {
 					out = append(out, e)
 				}
 			}
