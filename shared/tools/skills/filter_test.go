@@ -78,21 +78,25 @@ func TestQueryVisible(t *testing.T) {
 		query Query
 		skill Skill
 		want  bool
+		why   Reason
 	}{
-		{"global, no tenant", Query{}, global, true},
-		{"global, any tenant", Query{TenantID: "a"}, global, true},
-		{"own tenant, allowed", Query{TenantID: "a", AllowedSkillNames: []string{"x"}}, ownA, true},
-		{"own tenant, nil allow list", Query{TenantID: "a"}, ownA, false},
-		{"own tenant, empty allow list", Query{TenantID: "a", AllowedSkillNames: []string{}}, ownA, false},
-		{"own tenant, not on allow list", Query{TenantID: "a", AllowedSkillNames: []string{"y"}}, ownA, false},
-		{"other tenant, allowed by name", Query{TenantID: "a", AllowedSkillNames: []string{"x"}}, ownB, false},
-		{"no tenant, allowed by name", Query{AllowedSkillNames: []string{"x"}}, ownA, false},
-		{"unknown scope fails closed", Query{TenantID: "a", AllowedSkillNames: []string{"x"}}, odd, false},
+		{"global, no tenant", Query{}, global, true, ReasonGlobal},
+		{"global, any tenant", Query{TenantID: "a"}, global, true, ReasonGlobal},
+		{"own tenant, allowed", Query{TenantID: "a", AllowedSkillNames: []string{"x"}}, ownA, true, ReasonAllowed},
+		{"own tenant, nil allow list", Query{TenantID: "a"}, ownA, false, ReasonNotAllowed},
+		{"own tenant, empty allow list", Query{TenantID: "a", AllowedSkillNames: []string{}}, ownA, false, ReasonNotAllowed},
+		{"own tenant, not on allow list", Query{TenantID: "a", AllowedSkillNames: []string{"y"}}, ownA, false, ReasonNotAllowed},
+		{"other tenant, allowed by name", Query{TenantID: "a", AllowedSkillNames: []string{"x"}}, ownB, false, ReasonOtherTenant},
+		{"no tenant, allowed by name", Query{AllowedSkillNames: []string{"x"}}, ownA, false, ReasonOtherTenant},
+		{"unknown scope fails closed", Query{TenantID: "a", AllowedSkillNames: []string{"x"}}, odd, false, ReasonUnknownScope},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.query.Visible(tc.skill); got != tc.want {
 				t.Fatalf("Visible = %v, want %v", got, tc.want)
+			}
+			if got := tc.query.Why(tc.skill); got != tc.why || got.Visible() != tc.want {
+				t.Fatalf("Why = %q, want %q", got, tc.why)
 			}
 		})
 	}
@@ -100,7 +104,8 @@ func TestQueryVisible(t *testing.T) {
 
 // TestSearchAgreesWithVisible checks, on random corpora and callers, that
 // Search returns exactly the visible skills (an empty query lists them all)
-// and never one that Query.Visible rejects.
+// and never one that Query.Visible rejects, and that Explain lists the
+// same ones as visible, plus the caller's tenant's hidden ones.
 func TestSearchAgreesWithVisible(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 2))
 	tenants := []string{"", "t1", "t2", "t3"}
@@ -126,13 +131,34 @@ func TestSearchAgreesWithVisible(t *testing.T) {
 				q.AllowedSkillNames = append(q.AllowedSkillNames, fmt.Sprintf("s%d", rng.IntN(14)))
 			}
 		}
-		var want []string
+		var want, hidden []string
 		for _, s := range corpus {
-			if q.Visible(s) {
+			switch {
+			case q.Visible(s):
 				want = append(want, names([]Result{{Skill: s}})...)
+			case s.Scope == ScopeTenant && s.TenantID == q.TenantID && q.TenantID != "":
+				hidden = append(hidden, names([]Result{{Skill: s}})...)
 			}
 		}
 		slices.Sort(want)
+		slices.Sort(hidden)
+		var explained, explainedHidden []string
+		for _, v := range ix.Explain(q) {
+			n := names([]Result{{Skill: v.Skill}})
+			if v.Reason != q.Why(v.Skill) {
+				t.Fatalf("round %d: %v: reason %q, Why %q", round, n, v.Reason, q.Why(v.Skill))
+			}
+			if v.Reason.Visible() {
+				explained = append(explained, n...)
+			} else {
+				explainedHidden = append(explainedHidden, n...)
+			}
+		}
+		slices.Sort(explained)
+		slices.Sort(explainedHidden)
+		if !slices.Equal(explained, want) || !slices.Equal(explainedHidden, hidden) {
+			t.Fatalf("round %d, query %+v: Explain %v hidden %v, want %v hidden %v", round, q, explained, explainedHidden, want, hidden)
+		}
 		for _, text := range []string{"", "common", "words body"} {
 			q.Text = text
 			got := names(ix.Search(q))
@@ -185,5 +211,17 @@ func TestNewIndexRejects(t *testing.T) {
 		{Name: "x", Scope: ScopeTenant, TenantID: "b"},
 	}); err != nil {
 		t.Fatalf("NewIndex: %v", err)
+	}
+}
+
+func TestExplainInNameOrder(t *testing.T) {
+	ix := isolationCorpus(t)
+	got := []string{}
+	for _, v := range ix.Explain(Query{TenantID: "tenant-a", AllowedSkillNames: []string{"shared-name", "b-private"}}) {
+		got = append(got, v.TenantID+"/"+v.Name+" "+string(v.Reason))
+	}
+	want := []string{"tenant-a/a-private not_allowed", "/report global", "tenant-a/shared-name allowed"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Explain = %q, want %q", got, want)
 	}
 }

@@ -59,21 +59,52 @@ const (
 	MaxQueryTerms = 64
 )
 
-// Visible reports whether the caller described by q may see s. It is the
-// whole visibility rule of the package and depends on nothing but its
-// arguments.
-func (q Query) Visible(s Skill) bool {
+// Visible reports whether the caller described by q may see s. It is
+// Why's answer, the whole visibility rule of the package, and depends on
+// nothing but its arguments.
+func (q Query) Visible(s Skill) bool { return q.Why(s).Visible() }
+
+// Reason says why a caller may or may not see a skill.
+type Reason string
+
+// The reasons Why gives.
+const (
+	// ReasonGlobal: a global skill, which every caller sees.
+	ReasonGlobal Reason = "global"
+	// ReasonAllowed: a skill of the caller's tenant that its allow list
+	// names.
+	ReasonAllowed Reason = "allowed"
+	// ReasonNotAllowed: a skill of the caller's tenant that its allow
+	// list does not name (or the caller has none): hidden.
+	ReasonNotAllowed Reason = "not_allowed"
+	// ReasonOtherTenant: another tenant's skill, or the caller has no
+	// tenant: hidden.
+	ReasonOtherTenant Reason = "other_tenant"
+	// ReasonUnknownScope: a scope neither global nor tenant: hidden
+	// (fail closed).
+	ReasonUnknownScope Reason = "unknown_scope"
+)
+
+// Visible reports whether the reason lets the caller see the skill.
+func (r Reason) Visible() bool { return r == ReasonGlobal || r == ReasonAllowed }
+
+// Why applies the visibility rule to s for the caller described by q and
+// says which part of it decided.
+func (q Query) Why(s Skill) Reason {
 	switch s.Scope {
 	case ScopeGlobal:
-		return true
+		return ReasonGlobal
 	case ScopeTenant:
-		return q.TenantID != "" &&
-			s.TenantID == q.TenantID &&
-			len(q.AllowedSkillNames) > 0 &&
-			slices.Contains(q.AllowedSkillNames, s.Name)
+		switch {
+		case q.TenantID == "" || s.TenantID != q.TenantID:
+			return ReasonOtherTenant
+		case len(q.AllowedSkillNames) > 0 && slices.Contains(q.AllowedSkillNames, s.Name):
+			return ReasonAllowed
+		default:
+			return ReasonNotAllowed
+		}
 	default:
-		// An unknown scope is never visible: fail closed.
-		return false
+		return ReasonUnknownScope
 	}
 }
 
