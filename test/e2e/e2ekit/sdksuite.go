@@ -251,4 +251,3 @@ func (r *TokenRecorder) Leaks(data string) []string {
 	}
 	return out
 }
-
