@@ -95,6 +95,22 @@ $(FAKELLM_VENV)/bin/fakellm:
 .PHONY: model-mock-deps
 model-mock-deps: $(FAKELLM_VENV)/bin/fakellm ## install fakellm, the independent OpenAI-compatible mock the openai adapter is checked against
 
+# The client SDKs (sdk/, sdk/TESTING.md): each ci.sh installs its pinned
+# dependencies (the Python SDK into SDK_PY_VENV, which test/e2e's TestSDKs
+# runs the Python suite with) and runs its checks and unit tests; the
+# integration suites run under TestSDKs (test/e2e, against agentauth
+# serve) and TestDeployedSDKs (test/e2eaws, against the deployed stack).
+SDK_PY_VENV := .tools/sdk-python
+
+.PHONY: sdk-check
+sdk-check: check-tools ## install each SDK's dependencies and run its checks and unit tests (sdk/python/ci.sh into SDK_PY_VENV, sdk/typescript/ci.sh)
+	sdk/python/ci.sh $(CURDIR)/$(SDK_PY_VENV)
+	sdk/typescript/ci.sh
+
+.PHONY: test-sdk
+test-sdk: e2e-deps sdk-check ## the SDKs' integration suites against agentauth serve, one after the other (TestSDKs in test/e2e)
+	E2E_REQUIRE=1 $(GO) test -count=1 -v -timeout 20m -run TestSDKs ./test/e2e
+
 # A cold Go cache makes the first build of cmd/agentauth take minutes (about
 # 2.5 on 2 cores), so it says so before and how long it took after.
 .PHONY: build
@@ -191,7 +207,7 @@ CDK           := $(CURDIR)/infra/node_modules/.bin/cdk
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .PHONY: test
-test: check-tools e2e-deps model-mock-deps lint ## everything: unit, fuzz seeds, local e2e, CDK assertions, AWS adapters on MiniStack, the deployed stack end to end
+test: check-tools e2e-deps model-mock-deps sdk-check lint ## everything: unit, fuzz seeds, the SDKs' checks, local e2e (the SDKs' integration suites too), CDK assertions, AWS adapters on MiniStack, the deployed stack end to end
 	AGENTAUTH_REQUIRE_FAKELLM=1 $(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v /test/)
 	$(GO) test -tags faultinject -count=1 -run Fault ./shared/app
 	E2E_REQUIRE=1 $(GO) test $(GOTEST_FLAGS) -p 1 ./test/...
