@@ -1,0 +1,806 @@
+// AgentauthClient: agentauth's routes as methods — tokens and consent,
+// tools, turns and their lifecycle. Configuration is read once, here,
+// from the options and else the AGENTAUTH_* environment (when there is
+// one: a browser has none). Browser-safe: no node: import.
+
+import {
+  AgentauthError,
+  AgentauthTimeoutError,
+  AuthorizationFailed,
+  AuthorizationRequired,
+  type ErrorBody,
+  errorFromBody,
+  InternalError,
+  NetworkError,
+  NotAcceptableError,
+  NotFoundError,
+  TooManyStreamsError,
+  UnexpectedResponseError,
+} from "./errors.js";
+import { aborted, backoff, type FetchLike, type RequestSpec, segment, sleep, Transport } from "./http.js";
+import {
+  type AwsCredentialProvider,
+  type AwsCredentials,
+  makeSigV4Signer,
+  type RequestSigner,
+} from "./sigv4.js";
+import { readSse } from "./sse.js";
+import { AccessToken, type ReadyTokenWire } from "./token.js";
+import {
+  type Actor,
+  type AuthSessionStatus,
+  type Instance,
+  type InstanceList,
+  type InstanceRecord,
+  type ObjectRef,
+  type PendingAuthorization,
+  type PostEventInput,
+  type PostedEvent,
+  type ResumeTarget,
+  type RevokeResult,
+  type Skill,
+  type Subjects,
+  type ToolInvocation,
+  type ToolManifestEntry,
+  TURN_END_TYPES,
+  type TurnEvent,
+} from "./types.js";
+
+export interface ClientOptions {
+  /** agentauth's base URL (`AGENTAUTH_URL`): `agentauth serve`'s, or the API's on AWS. */
+  url?: string;
+  /**
+   * Where turn event streams are served when not at url (`AGENTAUTH_STREAM_URL`): on
+   * AWS, the turn function's URL (TurnStreamUrl), signed for `lambda`.
+   */
+  streamUrl?: string;
+  /** The runtime token for the runtime routes (`AGENTAUTH_RUNTIME_TOKEN`). */
+  runtimeToken?: string;
+  /** An agent JWT for the tool routes (`AGENTAUTH_AGENT_TOKEN`), or a function that returns a fresh one. */
+  agentToken?: string | (() => string | Promise<string>);
+  /** `"token"` (default) or `"sigv4"` (`AGENTAUTH_AUTH`): the runtime routes signed with AWS credentials. */
+  auth?: "token" | "sigv4";
+  /** The AWS region for SigV4 (`AWS_REGION`, else `AWS_DEFAULT_REGION`). */
+  region?: string;
+  /** AWS credentials for SigV4; default: the AWS SDK's default provider chain. */
+  credentials?: AwsCredentials | AwsCredentialProvider;
+  /** The environment to read the defaults from; default `process.env` where there is one, `false` for none. */
+  env?: Record<string, string | undefined> | false;
+  /** fetch to use (tests, a proxy agent); default the global fetch. */
+  fetch?: FetchLike;
+  /** The time limit of one request, in ms (default 30,000); long polls add their wait to it. */
+  timeoutMs?: number;
+  /** Retries of a request that may be sent again (default 3). */
+  maxRetries?: number;
+  /** The first retry's wait, in ms (default 250), doubled each retry up to 8,000 ms, half of it random. */
+  retryBaseMs?: number;
+}
+
+/** What every call takes. */
+export interface CallOptions {
+  signal?: AbortSignal;
+  /** This call's time limit, in ms. */
+  timeoutMs?: number;
+}
+
+export interface GetAccessTokenOptions extends CallOptions {
+  /** The OAuthApp: `"OAuthApp/<name>"`, its name alone, or `{kind, name}`. */
+  app: ObjectRef;
+  /** The subjects the token belongs to (`user` and/or `global`, as the app's subjectMode asks). */
+  subjects?: Subjects;
+  actor?: Actor;
+  claims?: Record<string, unknown>;
+  /** Scopes to ask for; default the app's. */
+  scopes?: string[];
+  /** The least lifetime the token must have left (server default 300). */
+  minTtlSeconds?: number;
+  /** The agent instance to wake when the user consents. */
+  resume?: ResumeTarget;
+  /** The origin the woken turn keeps for its answer's delivery. */
+  origin?: Record<string, unknown>;
+}
+
+export interface WaitOptions extends CallOptions {
+  /** How long to wait in all, in ms (default 15 minutes); the wait is long polls of at most 55 s. */
+  timeoutMs?: number;
+}
+
+export interface FollowTurnOptions {
+  /** Start after this seq (the last one seen); default from the first event. */
+  after?: number;
+  signal?: AbortSignal;
+  /** Reconnects in a row without a new event before giving up (default 8). */
+  maxReconnects?: number;
+  /** A stream silent for this long (no event, no keep-alive) is dropped and reconnected (default 45,000 ms). */
+  idleTimeoutMs?: number;
+  /** The poll interval when streams are not available (406 behind API Gateway; default 1,000 ms). */
+  pollIntervalMs?: number;
+}
+
+export interface WaitForTurnOptions extends CallOptions {
+  /** Turn ids to pass over (turns that existed before the event was posted). */
+  ignore?: Iterable<string>;
+  /** How long to wait, in ms (default 60,000). */
+  timeoutMs?: number;
+}
+
+const maxSessionWaitSeconds = 55;
+
+const inspectSymbol = Symbol.for("nodejs.util.inspect.custom");
+
+function defaultEnv(): Record<string, string | undefined> {
+  const p = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process;
+  return p?.env ?? {};
+}
+
+function appRef(app: ObjectRef): ObjectRef {
+  if (typeof app === "string" && !app.includes("/")) {
+    return `OAuthApp/${app}`;
+  }
+  return app;
+}
+
+function swarmRef(swarm: string): string {
+  return swarm.includes("/") ? swarm : `Swarm/${swarm}`;
+}
+
+function randomId(): string {
+  const c = (globalThis as { crypto?: { randomUUID?: () => string } }).crypto;
+  if (c?.randomUUID) {
+    return `sdk-${c.randomUUID()}`;
+  }
+  return `sdk-${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
+}
+
+export class AgentauthClient {
+  readonly #http: Transport;
+  readonly #auth: "token" | "sigv4";
+
+  constructor(options: ClientOptions = {}) {
+    const env = options.env === false ? {} : (options.env ?? defaultEnv());
+    const url = options.url ?? env.AGENTAUTH_URL;
+    if (!url) {
+      throw new AgentauthError({
+        code: "missingUrl",
+        message: "agentauth's URL is unknown: pass url, or set AGENTAUTH_URL",
+      });
+    }
+    const authEnv = env.AGENTAUTH_AUTH;
+    const auth = options.auth ?? (authEnv === "sigv4" ? "sigv4" : "token");
+    if (options.auth === undefined && authEnv && authEnv !== "sigv4" && authEnv !== "token") {
+      throw new AgentauthError({
+        code: "invalidOption",
+        message: `AGENTAUTH_AUTH is "token" or "sigv4", not ${JSON.stringify(authEnv)}`,
+      });
+    }
+    this.#auth = auth;
+    let signer: (() => Promise<RequestSigner>) | undefined;
+    if (auth === "sigv4") {
+      const region = options.region ?? env.AWS_REGION ?? env.AWS_DEFAULT_REGION;
+      let made: Promise<RequestSigner> | undefined;
+      signer = () => {
+        made ??= makeSigV4Signer(region, options.credentials);
+        // A failed load is not cached: the caller may install the package and try again.
+        made.catch(() => {
+          made = undefined;
+        });
+        return made;
+      };
+    }
+    const f = options.fetch ?? (globalThis.fetch?.bind(globalThis) as FetchLike | undefined);
+    if (!f) {
+      throw new AgentauthError({ code: "invalidOption", message: "no fetch: pass the fetch option" });
+    }
+    this.#http = new Transport({
+      url,
+      streamUrl: options.streamUrl ?? (env.AGENTAUTH_STREAM_URL || undefined),
+      runtimeToken: options.runtimeToken ?? (env.AGENTAUTH_RUNTIME_TOKEN || undefined),
+      agentToken: options.agentToken ?? (env.AGENTAUTH_AGENT_TOKEN || undefined),
+      signer,
+      fetch: f,
+      timeoutMs: options.timeoutMs ?? 30_000,
+      maxRetries: options.maxRetries ?? 3,
+      backoffBaseMs: options.retryBaseMs ?? 250,
+      backoffMaxMs: 8_000,
+      maxRetryAfterMs: 60_000,
+    });
+  }
+
+  /** agentauth's base URL. */
+  get url(): string {
+    return this.#http.url;
+  }
+
+  [inspectSymbol](): string {
+    return `AgentauthClient(${this.#http.url}, auth ${this.#auth})`;
+  }
+
+  toJSON(): Record<string, string> {
+    return { url: this.#http.url, auth: this.#auth };
+  }
+
+  // Tokens and consent.
+
+  /**
+   * A ready token for app and subjects; throws AuthorizationRequired (the
+   * consent URL, session id and expiry) when the user must consent first,
+   * or the typed error of an error result (RefreshFailedError, …).
+   *
+   * Retried like a read: asked again before the user has consented, the
+   * server answers with the same pending session, and a ready token is
+   * only read (or refreshed once).
+   */
+  async getAccessToken(opts: GetAccessTokenOptions): Promise<AccessToken> {
+    const auth: Record<string, unknown> = {};
+    if (opts.actor) auth.actor = opts.actor;
+    if (opts.subjects) auth.subjects = opts.subjects;
+    if (opts.claims) auth.claims = opts.claims;
+    const turn: Record<string, unknown> = { auth };
+    if (opts.origin) turn.origin = opts.origin;
+    if (opts.resume) {
+      turn.resume = {
+        swarmRef: swarmRef(opts.resume.swarm),
+        instanceKey: opts.resume.instanceKey,
+        agentName: opts.resume.agent,
+      };
+    }
+    const body: Record<string, unknown> = { oauthAppRef: appRef(opts.app), turn };
+    if (opts.scopes) body.scopes = opts.scopes;
+    if (opts.minTtlSeconds !== undefined) body.minTtlSeconds = opts.minTtlSeconds;
+    const res = await this.#send<TokenWire>(
+      { method: "POST", path: "/v1/oauth/token", body, credential: "runtime", idempotent: true },
+      opts,
+    );
+    switch (res?.status) {
+      case "ready":
+        return new AccessToken(res as ReadyTokenWire);
+      case "authorization_required":
+        throw new AuthorizationRequired({
+          authorizationUrl: res.authorizationUrl ?? "",
+          sessionId: res.authSessionId ?? "",
+          expiresAt: res.expiresAt ? new Date(res.expiresAt) : undefined,
+          message: res.message,
+          oauthAppRef:
+            typeof opts.app === "string" ? appRef(opts.app).toString() : `${opts.app.kind}/${opts.app.name}`,
+          deviceCode: res.deviceCode,
+        });
+      case "error":
+        throw errorFromBody(200, res.error);
+      default:
+        throw new UnexpectedResponseError({
+          code: "unexpectedResponse",
+          message: `POST /v1/oauth/token: unknown status ${JSON.stringify(res?.status)}`,
+          status: 200,
+        });
+    }
+  }
+
+  /** An auth session's status now (`pending`, `exchanging`, `completed`, `failed`, `expired`). */
+  async authorizationStatus(sessionId: string, opts: CallOptions = {}): Promise<AuthSessionStatus> {
+    return this.#send<AuthSessionStatus>(
+      {
+        method: "GET",
+        path: `/v1/oauth/sessions/${segment(sessionId)}`,
+        credential: "runtime",
+        idempotent: true,
+      },
+      opts,
+    );
+  }
+
+  /**
+   * Waits until the user has consented (the session `completed`), by long
+   * polls of at most 55 s. Throws AuthorizationFailed when the session
+   * ends `failed` or `expired` (`reason` says why), AgentauthTimeoutError
+   * when timeoutMs passes first.
+   */
+  async waitForAuthorization(sessionId: string, opts: WaitOptions = {}): Promise<AuthSessionStatus> {
+    const timeoutMs = opts.timeoutMs ?? 15 * 60_000;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const left = deadline - Date.now();
+      const wait = Math.max(0, Math.min(maxSessionWaitSeconds, Math.ceil(left / 1000)));
+      const st = await this.#send<AuthSessionStatus>(
+        {
+          method: "GET",
+          path: `/v1/oauth/sessions/${segment(sessionId)}`,
+          query: { wait },
+          credential: "runtime",
+          idempotent: true,
+          timeoutMs: wait * 1000 + 30_000,
+        },
+        { signal: opts.signal },
+      );
+      switch (st.status) {
+        case "completed":
+          return st;
+        case "failed":
+        case "expired":
+          throw new AuthorizationFailed(sessionId, st.status, st.statusReason);
+        default:
+          if (Date.now() >= deadline) {
+            throw new AgentauthTimeoutError({
+              code: "timeout",
+              message: `auth session ${sessionId} still ${st.status} after ${timeoutMs} ms`,
+            });
+          }
+          if (wait === 0) {
+            await sleep(1000, opts.signal);
+          }
+      }
+    }
+  }
+
+  /**
+   * Revokes the grant of app for subject (at the provider too, where it
+   * can). Throws GrantNotFoundError when there is none. Not retried after
+   * a lost answer: a second revoke of a revoked grant answers 404.
+   */
+  async revoke(app: ObjectRef, subject: string, opts: CallOptions = {}): Promise<RevokeResult> {
+    return this.#send<RevokeResult>(
+      {
+        method: "POST",
+        path: "/v1/oauth/revoke",
+        body: { oauthAppRef: appRef(app), subject },
+        credential: "runtime",
+        idempotent: false,
+      },
+      opts,
+    );
+  }
+
+  /** The pending consents of one agent instance (URL, expiry, message; no secret). */
+  async pendingAuthorizations(target: ResumeTarget, opts: CallOptions = {}): Promise<PendingAuthorization[]> {
+    const res = await this.#send<{ items?: PendingAuthorization[] }>(
+      {
+        method: "GET",
+        path: "/v1/oauth/pending",
+        query: { swarmRef: swarmRef(target.swarm), instanceKey: target.instanceKey, agentName: target.agent },
+        credential: "runtime",
+        idempotent: true,
+      },
+      opts,
+    );
+    return res.items ?? [];
+  }
+
+  // Tools (the agent JWT).
+
+  /** The tools the agent's claims may see. */
+  async listTools(opts: CallOptions = {}): Promise<ToolManifestEntry[]> {
+    const res = await this.#send<{ data: ToolManifestEntry[] }>(
+      { method: "GET", path: "/v1/agents/tools", credential: "agent", idempotent: true },
+      opts,
+    );
+    return res.data ?? [];
+  }
+
+  /** The skills the agent may read, ranked for query. */
+  async searchSkills(query: string, opts: CallOptions & { topK?: number } = {}): Promise<Skill[]> {
+    const res = await this.#send<{ data: Skill[] }>(
+      {
+        method: "GET",
+        path: "/v1/agents/skills",
+        query: { q: query, top_k: opts.topK },
+        credential: "agent",
+        idempotent: true,
+      },
+      opts,
+    );
+    return res.data ?? [];
+  }
+
+  /**
+   * Calls a tool through agentauth's tool hooks. Returns the invocation
+   * (an `ok` or `error` result: an error result is for the model to read,
+   * not thrown); throws AuthorizationRequired when the tool's OAuth app
+   * needs the user's consent first — consent, then call it again.
+   *
+   * Not retried after a lost answer or a 5xx: the tool may have acted.
+   * A 429 (the rate limit: the tool did not run) is retried after its
+   * Retry-After.
+   */
+  async invokeTool(
+    toolName: string,
+    args: Record<string, unknown> = {},
+    opts: CallOptions & { callId?: string } = {},
+  ): Promise<ToolInvocation> {
+    const body: Record<string, unknown> = { toolName, args };
+    if (opts.callId) body.callId = opts.callId;
+    const res = await this.#send<ToolInvocation>(
+      { method: "POST", path: "/v1/tools/invoke", body, credential: "agent", idempotent: false },
+      opts,
+    );
+    const r = res.result as { status: string; authorization?: AuthorizationWire };
+    if (r?.status === "authorization_required") {
+      const a = r.authorization ?? {};
+      throw new AuthorizationRequired({
+        authorizationUrl: a.authorizationUrl ?? "",
+        sessionId: a.authSessionId ?? "",
+        expiresAt: a.expiresAt ? new Date(a.expiresAt) : undefined,
+        message: a.message,
+        oauthAppRef: refString(a.oauthAppRef),
+      });
+    }
+    return res;
+  }
+
+  // Turns.
+
+  /**
+   * Posts an event (a user's message) to an agent instance; the swarm's
+   * ingress rules pick the agent unless input.agent names one. Throws
+   * InstanceTerminatedError when that instance is terminated.
+   *
+   * Safe to retry: the event carries an id (input.id, else one the SDK
+   * makes up), and the server queues a retried post with the same id once.
+   */
+  async postEvent(
+    swarm: string,
+    instanceKey: string,
+    input: PostEventInput,
+    opts: CallOptions = {},
+  ): Promise<PostedEvent> {
+    const body: Record<string, unknown> = { ...input, auth: input.auth ?? {}, id: input.id ?? randomId() };
+    return this.#send<PostedEvent>(
+      {
+        method: "POST",
+        path: `/v1/instances/${segment(swarm)}/${segment(instanceKey)}/events`,
+        body,
+        credential: "runtime",
+        idempotent: true,
+      },
+      opts,
+    );
+  }
+
+  /** Every agent instance, and those the store could not read (`unreadable`). */
+  async listInstances(opts: CallOptions = {}): Promise<InstanceList> {
+    const res = await this.#send<InstanceList>(
+      { method: "GET", path: "/v1/instances", credential: "runtime", idempotent: true },
+      opts,
+    );
+    return { data: res.data ?? [], unreadable: res.unreadable ?? [] };
+  }
+
+  /** One instance: status, active turn, backlog, recent turns with their final answers. */
+  async getInstance(
+    swarm: string,
+    instanceKey: string,
+    agent: string,
+    opts: CallOptions = {},
+  ): Promise<Instance> {
+    return this.#send<Instance>(
+      {
+        method: "GET",
+        path: instancePath(swarm, instanceKey, agent),
+        credential: "runtime",
+        idempotent: true,
+      },
+      opts,
+    );
+  }
+
+  /** Holds the instance: a running turn stops at its next step; events wait. Pausing twice changes nothing. */
+  async pauseInstance(
+    swarm: string,
+    instanceKey: string,
+    agent: string,
+    opts: CallOptions = {},
+  ): Promise<InstanceRecord> {
+    return this.#send<InstanceRecord>(
+      {
+        method: "POST",
+        path: `${instancePath(swarm, instanceKey, agent)}/pause`,
+        credential: "runtime",
+        idempotent: true,
+      },
+      opts,
+    );
+  }
+
+  /**
+   * Runs the instance again; a wake-up carries the interrupted turn on.
+   * Not retried after a lost answer: each resume queues a wake-up.
+   */
+  async resumeInstance(
+    swarm: string,
+    instanceKey: string,
+    agent: string,
+    opts: CallOptions = {},
+  ): Promise<InstanceRecord> {
+    return this.#send<InstanceRecord>(
+      {
+        method: "POST",
+        path: `${instancePath(swarm, instanceKey, agent)}/resume`,
+        credential: "runtime",
+        idempotent: false,
+      },
+      opts,
+    );
+  }
+
+  /** Ends the instance for good (its active turn is interrupted). Terminating twice changes nothing. */
+  async terminateInstance(
+    swarm: string,
+    instanceKey: string,
+    agent: string,
+    opts: CallOptions & { reason?: string } = {},
+  ): Promise<InstanceRecord> {
+    return this.#send<InstanceRecord>(
+      {
+        method: "POST",
+        path: `${instancePath(swarm, instanceKey, agent)}/terminate`,
+        body: opts.reason === undefined ? {} : { reason: opts.reason },
+        credential: "runtime",
+        idempotent: true,
+      },
+      opts,
+    );
+  }
+
+  /**
+   * Removes the instance and its history; its OAuth grants are kept.
+   * Not retried after a lost answer: a second delete answers 404.
+   */
+  async deleteInstance(
+    swarm: string,
+    instanceKey: string,
+    agent: string,
+    opts: CallOptions = {},
+  ): Promise<{ deleted: true; oauthGrantsKept: boolean }> {
+    return this.#send(
+      {
+        method: "DELETE",
+        path: instancePath(swarm, instanceKey, agent),
+        credential: "runtime",
+        idempotent: false,
+      },
+      opts,
+    );
+  }
+
+  /** A turn's events with seq > after (all without), as JSON. */
+  async turnEvents(
+    swarm: string,
+    instanceKey: string,
+    agent: string,
+    turnId: string,
+    opts: CallOptions & { after?: number } = {},
+  ): Promise<TurnEvent[]> {
+    const res = await this.#send<{ data: TurnEvent[] }>(
+      {
+        method: "GET",
+        path: turnEventsPath(swarm, instanceKey, agent, turnId),
+        query: { after: opts.after !== undefined && opts.after >= 0 ? opts.after : undefined },
+        credential: "runtime",
+        idempotent: true,
+      },
+      opts,
+    );
+    return res.data ?? [];
+  }
+
+  /**
+   * The id of the instance's newest turn not in opts.ignore, once there is
+   * one: a posted event's turn starts when a worker picks it up. Pass the
+   * turns that existed before the post in ignore.
+   */
+  async waitForTurn(
+    swarm: string,
+    instanceKey: string,
+    agent: string,
+    opts: WaitForTurnOptions = {},
+  ): Promise<string> {
+    const ignore = new Set(opts.ignore ?? []);
+    const timeoutMs = opts.timeoutMs ?? 60_000;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      try {
+        const inst = await this.getInstance(swarm, instanceKey, agent, { signal: opts.signal });
+        const ids = [inst.activeTurn?.id, ...(inst.recentTurns ?? []).map((t) => t.id)];
+        const id = ids.find((t) => t !== undefined && !ignore.has(t));
+        if (id) {
+          return id;
+        }
+      } catch (err) {
+        // The instance is made when its first event is handled.
+        if (!(err instanceof NotFoundError)) {
+          throw err;
+        }
+      }
+      if (Date.now() >= deadline) {
+        throw new AgentauthTimeoutError({
+          code: "timeout",
+          message: `no new turn on ${swarm}/${instanceKey}/${agent} within ${timeoutMs} ms`,
+        });
+      }
+      await sleep(250, opts.signal);
+    }
+  }
+
+  /**
+   * A turn's events as they happen, from the stream route (Server-Sent
+   * Events), ending after the turn's last event (`turn.completed`,
+   * `turn.failed` or `turn.interrupted`). A dropped connection is
+   * reconnected with Last-Event-ID (backing off, at most maxReconnects
+   * times in a row without a new event); no event is yielded twice. Where
+   * streams are not served (406, API Gateway with no stream URL) it polls
+   * the JSON form instead. Break out of the loop or abort the signal to
+   * stop.
+   */
+  async *followTurn(
+    swarm: string,
+    instanceKey: string,
+    agent: string,
+    turnId: string,
+    opts: FollowTurnOptions = {},
+  ): AsyncGenerator<TurnEvent, void, undefined> {
+    const path = turnEventsPath(swarm, instanceKey, agent, turnId);
+    const maxReconnects = opts.maxReconnects ?? 8;
+    const idleMs = opts.idleTimeoutMs ?? 45_000;
+    let last = opts.after ?? -1;
+    let failures = 0;
+    let first = true;
+    let poll = false;
+    for (;;) {
+      if (opts.signal?.aborted) {
+        throw aborted(opts.signal);
+      }
+      if (poll) {
+        const evs = await this.turnEvents(swarm, instanceKey, agent, turnId, {
+          after: last,
+          signal: opts.signal,
+        });
+        for (const ev of evs) {
+          if (ev.seq <= last) continue;
+          last = ev.seq;
+          yield ev;
+          if (TURN_END_TYPES.has(ev.type)) return;
+        }
+        await sleep(opts.pollIntervalMs ?? 1000, opts.signal);
+        continue;
+      }
+      const headers: Record<string, string> = { Accept: "text/event-stream" };
+      if (!first && last >= 0) {
+        headers["Last-Event-ID"] = String(last);
+      }
+      let progressed = false;
+      try {
+        const res = await this.#http.open({
+          method: "GET",
+          path,
+          query: { after: first && last >= 0 ? last : undefined },
+          headers,
+          credential: "runtime",
+          // Reconnects are this loop's: one attempt each (a 429 aside).
+          idempotent: false,
+          stream: true,
+          signal: opts.signal,
+        });
+        first = false;
+        if (!res.body) {
+          throw new UnexpectedResponseError({ code: "unexpectedResponse", message: `GET ${path}: no body` });
+        }
+        const ctype = res.headers.get("Content-Type") ?? "";
+        if (!ctype.includes("text/event-stream")) {
+          // A server that answered JSON: read it as one window of events.
+          const page = (await res.json()) as { data?: TurnEvent[] };
+          for (const ev of page.data ?? []) {
+            if (ev.seq <= last) continue;
+            last = ev.seq;
+            progressed = true;
+            yield ev;
+            if (TURN_END_TYPES.has(ev.type)) return;
+          }
+          poll = true;
+          continue;
+        }
+        for await (const sse of readSse(
+          res.body,
+          idleMs,
+          () =>
+            new NetworkError({
+              code: "network",
+              message: `GET ${path}: the stream was silent for ${idleMs} ms`,
+            }),
+          opts.signal,
+        )) {
+          let ev: TurnEvent;
+          try {
+            ev = JSON.parse(sse.data) as TurnEvent;
+          } catch {
+            throw new UnexpectedResponseError({
+              code: "unexpectedResponse",
+              message: `GET ${path}: an event's data is not JSON (id ${sse.id ?? "none"})`,
+            });
+          }
+          if (typeof ev.seq !== "number" || ev.seq <= last) continue;
+          last = ev.seq;
+          progressed = true;
+          failures = 0;
+          yield ev;
+          if (TURN_END_TYPES.has(ev.type)) return;
+        }
+        // The stream ended before the turn did: its time limit, or a cut.
+      } catch (err) {
+        if (opts.signal?.aborted) {
+          throw aborted(opts.signal);
+        }
+        if (err instanceof NotAcceptableError) {
+          poll = true;
+          continue;
+        }
+        // An error that is not the SDK's came from reading the body: the
+        // connection was cut mid-stream.
+        if (err instanceof AgentauthError && !reconnectable(err)) {
+          throw err;
+        }
+      }
+      if (opts.signal?.aborted) {
+        throw aborted(opts.signal);
+      }
+      if (!progressed) {
+        failures++;
+        if (failures > maxReconnects) {
+          throw new NetworkError({
+            code: "network",
+            message: `GET ${path}: the stream failed ${failures} times in a row without a new event`,
+          });
+        }
+        await sleep(backoff(failures - 1, 250, 5_000), opts.signal);
+      }
+    }
+  }
+
+  async #send<T>(spec: RequestSpec, opts: CallOptions): Promise<T> {
+    return this.#http.send<T>({ ...spec, signal: opts.signal, timeoutMs: spec.timeoutMs ?? opts.timeoutMs });
+  }
+}
+
+interface AuthorizationWire {
+  oauthAppRef?: unknown;
+  authSessionId?: string;
+  authorizationUrl?: string;
+  expiresAt?: string;
+  message?: string;
+}
+
+interface TokenWire {
+  status: string;
+  accessToken?: string;
+  authSessionId?: string;
+  authorizationUrl?: string;
+  expiresAt?: string;
+  message?: string;
+  deviceCode?: { verificationUri: string; userCode: string; interval: number };
+  error?: ErrorBody;
+}
+
+function refString(ref: unknown): string | undefined {
+  if (typeof ref === "string") return ref;
+  if (ref && typeof ref === "object") {
+    const r = ref as { kind?: string; name?: string };
+    if (r.name) return `${r.kind ?? "OAuthApp"}/${r.name}`;
+  }
+  return undefined;
+}
+
+function instancePath(swarm: string, instanceKey: string, agent: string): string {
+  return `/v1/instances/${segment(swarm)}/${segment(instanceKey)}/${segment(agent)}`;
+}
+
+function turnEventsPath(swarm: string, instanceKey: string, agent: string, turnId: string): string {
+  return `${instancePath(swarm, instanceKey, agent)}/turns/${segment(turnId)}/events`;
+}
+
+// What a follow reconnects after: the connection, not the request.
+function reconnectable(err: unknown): boolean {
+  return (
+    err instanceof NetworkError ||
+    err instanceof AgentauthTimeoutError ||
+    err instanceof TooManyStreamsError ||
+    (err instanceof InternalError && err.status >= 500) ||
+    (err instanceof AgentauthError && [502, 503, 504].includes(err.status))
+  );
+}

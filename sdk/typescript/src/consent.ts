@@ -1,0 +1,74 @@
+// withAccessToken: a function that needs a provider token, wrapped so
+// that the token is injected and a missing consent is handled — in the
+// spirit of AgentCore's @requires_access_token. The consent URL goes to
+// a callback (show it to the user); the wrapper waits for the consent to
+// land and then runs the function.
+
+import type { AgentauthClient, GetAccessTokenOptions } from "./client.js";
+import { AgentauthError, AuthorizationRequired } from "./errors.js";
+import type { AccessToken } from "./token.js";
+
+export interface WithAccessTokenOptions extends GetAccessTokenOptions {
+  /**
+   * Called with the consent URL when the user must consent: show it to
+   * them (a chat message, a browser tab). The wrapper then waits for the
+   * consent; the callback may return before it lands.
+   */
+  onAuthorizationUrl: (url: string, required: AuthorizationRequired) => void | Promise<void>;
+  /** How long to wait for each consent, in ms (default 15 minutes). */
+  waitTimeoutMs?: number;
+  /** Consents to go through before giving up (default 2: a consent, and one more if the grant went away at once). */
+  maxConsents?: number;
+}
+
+/**
+ * Wraps fn so that each call first gets a token for opts.app and passes
+ * it as fn's first argument. When the user must consent, the wrapper
+ * calls opts.onAuthorizationUrl with the URL, waits for the consent
+ * (waitForAuthorization) and asks for the token again. Errors other than
+ * a needed consent (and a consent that failed or expired:
+ * AuthorizationFailed) are thrown to the caller.
+ *
+ * ```ts
+ * const listRepos = withAccessToken(client, { app: "github", subjects: { user: "u:alice" },
+ *   onAuthorizationUrl: (url) => console.log(`Connect GitHub: ${url}`) },
+ *   async (token, org: string) => fetch(`https://api.github.com/orgs/${org}/repos`,
+ *     { headers: { Authorization: token.authorizationHeader() } }).then((r) => r.json()));
+ * await listRepos("agentauth");
+ * ```
+ */
+export function withAccessToken<A extends unknown[], R>(
+  client: AgentauthClient,
+  opts: WithAccessTokenOptions,
+  fn: (token: AccessToken, ...args: A) => R | Promise<R>,
+): (...args: A) => Promise<R> {
+  const { onAuthorizationUrl, waitTimeoutMs, maxConsents = 2, ...tokenOpts } = opts;
+  return async (...args: A): Promise<R> => {
+    for (let consents = 0; ; consents++) {
+      let token: AccessToken;
+      try {
+        token = await client.getAccessToken(tokenOpts);
+      } catch (err) {
+        if (!(err instanceof AuthorizationRequired)) {
+          throw err;
+        }
+        if (consents >= maxConsents) {
+          throw new AgentauthError({
+            code: "authorization_required",
+            message: `still no token for ${String(
+              typeof opts.app === "string" ? opts.app : opts.app.name,
+            )} after ${consents} consents`,
+            cause: err,
+          });
+        }
+        await onAuthorizationUrl(err.authorizationUrl, err);
+        await client.waitForAuthorization(err.sessionId, {
+          ...(waitTimeoutMs === undefined ? {} : { timeoutMs: waitTimeoutMs }),
+          ...(opts.signal === undefined ? {} : { signal: opts.signal }),
+        });
+        continue;
+      }
+      return fn(token, ...args);
+    }
+  };
+}

@@ -1,0 +1,337 @@
+// The one place the SDK talks HTTP: credentials, timeouts, retries and
+// the mapping of agentauth's error body to typed errors. Every route
+// method of the client goes through Transport.send or Transport.open.
+// Browser-safe: fetch, AbortController and timers only.
+
+import {
+  AbortedError,
+  type AgentauthError,
+  AgentauthTimeoutError,
+  type ErrorBody,
+  errorFromBody,
+  MissingCredentialError,
+  NetworkError,
+  UnexpectedResponseError,
+} from "./errors.js";
+import type { RequestSigner } from "./sigv4.js";
+import { VERSION } from "./version.js";
+
+export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
+
+/** Which credential a route takes. */
+export type RouteCredential =
+  /** The runtime routes (`/v1/oauth/*`, `/v1/instances/*`): the runtime token, or SigV4 on AWS. */
+  | "runtime"
+  /** The tool routes (`/v1/agents/*`, `/v1/tools/invoke`): the agent JWT. */
+  | "agent";
+
+export interface TransportConfig {
+  url: string;
+  streamUrl: string | undefined;
+  runtimeToken: string | undefined;
+  agentToken: string | (() => string | Promise<string>) | undefined;
+  /** Set when the runtime routes are signed (AWS); undefined for the bearer runtime token. */
+  signer: (() => Promise<RequestSigner>) | undefined;
+  fetch: FetchLike;
+  timeoutMs: number;
+  maxRetries: number;
+  /** Waits of a retry: base * 2^attempt, at most max, with jitter. */
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  /** A Retry-After longer than this is not waited for: the error is thrown. */
+  maxRetryAfterMs: number;
+}
+
+export interface RequestSpec {
+  method: "GET" | "POST" | "DELETE";
+  path: string;
+  query?: Record<string, string | number | undefined> | undefined;
+  body?: unknown;
+  credential: RouteCredential;
+  /**
+   * Safe to send again when no answer, or a 502/503/504, came: the request
+   * has no effect, or the server makes a repeat of it a no-op. A request
+   * that is not is still retried on 429, which the server answers before
+   * acting.
+   */
+  idempotent: boolean;
+  /** The stream URL (AGENTAUTH_STREAM_URL) when one is set, signed for `lambda`. */
+  stream?: boolean;
+  headers?: Record<string, string>;
+  timeoutMs?: number | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+const retryableStatus = new Set([429, 502, 503, 504]);
+
+const nodeUserAgent = (): string | undefined => {
+  const p = (globalThis as { process?: { versions?: { node?: string } } }).process;
+  return p?.versions?.node ? `agentauth-client-ts/${VERSION} node/${p.versions.node}` : undefined;
+};
+
+/** Sleeps ms, or throws AbortedError when signal aborts first. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(aborted(signal));
+      return;
+    }
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(aborted(signal as AbortSignal));
+    };
+    const t = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+export function aborted(signal: AbortSignal): AbortedError {
+  return new AbortedError({ code: "aborted", message: "the call was aborted", cause: signal.reason });
+}
+
+/** The wait before retry number attempt (0-based): exponential, capped, half of it random. */
+export function backoff(
+  attempt: number,
+  baseMs: number,
+  maxMs: number,
+  random: () => number = Math.random,
+): number {
+  const d = Math.min(maxMs, baseMs * 2 ** attempt);
+  return d / 2 + random() * (d / 2);
+}
+
+/** Retry-After as milliseconds (seconds or an HTTP date); undefined when absent or unreadable. */
+export function retryAfterMs(value: string | null, now: number = Date.now()): number | undefined {
+  if (!value) {
+    return undefined;
+  }
+  if (/^\s*\d+\s*$/.test(value)) {
+    return Number(value) * 1000;
+  }
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
+/** One path segment, escaped as docs/turns.md asks: `.` and `..` too, which an HTTP path would drop. */
+export function segment(s: string): string {
+  if (s === ".") {
+    return "%2E";
+  }
+  if (s === "..") {
+    return "%2E%2E";
+  }
+  return encodeURIComponent(s);
+}
+
+export class Transport {
+  readonly #cfg: TransportConfig;
+
+  constructor(cfg: TransportConfig) {
+    this.#cfg = cfg;
+  }
+
+  get url(): string {
+    return this.#cfg.url;
+  }
+
+  get hasStreamUrl(): boolean {
+    return this.#cfg.streamUrl !== undefined;
+  }
+
+  /** Sends spec and returns the parsed JSON answer of a 2xx; throws the typed error otherwise. */
+  async send<T>(spec: RequestSpec): Promise<T> {
+    const res = await this.open(spec);
+    const text = await readText(res, spec);
+    if (text === "") {
+      return undefined as T;
+    }
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      throw new UnexpectedResponseError({
+        code: "unexpectedResponse",
+        message: `${spec.method} ${spec.path}: the answer is not JSON (HTTP ${res.status})`,
+        status: res.status,
+        requestId: res.headers.get("X-Request-Id") ?? undefined,
+      });
+    }
+  }
+
+  /**
+   * Sends spec and returns the Response of a 2xx with its body unread
+   * (streams). The timeout covers the wait for the answer's headers; the
+   * caller reads the body with its own limits.
+   */
+  async open(spec: RequestSpec): Promise<Response> {
+    const cfg = this.#cfg;
+    for (let attempt = 0; ; attempt++) {
+      const canRetry = attempt < cfg.maxRetries;
+      let res: Response;
+      try {
+        res = await this.#attempt(spec);
+      } catch (err) {
+        if (
+          canRetry &&
+          spec.idempotent &&
+          (err instanceof NetworkError || err instanceof AgentauthTimeoutError)
+        ) {
+          await sleep(backoff(attempt, cfg.backoffBaseMs, cfg.backoffMaxMs), spec.signal);
+          continue;
+        }
+        throw err;
+      }
+      if (res.ok) {
+        return res;
+      }
+      const err = await errorOf(res, spec);
+      if (canRetry && retryableStatus.has(res.status) && (spec.idempotent || res.status === 429)) {
+        const after = retryAfterMs(res.headers.get("Retry-After"));
+        if (after === undefined || after <= cfg.maxRetryAfterMs) {
+          await sleep(after ?? backoff(attempt, cfg.backoffBaseMs, cfg.backoffMaxMs), spec.signal);
+          continue;
+        }
+      }
+      throw err;
+    }
+  }
+
+  async #attempt(spec: RequestSpec): Promise<Response> {
+    const cfg = this.#cfg;
+    const useStream = spec.stream === true && cfg.streamUrl !== undefined;
+    const base = (useStream ? (cfg.streamUrl as string) : cfg.url).replace(/\/+$/, "");
+    const url = new URL(base + spec.path);
+    for (const [k, v] of Object.entries(spec.query ?? {})) {
+      if (v !== undefined) {
+        url.searchParams.set(k, String(v));
+      }
+    }
+    const headers: Record<string, string> = { Accept: "application/json", ...spec.headers };
+    const ua = nodeUserAgent();
+    if (ua) {
+      headers["User-Agent"] = ua;
+    }
+    let body: string | undefined;
+    if (spec.body !== undefined) {
+      body = JSON.stringify(spec.body);
+      headers["Content-Type"] = "application/json";
+    }
+    if (spec.credential === "agent") {
+      headers.Authorization = `Bearer ${await this.#agentToken(spec)}`;
+    } else if (cfg.signer) {
+      const signer = await cfg.signer();
+      const signed = await signer.sign(useStream ? "lambda" : "execute-api", {
+        method: spec.method,
+        url,
+        headers,
+        body,
+      });
+      Object.assign(headers, signed);
+    } else if (cfg.runtimeToken) {
+      headers.Authorization = `Bearer ${cfg.runtimeToken}`;
+    } else {
+      throw new MissingCredentialError({
+        code: "missingCredential",
+        message: `${spec.method} ${spec.path} takes the runtime credential: pass runtimeToken (AGENTAUTH_RUNTIME_TOKEN), or auth: "sigv4" (AGENTAUTH_AUTH=sigv4) for the AWS deployment`,
+      });
+    }
+    const timeoutMs = spec.timeoutMs ?? cfg.timeoutMs;
+    const ctl = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      ctl.abort();
+    }, timeoutMs);
+    const onAbort = () => ctl.abort();
+    spec.signal?.addEventListener("abort", onAbort, { once: true });
+    if (spec.signal?.aborted) {
+      ctl.abort();
+    }
+    try {
+      return await cfg.fetch(url.toString(), { method: spec.method, headers, body, signal: ctl.signal });
+    } catch (err) {
+      if (spec.signal?.aborted) {
+        throw aborted(spec.signal);
+      }
+      if (timedOut) {
+        throw new AgentauthTimeoutError({
+          code: "timeout",
+          message: `${spec.method} ${url.pathname}: no answer within ${timeoutMs} ms`,
+          cause: err,
+        });
+      }
+      throw new NetworkError({
+        code: "network",
+        message: `${spec.method} ${url.pathname}: ${describe(err)}`,
+        cause: err,
+      });
+    } finally {
+      clearTimeout(timer);
+      spec.signal?.removeEventListener("abort", onAbort);
+    }
+  }
+
+  async #agentToken(spec: RequestSpec): Promise<string> {
+    const t = this.#cfg.agentToken;
+    const token = typeof t === "function" ? await t() : t;
+    if (!token) {
+      throw new MissingCredentialError({
+        code: "missingCredential",
+        message: `${spec.method} ${spec.path} takes an agent JWT: pass agentToken (AGENTAUTH_AGENT_TOKEN)`,
+      });
+    }
+    return token;
+  }
+}
+
+function describe(err: unknown): string {
+  if (err instanceof Error) {
+    const cause = (err as { cause?: unknown }).cause;
+    return cause instanceof Error ? `${err.message} (${cause.message})` : err.message;
+  }
+  return String(err);
+}
+
+async function readText(res: Response, spec: RequestSpec): Promise<string> {
+  try {
+    return await res.text();
+  } catch (err) {
+    if (spec.signal?.aborted) {
+      throw aborted(spec.signal);
+    }
+    throw new NetworkError({
+      code: "network",
+      message: `${spec.method} ${spec.path}: the answer was cut: ${describe(err)}`,
+      status: res.status,
+      cause: err,
+    });
+  }
+}
+
+async function errorOf(res: Response, spec: RequestSpec): Promise<AgentauthError> {
+  let text = "";
+  try {
+    text = await res.text();
+  } catch {
+    // The status alone still says what failed.
+  }
+  let body: ErrorBody | undefined;
+  try {
+    const parsed = JSON.parse(text) as { error?: unknown; message?: unknown };
+    if (parsed && typeof parsed.error === "object" && parsed.error !== null) {
+      body = parsed.error as ErrorBody;
+    } else if (parsed && typeof parsed.message === "string") {
+      // API Gateway's and the Lambda URL's own answers: {"message": "..."}.
+      body = { message: parsed.message };
+    }
+  } catch {
+    // Not JSON (a proxy's page): the status alone says what failed.
+  }
+  const err = errorFromBody(res.status, body, res.headers.get("X-Request-Id"));
+  if (!body?.message) {
+    Object.defineProperty(err, "message", { value: `${spec.method} ${spec.path}: HTTP ${res.status}` });
+  }
+  return err;
+}
