@@ -15,6 +15,7 @@ import (
 	"github.com/agentauth/agentauth/shared/edge/httpapi"
 	"github.com/agentauth/agentauth/shared/edge/httpx"
 	"github.com/agentauth/agentauth/shared/oauth"
+	"github.com/agentauth/agentauth/shared/tools/skills"
 	"github.com/agentauth/agentauth/shared/tools/toolcatalog"
 	"github.com/agentauth/agentauth/shared/tools/toolplane"
 	"github.com/agentauth/agentauth/shared/turn"
@@ -70,7 +71,7 @@ func (a *App) mountConsole(cfg config.Config, be *Backends, lambda bool, log *sl
 		}
 	}
 	if a.plane != nil {
-		ccfg.Catalog = planeCatalog{a.plane}
+		ccfg.Catalog = planeCatalog{p: a.plane, paths: domain.ClaimPaths{Tenant: tenantClaim(cfg), Skills: skillsClaim(cfg)}.WithDefaults()}
 	}
 	ccfg.Active = a.Active
 	ccfg.TurnStats = a.TurnStats
@@ -95,8 +96,12 @@ func (a *App) mountConsole(cfg config.Config, be *Backends, lambda bool, log *sl
 // lambdaStreamWindow is how long a console stream runs on Lambda.
 const lambdaStreamWindow = 5 * time.Second
 
-// planeCatalog is the tool plane as the console's tools page reads it.
-type planeCatalog struct{ p *toolplane.Plane }
+// planeCatalog is the tool plane as the console's tools page reads it;
+// paths are where the skill routes read a caller's tenant and allow list.
+type planeCatalog struct {
+	p     *toolplane.Plane
+	paths domain.ClaimPaths
+}
 
 func (c planeCatalog) CatalogTools(ctx context.Context) []console.CatalogTool {
 	snap := c.p.Snapshot(ctx)
@@ -110,6 +115,23 @@ func (c planeCatalog) CatalogTools(ctx context.Context) []console.CatalogTool {
 func (c planeCatalog) Explain(ctx context.Context, claims map[string]any) toolcatalog.Explanation {
 	c.p.Snapshot(ctx) // brings the catalog up to the uploads now
 	return c.p.Catalog().Explain(claims)
+}
+
+// ExplainSkills reads the claims as the skill routes do (the one
+// principal mapping) and asks the skill index why.
+func (c planeCatalog) ExplainSkills(ctx context.Context, claims map[string]any) console.SkillsExplanation {
+	p := domain.NewPrincipal(claims, c.paths)
+	return console.SkillsExplanation{AllowListClaim: c.paths.Skills, Tenant: p.Tenant, Allowed: p.AllowedSkills,
+		Skills: c.p.Snapshot(ctx).Skills.Explain(skills.Query{TenantID: p.Tenant, AllowedSkillNames: p.AllowedSkills})}
+}
+
+// skillsClaim is where a caller's claims list the tenant skills it may
+// see (the tool plane's setting).
+func skillsClaim(cfg config.Config) string {
+	if cfg.Tools == nil {
+		return ""
+	}
+	return cfg.Tools.SkillsClaim
 }
 
 // loopbackHTTP reports whether base is plain HTTP on a loopback host,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/changeset"
+	"github.com/agentauth/agentauth/shared/tools/skills"
 	"github.com/agentauth/agentauth/shared/tools/toolcatalog"
 	"github.com/agentauth/agentauth/shared/turn"
 )
@@ -24,8 +25,25 @@ type Catalog interface {
 	// CatalogTools are the tools of the active revision and the tenant
 	// uploads.
 	CatalogTools(ctx context.Context) []CatalogTool
-	// Explain is what a caller with claims would see, and why.
+	// Explain is what a caller with claims would see of the tools, and
+	// why.
 	Explain(ctx context.Context, claims map[string]any) toolcatalog.Explanation
+	// ExplainSkills is what a caller with claims would see of the skills,
+	// and why.
+	ExplainSkills(ctx context.Context, claims map[string]any) SkillsExplanation
+}
+
+// SkillsExplanation is which skills a caller sees and why: the caller's
+// tenant and allow list, read from the claims as the skill routes read
+// them, and skills.Index.Explain's answer for them.
+type SkillsExplanation struct {
+	// AllowListClaim is the claim path of the allow list (skills).
+	AllowListClaim string
+	Tenant         string
+	Allowed        []string
+	// Skills are the visible skills and the caller's tenant's hidden
+	// ones, by name.
+	Skills []skills.Visibility
 }
 
 // CatalogTool is one tool as the catalog lists it.
@@ -46,8 +64,38 @@ type toolsData struct {
 	Simulated bool
 	Policies  []string
 	Groups    []groupGrant
-	Visible   []string
+	Visible   []visibleTool
 	Tenant    string
+	// Skills: what the caller sees of them (and its tenant's hidden
+	// ones); VisibleSkills counts the visible.
+	Skills        []skillRow
+	VisibleSkills int
+	SkillTenant   string
+	SkillsClaim   string
+	Allowed       []string
+}
+
+// visibleTool is a tool the simulated caller sees and every grant that
+// gives it.
+type visibleTool struct {
+	ID  string
+	Via []toolVia
+}
+
+// toolVia is one grant: policy → group, through the group's selectors
+// (each as the bundle writes it), its explicit tool ids, or both.
+type toolVia struct {
+	Policy, Group string
+	Selectors     []string
+	Explicit      bool
+}
+
+// skillRow is a skill and why the caller sees it or not.
+type skillRow struct {
+	Name, Tenant, Description string
+	Visible                   bool
+	// Reason is skills.Reason's value (global, allowed, not_allowed).
+	Reason string
 }
 
 type groupGrant struct {
@@ -64,7 +112,8 @@ const exampleClaims = `{
 }`
 
 // tools shows the catalog and the policy simulator: enter claims, see
-// which policies match, the groups they grant and the tools each gives.
+// which policies match, the groups they grant, the tools each gives and
+// the skills the caller sees — each tool and skill with why.
 // Platform-wide (the bundle's policies): platform admins only.
 func (c *Console) tools(w http.ResponseWriter, r *http.Request, op operator) (string, any, error) {
 	if !op.Platform || c.cfg.Catalog == nil {
@@ -91,10 +140,27 @@ func (c *Console) tools(w http.ResponseWriter, r *http.Request, op operator) (st
 		}
 		d.Groups = append(d.Groups, gg)
 	}
-	for _, t := range e.Manifest {
-		d.Visible = append(d.Visible, t.ToolID)
+	for _, t := range e.Tools {
+		vt := visibleTool{ID: t.ToolID}
+		for _, g := range t.Grants {
+			v := toolVia{Policy: g.PolicyID, Group: g.GroupID, Explicit: g.Explicit}
+			for _, s := range g.Selectors {
+				v.Selectors = append(v.Selectors, s.String())
+			}
+			vt.Via = append(vt.Via, v)
+		}
+		d.Visible = append(d.Visible, vt)
 	}
-	c.cfg.Log.InfoContext(ctx, "console policy simulation", "operator", op.Subject, "policies", len(d.Policies), "tools", len(d.Visible))
+	se := c.cfg.Catalog.ExplainSkills(ctx, claims)
+	d.SkillTenant, d.SkillsClaim, d.Allowed = se.Tenant, se.AllowListClaim, se.Allowed
+	for _, s := range se.Skills {
+		r := skillRow{Name: s.Name, Tenant: s.TenantID, Description: s.Description, Visible: s.Reason.Visible(), Reason: string(s.Reason)}
+		if r.Visible {
+			d.VisibleSkills++
+		}
+		d.Skills = append(d.Skills, r)
+	}
+	c.cfg.Log.InfoContext(ctx, "console policy simulation", "operator", op.Subject, "policies", len(d.Policies), "tools", len(d.Visible), "skills", d.VisibleSkills)
 	return "tools", view{Title: "Tools", Nav: "tools", Data: d}, nil
 }
 

@@ -13,14 +13,20 @@ import (
 
 	"github.com/agentauth/agentauth/shared/bundle"
 	"github.com/agentauth/agentauth/shared/changeset"
+	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/local/bundlerepo"
 	"github.com/agentauth/agentauth/shared/tools/discovery"
+	"github.com/agentauth/agentauth/shared/tools/skills"
 	"github.com/agentauth/agentauth/shared/tools/toolcatalog"
 )
 
 // catalogOf is a real catalog over a small index: editors get slack:post
-// through p-write, everyone with a sub slack:read through p-read.
-type catalogOf struct{ c *toolcatalog.Catalog }
+// through p-write (listed explicitly), everyone with a sub slack:read
+// through p-read (a selector), and the skills of a real skill index.
+type catalogOf struct {
+	c  *toolcatalog.Catalog
+	sk *skills.Index
+}
 
 func (c catalogOf) CatalogTools(context.Context) []CatalogTool {
 	return []CatalogTool{{ID: "slack:read", Name: "read", Source: "slack"}, {ID: "slack:post", Name: "post", Source: "slack", Description: "post a message"}}
@@ -28,6 +34,12 @@ func (c catalogOf) CatalogTools(context.Context) []CatalogTool {
 
 func (c catalogOf) Explain(_ context.Context, claims map[string]any) toolcatalog.Explanation {
 	return c.c.Explain(claims)
+}
+
+func (c catalogOf) ExplainSkills(_ context.Context, claims map[string]any) SkillsExplanation {
+	p := domain.NewPrincipal(claims, domain.ClaimPaths{})
+	return SkillsExplanation{AllowListClaim: "skills", Tenant: p.Tenant, Allowed: p.AllowedSkills,
+		Skills: c.sk.Explain(skills.Query{TenantID: p.Tenant, AllowedSkillNames: p.AllowedSkills})}
 }
 
 func newCatalog(t *testing.T) Catalog {
@@ -39,17 +51,27 @@ func newCatalog(t *testing.T) Catalog {
 		Tools: []discovery.Tool{tool("slack:post"), tool("slack:read")},
 		Groups: []discovery.Group{
 			{ID: "writers", Active: true, ExplicitToolIDs: []string{"slack:post"}},
-			{ID: "readers", Active: true, ExplicitToolIDs: []string{"slack:read"}},
+			{ID: "readers", Active: true, Selectors: []discovery.Selector{{Source: "slack", Name: "*read"}}},
+			{ID: "posters", Active: true, Selectors: []discovery.Selector{{Source: "slack"}, {Name: "*post"}}, ExplicitToolIDs: []string{"slack:post"}},
 		},
 		Policies: []discovery.Policy{
-			{ID: "p-write", Active: true, Matchers: []discovery.Matcher{{Claim: "role", Operator: "equals", Value: "editor"}}, GroupIDs: []string{"writers"}},
+			{ID: "p-write", Active: true, Matchers: []discovery.Matcher{{Claim: "role", Operator: "equals", Value: "editor"}}, GroupIDs: []string{"writers", "posters"}},
 			{ID: "p-read", Active: true, Matchers: []discovery.Matcher{{Claim: "sub", Operator: "exists"}}, GroupIDs: []string{"readers"}},
 		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return catalogOf{toolcatalog.New(ix, "r1", toolcatalog.Settings{})}
+	sk, err := skills.NewIndex([]skills.Skill{
+		{Name: "deploy", Description: "How to deploy a service", Scope: skills.ScopeGlobal},
+		{Name: "runbook", Description: "Acme's on-call runbook", Scope: skills.ScopeTenant, TenantID: "acme"},
+		{Name: "pricing", Description: "Acme's price list", Scope: skills.ScopeTenant, TenantID: "acme"},
+		{Name: "secret-sauce", Description: "Globex's own", Scope: skills.ScopeTenant, TenantID: "globex"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return catalogOf{toolcatalog.New(ix, "r1", toolcatalog.Settings{}), sk}
 }
 
 func TestPolicySimulator(t *testing.T) {
@@ -70,14 +92,41 @@ func TestPolicySimulator(t *testing.T) {
 		t.Fatal("the tools page without claims: the catalog and the example claims, no simulation")
 	}
 	page = sim(`{"sub":"alice","role":"editor"}`)
-	for _, want := range []string{`id="visible-count">2<`, "<code>p-write</code>", "<code>p-read</code>", "<code>writers</code></td><td><code>slack:post</code>"} {
+	for _, want := range []string{`id="visible-count">2<`, "<code>p-write</code>", "<code>p-read</code>", "<code>writers</code></td><td><code>slack:post</code>",
+		// Each tool with the policy, group and selector or explicit id
+		// that gave it.
+		"<tr><td><code>slack:post</code></td><td><ul class=\"via\"><li>policy <code>p-write</code> → group <code>posters</code> (selectors, each matched: <code>{source: slack}</code> and <code>{name: *post}</code>; also listed in <code>explicitToolIds</code>)</li>" +
+			"<li>policy <code>p-write</code> → group <code>writers</code> (listed in <code>explicitToolIds</code>)</li></ul>",
+		"<tr><td><code>slack:read</code></td><td><ul class=\"via\"><li>policy <code>p-read</code> → group <code>readers</code> (selector: <code>{source: slack, name: *read}</code>)</li></ul>",
+		// The global skill, and no tenant's: alice names no tenant.
+		`id="skills-count">1<`, "<td><code>deploy</code></td><td>global</td><td><span class=\"badge st-ok\">visible</span> a global skill: every caller sees it</td><td>How to deploy a service</td>",
+	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("editor: no %q", want)
+		}
+	}
+	for _, hidden := range []string{"runbook", "pricing", "secret-sauce"} {
+		if strings.Contains(page, hidden) {
+			t.Errorf("a caller without a tenant is shown tenant skill %s", hidden)
 		}
 	}
 	page = sim(`{"sub":"bob"}`)
 	if !strings.Contains(page, `id="visible-count">1<`) || strings.Contains(page, "<code>p-write</code>") {
 		t.Error("a caller without the role sees the write policy")
+	}
+	// A caller of acme whose allow list names one of acme's skills sees
+	// it, is told why the other is hidden, and never sees globex's.
+	page = sim(`{"sub":"dan","tenant_id":"acme","skills":["runbook","secret-sauce"]}`)
+	for _, want := range []string{`id="skills-count">2<`, "This caller: tenant <code>acme</code>, naming <code>runbook</code>, <code>secret-sauce</code>.",
+		"<td><code>runbook</code></td><td>tenant <code>acme</code></td><td><span class=\"badge st-ok\">visible</span> its tenant's, named in the caller's <code>skills</code> claim</td>",
+		"<td><code>pricing</code></td><td>tenant <code>acme</code></td><td><span class=\"badge st-off\">hidden</span> its tenant's, not named in the caller's <code>skills</code> claim</td>",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("acme's caller: no %q", want)
+		}
+	}
+	if strings.Contains(page, "Globex") {
+		t.Error("acme's caller is shown globex's skill")
 	}
 	if page = sim(`{"role":"editor"`); !strings.Contains(page, "not a JSON object: unexpected EOF") {
 		t.Errorf("cut JSON: %s", page)
