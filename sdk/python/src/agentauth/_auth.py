@@ -1,0 +1,121 @@
+"""Credentials on requests: the runtime token or SigV4 for the runtime routes,
+the agent JWT for the tool routes.
+
+``serve`` takes ``Authorization: Bearer <runtime token>`` on its runtime
+routes (``/v1/oauth/*``, ``/v1/instances*``); the AWS deployment authorizes
+them with IAM, so they are signed with SigV4 for ``execute-api``, and the
+turn event stream, served by the turn function's URL, for ``lambda``. The
+tool routes (``/v1/agents/*``, ``/v1/tools/invoke``) take an agent JWT from
+the identity provider on both. A route whose credential is missing raises
+:class:`~agentauth.errors.MissingCredential` before anything is sent.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Generator
+from typing import Any
+
+import httpx
+
+from . import errors
+from ._core import Credential, Settings
+from .models import Secret
+
+_RUNTIME_MISSING = (
+    "this route takes the runtime token: set AGENTAUTH_RUNTIME_TOKEN or pass runtime_token=… "
+    "(for the AWS deployment, set AGENTAUTH_AUTH=sigv4 or pass auth='sigv4')"
+)
+_AGENT_MISSING = (
+    "this route takes an agent JWT from your identity provider: set AGENTAUTH_AGENT_TOKEN or pass agent_token=…"
+)
+
+
+class BearerAuth(httpx.Auth):
+    """``Authorization: Bearer <token>``; a callable is asked on every request (a JWT that renews)."""
+
+    def __init__(self, token: Secret | Callable[[], str]) -> None:
+        self._token = token
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        value = self._token.reveal() if isinstance(self._token, Secret) else self._token()
+        request.headers["Authorization"] = f"Bearer {value}"
+        yield request
+
+
+class SigV4Auth(httpx.Auth):
+    """AWS Signature Version 4 with botocore's standard credential chain (``agentauth[aws]``)."""
+
+    requires_request_body = True
+
+    def __init__(self, service: str, region: str, credentials: Any) -> None:
+        self._service = service
+        self._region = region
+        self._credentials = credentials
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        from botocore.auth import SigV4Auth as BotoSigV4
+        from botocore.awsrequest import AWSRequest
+
+        # botocore may refresh expiring credentials here (a role's, from
+        # IMDS or STS): a short blocking call, as every botocore client does.
+        frozen = self._credentials.get_frozen_credentials()
+        headers = {"Host": request.headers["Host"]}
+        if "Content-Type" in request.headers:
+            headers["Content-Type"] = request.headers["Content-Type"]
+        aws = AWSRequest(method=request.method, url=str(request.url), data=request.content, headers=headers)
+        BotoSigV4(frozen, self._service, self._region).add_auth(aws)
+        for name in ("Authorization", "X-Amz-Date", "X-Amz-Security-Token", "X-Amz-Content-SHA256"):
+            value = aws.headers.get(name)
+            if value is not None:
+                request.headers[name] = value
+        yield request
+
+
+class Credentials:
+    """Picks each request's credential from the settings; botocore is loaded once, when first needed."""
+
+    def __init__(self, settings: Settings, aws_credentials: Any = None) -> None:
+        self._settings = settings
+        self._aws = aws_credentials
+        self._region = settings.region
+        self._lock = threading.Lock()
+
+    def _aws_credentials(self) -> tuple[Any, str]:
+        with self._lock:
+            if self._aws is None or self._region is None:
+                try:
+                    import botocore.session
+                except ImportError as exc:
+                    raise errors.MissingCredential(
+                        "AGENTAUTH_AUTH=sigv4 needs botocore: pip install 'agentauth[aws]'"
+                    ) from exc
+                session = botocore.session.get_session()
+                if self._aws is None:
+                    self._aws = session.get_credentials()
+                if self._region is None:
+                    self._region = session.get_config_variable("region")
+            if self._aws is None:
+                raise errors.MissingCredential(
+                    "SigV4 needs AWS credentials: none found in the standard chain "
+                    "(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, a role)"
+                )
+            if not self._region:
+                raise errors.MissingCredential("SigV4 needs a region: set AWS_REGION or pass region=…")
+            return self._aws, self._region
+
+    def auth(self, credential: Credential) -> httpx.Auth | None:
+        s = self._settings
+        if credential == "none":
+            return None
+        if credential == "agent":
+            if s.agent_token is None:
+                raise errors.MissingCredential(_AGENT_MISSING)
+            return BearerAuth(s.agent_token)
+        if s.auth == "sigv4":
+            creds, region = self._aws_credentials()
+            service = "lambda" if credential == "stream" and s.stream_url else "execute-api"
+            return SigV4Auth(service, region, creds)
+        if s.runtime_token is None:
+            raise errors.MissingCredential(_RUNTIME_MISSING)
+        return BearerAuth(s.runtime_token)

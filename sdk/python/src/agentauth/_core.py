@@ -1,0 +1,797 @@
+"""What the sync and the async client share: settings, request building,
+answer parsing, the retry rule, the SSE parser and the follow state.
+
+Nothing here does I/O: the two clients only send the requests built here
+(``httpx.Client`` or ``httpx.AsyncClient``) and sleep (``time.sleep`` or
+``asyncio.sleep``), so the rules live in one place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from email.utils import parsedate_to_datetime
+from typing import Any, Generic, Literal, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from . import errors
+from ._version import __version__
+from .models import (
+    Actor,
+    EventPosted,
+    Instance,
+    InstanceDeleted,
+    InstanceDetail,
+    ResumeTarget,
+    Revocation,
+    Secret,
+    SessionStatus,
+    Skill,
+    Token,
+    Tool,
+    ToolError,
+    ToolResult,
+    TurnAuth,
+    TurnEvent,
+    parse_time,
+)
+
+T = TypeVar("T")
+
+Credential = Literal["runtime", "agent", "stream", "none"]
+
+USER_AGENT = f"agentauth-python/{__version__}"
+
+# The server's bound of one long poll of a session (GET /v1/oauth/sessions/{id}?wait=N).
+MAX_WAIT_CHUNK = 55
+
+
+# --- settings ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds. ``read`` bounds one wait for bytes; long polls add their wait to it;
+    a stream's ``stream_read`` is longer than the server's 15 s keep-alive, so a
+    silent stream is a dropped one."""
+
+    connect: float = 5.0
+    read: float = 30.0
+    write: float = 30.0
+    pool: float = 10.0
+    stream_read: float = 45.0
+
+    def httpx(self, read: float | None = None) -> httpx.Timeout:
+        return httpx.Timeout(connect=self.connect, read=read or self.read, write=self.write, pool=self.pool)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter; ``Retry-After`` honoured up to ``max_retry_after``.
+
+    ``max_attempts`` counts the first try. A retry happens only where it is
+    safe (:func:`retry_delay`).
+    """
+
+    max_attempts: int = 4
+    base_delay: float = 0.25
+    max_delay: float = 8.0
+    max_retry_after: float = 30.0
+    # follow(): reconnects in a row without a new event before it gives up.
+    max_reconnects: int = 8
+
+    def backoff(self, attempt: int) -> float:
+        """The wait before retry number ``attempt`` (1, 2, …)."""
+        cap = min(self.max_delay, self.base_delay * (2 ** max(0, attempt - 1)))
+        return random.uniform(cap / 2, cap)  # noqa: S311 - jitter, not a secret
+
+
+NO_RETRY = RetryPolicy(max_attempts=1)
+
+AuthMode = Literal["token", "sigv4"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    base_url: str
+    auth: AuthMode
+    runtime_token: Secret | None
+    agent_token: Secret | Callable[[], str] | None
+    stream_url: str | None
+    region: str | None
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    @classmethod
+    def resolve(
+        cls,
+        *,
+        base_url: str | None,
+        runtime_token: str | Secret | None,
+        agent_token: str | Secret | Callable[[], str] | None,
+        auth: str | None,
+        stream_url: str | None,
+        region: str | None,
+        timeouts: Timeouts | None,
+        retry: RetryPolicy | None,
+        env: Mapping[str, str] | None,
+    ) -> Settings:
+        """Arguments first, then ``AGENTAUTH_*`` (and ``AWS_REGION``) from ``env`` (default ``os.environ``)."""
+        env = os.environ if env is None else env
+        url = base_url or env.get("AGENTAUTH_URL") or "http://127.0.0.1:8080"
+        mode = (auth or env.get("AGENTAUTH_AUTH") or "token").strip().lower()
+        if mode not in ("token", "sigv4"):
+            raise errors.AgentauthError(
+                f"auth must be 'token' (a runtime token) or 'sigv4' (AWS IAM), not {mode!r}",
+                code="invalidConfiguration",
+            )
+        rt = _secret(runtime_token) or _secret(env.get("AGENTAUTH_RUNTIME_TOKEN"))
+        at: Secret | Callable[[], str] | None
+        at = agent_token if callable(agent_token) else _secret(agent_token) or _secret(env.get("AGENTAUTH_AGENT_TOKEN"))
+        stream = stream_url or env.get("AGENTAUTH_STREAM_URL") or None
+        reg = region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None
+        return cls(
+            base_url=_check_url(url, "base_url (AGENTAUTH_URL)"),
+            auth=mode,  # type: ignore[arg-type]
+            runtime_token=rt,
+            agent_token=at,
+            stream_url=_check_url(stream, "stream_url (AGENTAUTH_STREAM_URL)") if stream else None,
+            region=reg,
+            timeouts=timeouts or Timeouts(),
+            retry=retry or RetryPolicy(),
+        )
+
+
+def _secret(value: str | Secret | None) -> Secret | None:
+    if value is None:
+        return None
+    if isinstance(value, Secret):
+        return value if value.reveal() else None
+    value = value.strip()
+    return Secret(value) if value else None
+
+
+def _check_url(url: str, what: str) -> str:
+    parsed = httpx.URL(url)
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise errors.AgentauthError(f"{what} must be an http(s) URL, not {url!r}", code="invalidConfiguration")
+    return url.rstrip("/")
+
+
+def join_url(base: str, path: str) -> str:
+    """base (which may hold a path: API Gateway's ``/_aws/execute-api/<id>/$default``) + an absolute path."""
+    return base.rstrip("/") + path
+
+
+# --- requests ----------------------------------------------------------------
+
+
+def segment(value: str, what: str) -> str:
+    """One path segment, escaped; ``.`` and ``..`` as ``%2E``/``%2E%2E`` (docs/turns.md, *HTTP API and CLI*)."""
+    if not value:
+        raise errors.InvalidRequest(f"{what} is empty")
+    if value == ".":
+        return "%2E"
+    if value == "..":
+        return "%2E%2E"
+    return quote(value, safe="")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request: where, with which credential, and whether repeating it is safe."""
+
+    method: str
+    path: str
+    credential: Credential
+    idempotent: bool
+    query: Mapping[str, str] | None = None
+    body: Any = None
+    has_body: bool = False
+    read_timeout: float | None = None
+    headers: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Op(Generic[T]):
+    """A request and how to read its answer."""
+
+    call: Call
+    parse: Callable[[httpx.Response], T]
+
+
+def build_request(client: httpx.Client | httpx.AsyncClient, settings: Settings, call: Call) -> httpx.Request:
+    base = settings.base_url
+    read = call.read_timeout
+    if call.credential == "stream":
+        base = settings.stream_url or settings.base_url
+        read = read or settings.timeouts.stream_read
+    headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+    headers.update(call.headers or {})
+    kwargs: dict[str, Any] = {}
+    if call.has_body:
+        # Compact, deterministic bytes: what SigV4 signs is what is sent.
+        kwargs["content"] = json.dumps(call.body, separators=(",", ":"), ensure_ascii=False).encode()
+        headers["Content-Type"] = "application/json"
+    return client.build_request(
+        call.method,
+        join_url(base, call.path),
+        params=dict(call.query) if call.query else None,
+        headers=headers,
+        timeout=settings.timeouts.httpx(read),
+        **kwargs,
+    )
+
+
+# --- answers -----------------------------------------------------------------
+
+
+def request_id(response: httpx.Response, body: Any = None) -> str | None:
+    if isinstance(body, Mapping):
+        err = body.get("error")
+        if isinstance(err, Mapping) and isinstance(err.get("requestId"), str):
+            return str(err["requestId"])
+    return response.headers.get("X-Request-Id") or response.headers.get("x-amzn-requestid") or None
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """Retry-After in seconds (delta or HTTP date), or None."""
+    value = response.headers.get("Retry-After")
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+def error_from_response(response: httpx.Response) -> errors.AgentauthError:
+    """The typed error of a non-2xx answer: agentauth's one error body, API Gateway's
+    ``{"message"}``, or the status alone."""
+    body: Any = None
+    try:
+        body = response.json()
+    except (ValueError, UnicodeDecodeError):
+        body = None
+    code: str | None = None
+    message = ""
+    details: Mapping[str, Any] | None = None
+    if isinstance(body, Mapping):
+        err = body.get("error")
+        if isinstance(err, Mapping):
+            code = str(err["code"]) if isinstance(err.get("code"), str) else None
+            message = str(err["message"]) if isinstance(err.get("message"), str) else ""
+            details = err["details"] if isinstance(err.get("details"), Mapping) else None
+        elif isinstance(body.get("message"), str):  # API Gateway's own answers
+            message = str(body["message"])
+        elif isinstance(body.get("Message"), str):
+            message = str(body["Message"])
+    if not message:
+        text = response.text.strip() if body is None else ""
+        reason = response.reason_phrase or "error"
+        message = f"HTTP {response.status_code} {reason}" + (f": {text[:200]}" if text else "")
+    cls = error_class_for_code(code, response.status_code)
+    return cls(
+        message,
+        code=code or None,
+        status=response.status_code,
+        request_id=request_id(response, body),
+        details=details,
+        retry_after=retry_after(response),
+    )
+
+
+def error_class_for_code(code: str | None, status: int) -> type[errors.AgentauthError]:
+    return errors.error_class_for(code, status)
+
+
+def read_json(response: httpx.Response) -> Any:
+    """The body of a 2xx answer as JSON; any other answer raised as its typed error."""
+    if not response.is_success:
+        raise error_from_response(response)
+    try:
+        return response.json()
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise errors.UnexpectedResponse(
+            f"{response.request.method} {response.request.url.path}: HTTP {response.status_code} is not JSON",
+            status=response.status_code,
+            request_id=request_id(response),
+        ) from exc
+
+
+def read_object(response: httpx.Response) -> dict[str, Any]:
+    body = read_json(response)
+    if not isinstance(body, dict):
+        raise errors.UnexpectedResponse(
+            f"{response.request.url.path}: expected a JSON object",
+            status=response.status_code,
+            request_id=request_id(response),
+        )
+    return body
+
+
+def read_data_list(response: httpx.Response) -> list[dict[str, Any]]:
+    body = read_object(response)
+    data = body.get("data")
+    if not isinstance(data, list):
+        raise errors.UnexpectedResponse(
+            f"{response.request.url.path}: expected {{'data': [...]}}",
+            status=response.status_code,
+            request_id=request_id(response),
+        )
+    return [d for d in data if isinstance(d, dict)]
+
+
+# --- retries -----------------------------------------------------------------
+
+# Statuses a safe request is tried again on. 500 is not among them: agentauth
+# answers 500 for a failure that a retry will most likely meet again.
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+
+
+def retry_delay(policy: RetryPolicy, call: Call, attempt: int, outcome: httpx.Response | Exception) -> float | None:
+    """How long to wait before trying ``call`` again after ``outcome``, or None to stop.
+
+    What is safe to repeat:
+
+    - a request that never reached the server (the connection could not be
+      made): always;
+    - a 429: always, after Retry-After — agentauth refuses it before doing
+      anything (a tool's rate limit, too many streams; API Gateway's throttle);
+    - a 502/503/504 or a connection lost after sending: only for a request
+      whose repeat changes nothing (``Call.idempotent``): the GETs;
+      ``POST /v1/oauth/token`` (asked again before consent it answers the
+      same pending session, README *HTTP API*; a ready token is read again);
+      an event posted with an ``id`` (the queue takes it once,
+      docs/turns.md *Posting an event*); pause, resume and terminate (again
+      changes nothing, docs/turns.md *Lifecycle*). Never a tool invocation
+      (the tool may have acted), an event without an ``id`` (it would be
+      queued twice), a revoke or a delete (a repeat answers 404).
+    """
+    if attempt >= policy.max_attempts:
+        return None
+    if isinstance(outcome, httpx.Response):
+        status = outcome.status_code
+        if status not in RETRY_STATUSES or (status != 429 and not call.idempotent):
+            return None
+        after = retry_after(outcome)
+        if after is not None:
+            return after if after <= policy.max_retry_after else None
+        return policy.backoff(attempt)
+    if isinstance(outcome, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)):
+        return policy.backoff(attempt)
+    if isinstance(outcome, httpx.TransportError) and call.idempotent:
+        return policy.backoff(attempt)
+    return None
+
+
+def connection_error(call: Call, exc: Exception) -> errors.ConnectionFailed:
+    kind = type(exc).__name__
+    return errors.ConnectionFailed(f"{call.method} {call.path}: no answer ({kind}: {exc})")
+
+
+# --- operations ----------------------------------------------------------------
+
+
+def app_ref(app: str) -> str:
+    """``name`` or ``OAuthApp/name`` → ``OAuthApp/name``."""
+    if not app:
+        raise errors.InvalidRequest("app is empty: name an OAuthApp of the bundle")
+    return app if "/" in app else f"OAuthApp/{app}"
+
+
+def _seconds(value: float | timedelta | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    return int(value)
+
+
+def _auth_json(
+    auth: TurnAuth | Mapping[str, Any] | None,
+    subjects: Mapping[str, str] | None = None,
+    actor: Actor | str | Mapping[str, Any] | None = None,
+    claims: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if isinstance(auth, TurnAuth):
+        out = auth.to_json()
+    elif auth is not None:
+        out = dict(auth)
+    if subjects:
+        out["subjects"] = dict(subjects)
+    if actor is not None:
+        if isinstance(actor, Actor):
+            out["actor"] = actor.to_json()
+        elif isinstance(actor, str):
+            out["actor"] = Actor(id=actor).to_json()
+        else:
+            out["actor"] = dict(actor)
+    if claims is not None:
+        out["claims"] = dict(claims)
+    return out
+
+
+def parse_token(response: httpx.Response) -> Token:
+    body = read_object(response)
+    status = body.get("status")
+    if status == "ready":
+        return Token.from_json(body)
+    if status == "authorization_required":
+        raise authorization_required(body, request_id(response), response.status_code)
+    if status == "error":
+        err = body.get("error") if isinstance(body.get("error"), Mapping) else {}
+        assert isinstance(err, Mapping)
+        code = str(err.get("code") or "error")
+        details = {"scopes": err["scopes"]} if isinstance(err.get("scopes"), list) else None
+        cls = errors.error_class_for(code)
+        raise cls(
+            str(err.get("message") or code),
+            code=code,
+            status=response.status_code,
+            request_id=request_id(response),
+            details=details,
+        )
+    raise errors.UnexpectedResponse(
+        f"token answer with status {status!r}", status=response.status_code, request_id=request_id(response)
+    )
+
+
+def authorization_required(
+    body: Mapping[str, Any], rid: str | None, status: int | None = None
+) -> errors.AuthorizationRequired:
+    """From a token answer (``authSessionId``, …) or a tool result's ``authorization``."""
+    device = body.get("deviceCode")
+    return errors.AuthorizationRequired(
+        str(body.get("message") or ""),
+        authorization_url=str(body.get("authorizationUrl") or ""),
+        session_id=str(body.get("authSessionId") or ""),
+        expires_at=parse_time(body.get("expiresAt")),
+        oauth_app_ref=str(body["oauthAppRef"]) if isinstance(body.get("oauthAppRef"), str) else None,
+        device_code=device if isinstance(device, Mapping) else None,
+        request_id=rid,
+        status=status,
+    )
+
+
+def get_access_token(
+    app: str,
+    *,
+    subjects: Mapping[str, str] | None,
+    scopes: Sequence[str] | None,
+    min_ttl: float | timedelta | None,
+    resume: ResumeTarget | None,
+    actor: Actor | str | Mapping[str, Any] | None,
+    claims: Mapping[str, Any] | None,
+    auth: TurnAuth | Mapping[str, Any] | None,
+    origin: Mapping[str, Any] | None,
+) -> Op[Token]:
+    body: dict[str, Any] = {"oauthAppRef": app_ref(app)}
+    if scopes is not None:
+        body["scopes"] = list(scopes)
+    ttl = _seconds(min_ttl)
+    if ttl is not None:
+        body["minTtlSeconds"] = ttl
+    turn: dict[str, Any] = {"auth": _auth_json(auth, subjects, actor, claims)}
+    if resume is not None:
+        turn["resume"] = resume.to_json()
+    if origin is not None:
+        turn["origin"] = dict(origin)
+    body["turn"] = turn
+    return Op(Call("POST", "/v1/oauth/token", "runtime", idempotent=True, body=body, has_body=True), parse_token)
+
+
+def session_status(session_id: str, wait: int | None, timeouts: Timeouts) -> Op[SessionStatus]:
+    query = {"wait": str(wait)} if wait else None
+    read = timeouts.read + wait if wait else None
+    return Op(
+        Call(
+            "GET",
+            f"/v1/oauth/sessions/{segment(session_id, 'session_id')}",
+            "runtime",
+            idempotent=True,
+            query=query,
+            read_timeout=read,
+        ),
+        lambda r: SessionStatus.from_json(session_id, read_object(r)),
+    )
+
+
+def settle(status: SessionStatus) -> SessionStatus:
+    """A settled session: completed is returned, failed and expired are raised."""
+    if status.status == "completed":
+        return status
+    reason = status.status_reason
+    if status.status == "expired":
+        raise errors.AuthorizationExpired(
+            f"auth session {status.session_id} expired before the user consented" + (f" ({reason})" if reason else ""),
+            session_id=status.session_id,
+            reason=reason,
+            status_name=status.status,
+        )
+    raise errors.AuthorizationFailed(
+        f"auth session {status.session_id} {status.status or 'ended'}" + (f": {reason}" if reason else ""),
+        session_id=status.session_id,
+        reason=reason,
+        status_name=status.status,
+    )
+
+
+def session_id_of(session: str | errors.AuthorizationRequired) -> str:
+    sid = session.session_id if isinstance(session, errors.AuthorizationRequired) else session
+    if not sid:
+        raise errors.InvalidRequest("session_id is empty")
+    return sid
+
+
+def revoke(app: str, subject: str) -> Op[Revocation]:
+    body = {"oauthAppRef": app_ref(app), "subject": subject}
+    return Op(
+        Call("POST", "/v1/oauth/revoke", "runtime", idempotent=False, body=body, has_body=True),
+        lambda r: Revocation.from_json(read_object(r)),
+    )
+
+
+def list_tools() -> Op[list[Tool]]:
+    return Op(
+        Call("GET", "/v1/agents/tools", "agent", idempotent=True),
+        lambda r: [Tool.from_json(d) for d in read_data_list(r)],
+    )
+
+
+def search_skills(query: str, top_k: int | None) -> Op[list[Skill]]:
+    q = {"q": query}
+    if top_k is not None:
+        q["top_k"] = str(top_k)
+    return Op(
+        Call("GET", "/v1/agents/skills", "agent", idempotent=True, query=q),
+        lambda r: [Skill.from_json(d) for d in read_data_list(r)],
+    )
+
+
+def parse_tool_result(response: httpx.Response) -> ToolResult:
+    body = read_object(response)
+    result = body.get("result")
+    if not isinstance(result, Mapping):
+        raise errors.UnexpectedResponse(
+            "tool invocation without a result", status=response.status_code, request_id=request_id(response)
+        )
+    status = str(result.get("status") or "")
+    if status == "authorization_required":
+        authz = result.get("authorization")
+        raise authorization_required(
+            authz if isinstance(authz, Mapping) else {}, request_id(response), response.status_code
+        )
+    err = result.get("error")
+    tool_error = None
+    if isinstance(err, Mapping):
+        tool_error = ToolError(
+            code=str(err.get("code") or ""),
+            message=str(err.get("message") or ""),
+            name=str(err.get("name") or ""),
+            suggestion=str(err["suggestion"]) if isinstance(err.get("suggestion"), str) else None,
+        )
+    called = body.get("toolCalled")
+    returned = body.get("toolReturned")
+    return ToolResult(
+        status=status,
+        output=result.get("output"),
+        error=tool_error,
+        tool_called=dict(called) if isinstance(called, Mapping) else {},
+        tool_returned=dict(returned) if isinstance(returned, Mapping) else {},
+        raw=body,
+    )
+
+
+def invoke_tool(name: str, args: Mapping[str, Any] | None, call_id: str | None) -> Op[ToolResult]:
+    body: dict[str, Any] = {"toolName": name, "args": dict(args or {})}
+    if call_id:
+        body["callId"] = call_id
+    # 20 s for an http tool's request on the server, a refresh included: read a little longer.
+    return Op(
+        Call("POST", "/v1/tools/invoke", "agent", idempotent=False, body=body, has_body=True, read_timeout=45.0),
+        parse_tool_result,
+    )
+
+
+def instance_path(swarm: str, instance_key: str, agent: str | None = None) -> str:
+    path = f"/v1/instances/{segment(swarm, 'swarm')}/{segment(instance_key, 'instance_key')}"
+    return path + (f"/{segment(agent, 'agent')}" if agent is not None else "")
+
+
+def post_event(
+    swarm: str,
+    instance_key: str,
+    *,
+    text: str | None,
+    auth: TurnAuth | Mapping[str, Any] | None,
+    origin: Mapping[str, Any] | None,
+    id: str | None,
+    type: str | None,
+    agent: str | None,
+    properties: Mapping[str, str] | None,
+) -> Op[EventPosted]:
+    body: dict[str, Any] = {"auth": _auth_json(auth)}
+    if text is not None:
+        body["text"] = text
+    for key, mapping in (("origin", origin), ("properties", properties)):
+        if mapping is not None:
+            body[key] = dict(mapping)
+    for key, value in (("id", id), ("type", type), ("agent", agent)):
+        if value is not None:
+            body[key] = value
+    return Op(
+        Call(
+            "POST",
+            instance_path(swarm, instance_key) + "/events",
+            "runtime",
+            # With an id the queue takes the event once however often it is posted.
+            idempotent=id is not None,
+            body=body,
+            has_body=True,
+        ),
+        lambda r: EventPosted.from_json(read_object(r)),
+    )
+
+
+def list_instances() -> Op[list[Instance]]:
+    return Op(
+        Call("GET", "/v1/instances", "runtime", idempotent=True),
+        lambda r: [Instance.from_json(d) for d in read_data_list(r)],
+    )
+
+
+def inspect_instance(swarm: str, instance_key: str, agent: str) -> Op[InstanceDetail]:
+    return Op(
+        Call("GET", instance_path(swarm, instance_key, agent), "runtime", idempotent=True),
+        lambda r: InstanceDetail.from_json(read_object(r)),
+    )
+
+
+def lifecycle(swarm: str, instance_key: str, agent: str, action: str, reason: str | None = None) -> Op[Instance]:
+    has_body = action == "terminate" and reason is not None
+    return Op(
+        Call(
+            "POST",
+            instance_path(swarm, instance_key, agent) + "/" + action,
+            "runtime",
+            idempotent=True,
+            body={"reason": reason} if has_body else None,
+            has_body=has_body,
+        ),
+        lambda r: Instance.from_json(read_object(r)),
+    )
+
+
+def delete_instance(swarm: str, instance_key: str, agent: str) -> Op[InstanceDeleted]:
+    def parse(r: httpx.Response) -> InstanceDeleted:
+        body = read_object(r)
+        return InstanceDeleted(bool(body.get("deleted")), bool(body.get("oauthGrantsKept")))
+
+    return Op(Call("DELETE", instance_path(swarm, instance_key, agent), "runtime", idempotent=False), parse)
+
+
+def events_path(swarm: str, instance_key: str, agent: str, turn_id: str) -> str:
+    return instance_path(swarm, instance_key, agent) + f"/turns/{segment(turn_id, 'turn_id')}/events"
+
+
+def turn_events(swarm: str, instance_key: str, agent: str, turn_id: str, after: int | None) -> Op[list[TurnEvent]]:
+    return Op(
+        Call(
+            "GET",
+            events_path(swarm, instance_key, agent, turn_id),
+            "runtime",
+            idempotent=True,
+            query={"after": str(after)} if after is not None and after >= 0 else None,
+        ),
+        lambda r: [TurnEvent.from_json(d) for d in read_data_list(r)],
+    )
+
+
+# --- Server-Sent Events ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SSEMessage:
+    event: str
+    data: str
+    id: str | None
+
+
+class SSEParser:
+    """The text/event-stream grammar, one line at a time (comments and ``retry`` ignored)."""
+
+    def __init__(self) -> None:
+        self._data: list[str] = []
+        self._event = ""
+        self._id: str | None = None
+
+    def feed(self, line: str) -> SSEMessage | None:
+        if line == "":
+            if not self._data:
+                self._event = ""
+                return None
+            msg = SSEMessage(self._event or "message", "\n".join(self._data), self._id)
+            self._data, self._event = [], ""
+            return msg
+        if line.startswith(":"):
+            return None
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id" and "\x00" not in value:
+            self._id = value
+        return None
+
+
+class FollowState:
+    """Where a follow is: the last seq yielded (events at or before it are
+    dropped, so none is yielded twice), whether the turn ended, and how many
+    reconnects in a row found nothing new."""
+
+    def __init__(self, after: int | None, policy: RetryPolicy) -> None:
+        self.last = after if after is not None else -1
+        self.done = False
+        self.failures = 0
+        self.policy = policy
+        self.polling = False
+
+    def accept(self, event: TurnEvent) -> bool:
+        if event.seq <= self.last:
+            return False
+        self.last = event.seq
+        self.failures = 0
+        if event.terminal:
+            self.done = True
+        return True
+
+    def stream_call(self, swarm: str, instance_key: str, agent: str, turn_id: str) -> Call:
+        headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
+        if self.last >= 0:
+            headers["Last-Event-ID"] = str(self.last)
+        return Call("GET", events_path(swarm, instance_key, agent, turn_id), "stream", idempotent=True, headers=headers)
+
+    def message(self, msg: SSEMessage) -> TurnEvent | None:
+        """The event of one SSE message when it is new, else None."""
+        if not msg.data:
+            return None
+        try:
+            body = json.loads(msg.data)
+            event = TurnEvent.from_json(body)
+        except (ValueError, TypeError) as exc:
+            raise errors.UnexpectedResponse(f"turn event stream: an event that is not a turn event ({exc})") from exc
+        return event if self.accept(event) else None
+
+    def reconnect_delay(self, after: float | None = None, lasted: float = 0.0) -> float:
+        """The wait before the next connection; raises StreamFailed past the budget.
+
+        A stream that stayed open a while (the server's 10-minute limit, a
+        long park) is not a failure streak.
+        """
+        if lasted > 60:
+            self.failures = 0
+        self.failures += 1
+        if self.failures > self.policy.max_reconnects:
+            raise errors.StreamFailed(
+                f"turn event stream: {self.policy.max_reconnects} reconnects in a row without a new event"
+                f" (last seq {self.last})"
+            )
+        if after is not None:
+            return min(after, self.policy.max_retry_after)
+        return self.policy.backoff(self.failures)

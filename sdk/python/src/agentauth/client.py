@@ -1,0 +1,656 @@
+"""The clients: :class:`AsyncClient` (httpx.AsyncClient, for agent runtimes)
+and :class:`Client` (httpx.Client), one surface.
+
+Both only send the requests :mod:`agentauth._core` builds and read the
+answers it parses; what differs is the I/O (``await`` or not) and how they
+sleep. Every request has a timeout; safe requests are retried
+(:func:`agentauth._core.retry_delay` says which).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
+from datetime import timedelta
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from . import _core as core
+from . import errors
+from ._auth import Credentials
+from ._core import Op, RetryPolicy, Settings, Timeouts
+from .models import (
+    Actor,
+    EventPosted,
+    Instance,
+    InstanceDeleted,
+    InstanceDetail,
+    ResumeTarget,
+    Revocation,
+    Secret,
+    SessionStatus,
+    Skill,
+    Token,
+    Tool,
+    ToolResult,
+    TurnAuth,
+    TurnEvent,
+    TurnSummary,
+)
+
+__all__ = ["AsyncClient", "Client"]
+
+T = TypeVar("T")
+
+AuthLike = TurnAuth | Mapping[str, Any] | None
+ActorLike = Actor | str | Mapping[str, Any] | None
+
+# How often follow() polls the JSON form where streams are refused (406).
+POLL_INTERVAL = 1.0
+# How often wait_for_turn() looks for the turn an event started.
+TURN_POLL_INTERVAL = 0.2
+
+
+class _Base:
+    def __init__(
+        self,
+        base_url: str | None,
+        *,
+        runtime_token: str | Secret | None,
+        agent_token: str | Secret | Callable[[], str] | None,
+        auth: str | None,
+        stream_url: str | None,
+        region: str | None,
+        timeouts: Timeouts | None,
+        retry: RetryPolicy | None,
+        env: Mapping[str, str] | None,
+        aws_credentials: Any,
+    ) -> None:
+        self._settings = Settings.resolve(
+            base_url=base_url,
+            runtime_token=runtime_token,
+            agent_token=agent_token,
+            auth=auth,
+            stream_url=stream_url,
+            region=region,
+            timeouts=timeouts,
+            retry=retry,
+            env=env,
+        )
+        self._creds = Credentials(self._settings, aws_credentials)
+
+    @property
+    def base_url(self) -> str:
+        return self._settings.base_url
+
+    @property
+    def stream_url(self) -> str | None:
+        return self._settings.stream_url
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self.base_url!r}, auth={self._settings.auth!r})"
+
+
+class AsyncClient(_Base):
+    """agentauth over ``httpx.AsyncClient``.
+
+    Arguments override the environment: ``base_url`` (``AGENTAUTH_URL``,
+    default ``http://127.0.0.1:8080``), ``runtime_token``
+    (``AGENTAUTH_RUNTIME_TOKEN``), ``agent_token`` (``AGENTAUTH_AGENT_TOKEN``;
+    a callable is asked on every request), ``auth`` (``AGENTAUTH_AUTH``:
+    ``token`` or ``sigv4``), ``stream_url`` (``AGENTAUTH_STREAM_URL``) and
+    ``region`` (``AWS_REGION``). Use it as ``async with AsyncClient() as c:``
+    or call :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        runtime_token: str | Secret | None = None,
+        agent_token: str | Secret | Callable[[], str] | None = None,
+        auth: str | None = None,
+        stream_url: str | None = None,
+        region: str | None = None,
+        timeouts: Timeouts | None = None,
+        retry: RetryPolicy | None = None,
+        env: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        aws_credentials: Any = None,
+    ) -> None:
+        super().__init__(
+            base_url,
+            runtime_token=runtime_token,
+            agent_token=agent_token,
+            auth=auth,
+            stream_url=stream_url,
+            region=region,
+            timeouts=timeouts,
+            retry=retry,
+            env=env,
+            aws_credentials=aws_credentials,
+        )
+        self._http = httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=transport is None)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # --- transport ---
+
+    async def _send(self, call: core.Call) -> httpx.Response:
+        policy = self._settings.retry
+        attempt = 0
+        while True:
+            attempt += 1
+            auth = self._creds.auth(call.credential)
+            request = core.build_request(self._http, self._settings, call)
+            try:
+                response = await self._http.send(request, auth=auth) if auth else await self._http.send(request)
+            except httpx.TransportError as exc:
+                delay = core.retry_delay(policy, call, attempt, exc)
+                if delay is None:
+                    raise core.connection_error(call, exc) from exc
+                await asyncio.sleep(delay)
+                continue
+            delay = core.retry_delay(policy, call, attempt, response)
+            if delay is None:
+                return response
+            await asyncio.sleep(delay)
+
+    async def _run(self, op: Op[T]) -> T:
+        return op.parse(await self._send(op.call))
+
+    # --- tokens and consent ---
+
+    async def get_access_token(
+        self,
+        app: str,
+        *,
+        subjects: Mapping[str, str] | None = None,
+        scopes: Sequence[str] | None = None,
+        min_ttl: float | timedelta | None = None,
+        resume: ResumeTarget | None = None,
+        actor: ActorLike = None,
+        claims: Mapping[str, Any] | None = None,
+        auth: AuthLike = None,
+        origin: Mapping[str, Any] | None = None,
+    ) -> Token:
+        """A token of ``app`` (``name`` or ``OAuthApp/name``) for ``subjects`` (``{"user": …}``).
+
+        Raises :class:`~agentauth.errors.AuthorizationRequired` when the user
+        must consent first, or the error result's typed error
+        (``ScopeNotAllowed``, ``RefreshFailed``, …). ``min_ttl`` (seconds,
+        default 300 on the server) is the least life the token must have
+        left; ``resume`` names the agent instance the consent wakes.
+        """
+        return await self._run(
+            core.get_access_token(
+                app,
+                subjects=subjects,
+                scopes=scopes,
+                min_ttl=min_ttl,
+                resume=resume,
+                actor=actor,
+                claims=claims,
+                auth=auth,
+                origin=origin,
+            )
+        )
+
+    async def get_session(self, session_id: str, *, wait: int | None = None) -> SessionStatus:
+        """A consent session's status; ``wait`` (≤ 55 s) long-polls until it leaves ``pending``."""
+        return await self._run(core.session_status(session_id, wait, self._settings.timeouts))
+
+    async def wait_for_authorization(
+        self, session: str | errors.AuthorizationRequired, timeout: float = 600.0
+    ) -> SessionStatus:
+        """Wait until the user has consented (long polls of at most 55 s each).
+
+        Returns the ``completed`` session; raises ``AuthorizationFailed`` or
+        ``AuthorizationExpired`` (with ``reason``) when it ended otherwise, and
+        ``AuthorizationTimeout`` when it is still pending after ``timeout`` seconds.
+        """
+        sid = core.session_id_of(session)
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            wait = max(0, min(core.MAX_WAIT_CHUNK, math.ceil(remaining)))
+            started = time.monotonic()
+            status = await self.get_session(sid, wait=wait)
+            if status.settled:
+                return core.settle(status)
+            if time.monotonic() >= deadline:
+                raise errors.AuthorizationTimeout(
+                    f"auth session {sid} still {status.status} after {timeout:g} s", session_id=sid
+                )
+            if time.monotonic() - started < 1:  # a server that does not hold the poll
+                await asyncio.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+    async def revoke(self, app: str, subject: str) -> Revocation:
+        """Revoke ``subject``'s grant of ``app`` (at the provider too when it has a revokeUrl);
+        ``GrantNotFound`` when there is none."""
+        return await self._run(core.revoke(app, subject))
+
+    # --- tools ---
+
+    async def list_tools(self) -> list[Tool]:
+        """The tools the agent JWT's claims may see (the manifest)."""
+        return await self._run(core.list_tools())
+
+    async def search_skills(self, query: str, *, top_k: int | None = None) -> list[Skill]:
+        """The skills the agent may read, ranked for ``query``."""
+        return await self._run(core.search_skills(query, top_k))
+
+    async def invoke_tool(
+        self, name: str, args: Mapping[str, Any] | None = None, *, call_id: str | None = None
+    ) -> ToolResult:
+        """Call a tool through agentauth's tool hooks. Raises ``AuthorizationRequired`` when
+        the tool's OAuth app needs the user's consent; a tool's error is a result."""
+        return await self._run(core.invoke_tool(name, args, call_id))
+
+    # --- turns ---
+
+    async def post_event(
+        self,
+        swarm: str,
+        instance_key: str,
+        text: str | None = None,
+        *,
+        auth: AuthLike,
+        origin: Mapping[str, Any] | None = None,
+        id: str | None = None,
+        type: str | None = None,
+        agent: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> EventPosted:
+        """Queue an event (a user's message) for an agent instance; the swarm's ingress rules
+        pick the agent. ``auth`` is who the turn acts for (``TurnAuth()`` for no one); with
+        ``id`` a retried post queues the event once."""
+        return await self._run(
+            core.post_event(
+                swarm,
+                instance_key,
+                text=text,
+                auth=auth,
+                origin=origin,
+                id=id,
+                type=type,
+                agent=agent,
+                properties=properties,
+            )
+        )
+
+    async def list_instances(self) -> list[Instance]:
+        return await self._run(core.list_instances())
+
+    async def inspect(self, swarm: str, instance_key: str, agent: str) -> InstanceDetail:
+        return await self._run(core.inspect_instance(swarm, instance_key, agent))
+
+    async def pause(self, swarm: str, instance_key: str, agent: str) -> Instance:
+        return await self._run(core.lifecycle(swarm, instance_key, agent, "pause"))
+
+    async def resume(self, swarm: str, instance_key: str, agent: str) -> Instance:
+        return await self._run(core.lifecycle(swarm, instance_key, agent, "resume"))
+
+    async def terminate(self, swarm: str, instance_key: str, agent: str, reason: str | None = None) -> Instance:
+        return await self._run(core.lifecycle(swarm, instance_key, agent, "terminate", reason))
+
+    async def delete(self, swarm: str, instance_key: str, agent: str) -> InstanceDeleted:
+        """Remove the instance and its history; its OAuth grants stay."""
+        return await self._run(core.delete_instance(swarm, instance_key, agent))
+
+    async def turn_events(
+        self, swarm: str, instance_key: str, agent: str, turn_id: str, *, after: int | None = None
+    ) -> list[TurnEvent]:
+        """A turn's events with ``seq`` > ``after`` (all without), as JSON."""
+        return await self._run(core.turn_events(swarm, instance_key, agent, turn_id, after))
+
+    async def wait_for_turn(
+        self, swarm: str, instance_key: str, agent: str, *, exclude: Collection[str] = (), timeout: float = 30.0
+    ) -> TurnSummary:
+        """The instance's newest turn whose id is not in ``exclude``, once there is one
+        (a posted event's turn starts when the worker picks it up)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = _new_turn(await self._inspect_or_none(swarm, instance_key, agent), exclude)
+            if found is not None:
+                return found
+            if time.monotonic() >= deadline:
+                raise errors.AgentauthError(
+                    f"no new turn in {swarm}/{instance_key}/{agent} after {timeout:g} s", code="turnTimeout"
+                )
+            await asyncio.sleep(TURN_POLL_INTERVAL)
+
+    async def _inspect_or_none(self, swarm: str, instance_key: str, agent: str) -> InstanceDetail | None:
+        try:
+            return await self.inspect(swarm, instance_key, agent)
+        except errors.NotFound:
+            return None
+
+    async def follow(
+        self, swarm: str, instance_key: str, agent: str, turn_id: str, *, after: int | None = None
+    ) -> AsyncIterator[TurnEvent]:
+        """A turn's events as they happen, until it ends (``turn.completed``, ``turn.failed``,
+        ``turn.interrupted``).
+
+        Reads the Server-Sent Events route (on ``stream_url`` when given);
+        after a dropped connection it reconnects with ``Last-Event-ID``
+        (bounded backoff), and it never yields an event twice. Where streams
+        are refused (406: API Gateway buffers), it polls the JSON form.
+        """
+        state = core.FollowState(after, self._settings.retry)
+        while not state.done:
+            if state.polling:
+                for event in await self.turn_events(swarm, instance_key, agent, turn_id, after=state.last):
+                    if state.accept(event):
+                        yield event
+                if not state.done:
+                    await asyncio.sleep(POLL_INTERVAL)
+                continue
+            call = state.stream_call(swarm, instance_key, agent, turn_id)
+            hint: float | None = None
+            started = time.monotonic()
+            try:
+                auth = self._creds.auth(call.credential)
+                request = core.build_request(self._http, self._settings, call)
+                response = (
+                    await self._http.send(request, auth=auth, stream=True)
+                    if auth
+                    else await self._http.send(request, stream=True)
+                )
+                try:
+                    if response.status_code == 406:
+                        state.polling = True
+                        continue
+                    if not response.is_success:
+                        await response.aread()
+                        if response.status_code not in core.RETRY_STATUSES:
+                            raise core.error_from_response(response)
+                        hint = core.retry_after(response)
+                    else:
+                        parser = core.SSEParser()
+                        async for line in response.aiter_lines():
+                            msg = parser.feed(line)
+                            new = state.message(msg) if msg is not None else None
+                            if new is not None:
+                                yield new
+                                if state.done:
+                                    return
+                finally:
+                    await response.aclose()
+            except httpx.TransportError:
+                pass  # dropped: reconnect after the last seq yielded
+            if not state.done:
+                await asyncio.sleep(state.reconnect_delay(hint, time.monotonic() - started))
+
+
+class Client(_Base):
+    """agentauth over ``httpx.Client``: the same surface as :class:`AsyncClient`, blocking."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        runtime_token: str | Secret | None = None,
+        agent_token: str | Secret | Callable[[], str] | None = None,
+        auth: str | None = None,
+        stream_url: str | None = None,
+        region: str | None = None,
+        timeouts: Timeouts | None = None,
+        retry: RetryPolicy | None = None,
+        env: Mapping[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+        aws_credentials: Any = None,
+    ) -> None:
+        super().__init__(
+            base_url,
+            runtime_token=runtime_token,
+            agent_token=agent_token,
+            auth=auth,
+            stream_url=stream_url,
+            region=region,
+            timeouts=timeouts,
+            retry=retry,
+            env=env,
+            aws_credentials=aws_credentials,
+        )
+        self._http = httpx.Client(transport=transport, follow_redirects=False, trust_env=transport is None)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, call: core.Call) -> httpx.Response:
+        policy = self._settings.retry
+        attempt = 0
+        while True:
+            attempt += 1
+            auth = self._creds.auth(call.credential)
+            request = core.build_request(self._http, self._settings, call)
+            try:
+                response = self._http.send(request, auth=auth) if auth else self._http.send(request)
+            except httpx.TransportError as exc:
+                delay = core.retry_delay(policy, call, attempt, exc)
+                if delay is None:
+                    raise core.connection_error(call, exc) from exc
+                time.sleep(delay)
+                continue
+            delay = core.retry_delay(policy, call, attempt, response)
+            if delay is None:
+                return response
+            time.sleep(delay)
+
+    def _run(self, op: Op[T]) -> T:
+        return op.parse(self._send(op.call))
+
+    def get_access_token(
+        self,
+        app: str,
+        *,
+        subjects: Mapping[str, str] | None = None,
+        scopes: Sequence[str] | None = None,
+        min_ttl: float | timedelta | None = None,
+        resume: ResumeTarget | None = None,
+        actor: ActorLike = None,
+        claims: Mapping[str, Any] | None = None,
+        auth: AuthLike = None,
+        origin: Mapping[str, Any] | None = None,
+    ) -> Token:
+        """See :meth:`AsyncClient.get_access_token`."""
+        return self._run(
+            core.get_access_token(
+                app,
+                subjects=subjects,
+                scopes=scopes,
+                min_ttl=min_ttl,
+                resume=resume,
+                actor=actor,
+                claims=claims,
+                auth=auth,
+                origin=origin,
+            )
+        )
+
+    def get_session(self, session_id: str, *, wait: int | None = None) -> SessionStatus:
+        return self._run(core.session_status(session_id, wait, self._settings.timeouts))
+
+    def wait_for_authorization(
+        self, session: str | errors.AuthorizationRequired, timeout: float = 600.0
+    ) -> SessionStatus:
+        """See :meth:`AsyncClient.wait_for_authorization`."""
+        sid = core.session_id_of(session)
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            wait = max(0, min(core.MAX_WAIT_CHUNK, math.ceil(remaining)))
+            started = time.monotonic()
+            status = self.get_session(sid, wait=wait)
+            if status.settled:
+                return core.settle(status)
+            if time.monotonic() >= deadline:
+                raise errors.AuthorizationTimeout(
+                    f"auth session {sid} still {status.status} after {timeout:g} s", session_id=sid
+                )
+            if time.monotonic() - started < 1:
+                time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+    def revoke(self, app: str, subject: str) -> Revocation:
+        return self._run(core.revoke(app, subject))
+
+    def list_tools(self) -> list[Tool]:
+        return self._run(core.list_tools())
+
+    def search_skills(self, query: str, *, top_k: int | None = None) -> list[Skill]:
+        return self._run(core.search_skills(query, top_k))
+
+    def invoke_tool(
+        self, name: str, args: Mapping[str, Any] | None = None, *, call_id: str | None = None
+    ) -> ToolResult:
+        return self._run(core.invoke_tool(name, args, call_id))
+
+    def post_event(
+        self,
+        swarm: str,
+        instance_key: str,
+        text: str | None = None,
+        *,
+        auth: AuthLike,
+        origin: Mapping[str, Any] | None = None,
+        id: str | None = None,
+        type: str | None = None,
+        agent: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> EventPosted:
+        """See :meth:`AsyncClient.post_event`."""
+        return self._run(
+            core.post_event(
+                swarm,
+                instance_key,
+                text=text,
+                auth=auth,
+                origin=origin,
+                id=id,
+                type=type,
+                agent=agent,
+                properties=properties,
+            )
+        )
+
+    def list_instances(self) -> list[Instance]:
+        return self._run(core.list_instances())
+
+    def inspect(self, swarm: str, instance_key: str, agent: str) -> InstanceDetail:
+        return self._run(core.inspect_instance(swarm, instance_key, agent))
+
+    def pause(self, swarm: str, instance_key: str, agent: str) -> Instance:
+        return self._run(core.lifecycle(swarm, instance_key, agent, "pause"))
+
+    def resume(self, swarm: str, instance_key: str, agent: str) -> Instance:
+        return self._run(core.lifecycle(swarm, instance_key, agent, "resume"))
+
+    def terminate(self, swarm: str, instance_key: str, agent: str, reason: str | None = None) -> Instance:
+        return self._run(core.lifecycle(swarm, instance_key, agent, "terminate", reason))
+
+    def delete(self, swarm: str, instance_key: str, agent: str) -> InstanceDeleted:
+        return self._run(core.delete_instance(swarm, instance_key, agent))
+
+    def turn_events(
+        self, swarm: str, instance_key: str, agent: str, turn_id: str, *, after: int | None = None
+    ) -> list[TurnEvent]:
+        return self._run(core.turn_events(swarm, instance_key, agent, turn_id, after))
+
+    def wait_for_turn(
+        self, swarm: str, instance_key: str, agent: str, *, exclude: Collection[str] = (), timeout: float = 30.0
+    ) -> TurnSummary:
+        """See :meth:`AsyncClient.wait_for_turn`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                detail: InstanceDetail | None = self.inspect(swarm, instance_key, agent)
+            except errors.NotFound:
+                detail = None
+            found = _new_turn(detail, exclude)
+            if found is not None:
+                return found
+            if time.monotonic() >= deadline:
+                raise errors.AgentauthError(
+                    f"no new turn in {swarm}/{instance_key}/{agent} after {timeout:g} s", code="turnTimeout"
+                )
+            time.sleep(TURN_POLL_INTERVAL)
+
+    def follow(
+        self, swarm: str, instance_key: str, agent: str, turn_id: str, *, after: int | None = None
+    ) -> Iterator[TurnEvent]:
+        """See :meth:`AsyncClient.follow`."""
+        state = core.FollowState(after, self._settings.retry)
+        while not state.done:
+            if state.polling:
+                for event in self.turn_events(swarm, instance_key, agent, turn_id, after=state.last):
+                    if state.accept(event):
+                        yield event
+                if not state.done:
+                    time.sleep(POLL_INTERVAL)
+                continue
+            call = state.stream_call(swarm, instance_key, agent, turn_id)
+            hint: float | None = None
+            started = time.monotonic()
+            try:
+                auth = self._creds.auth(call.credential)
+                request = core.build_request(self._http, self._settings, call)
+                response = (
+                    self._http.send(request, auth=auth, stream=True) if auth else self._http.send(request, stream=True)
+                )
+                try:
+                    if response.status_code == 406:
+                        state.polling = True
+                        continue
+                    if not response.is_success:
+                        response.read()
+                        if response.status_code not in core.RETRY_STATUSES:
+                            raise core.error_from_response(response)
+                        hint = core.retry_after(response)
+                    else:
+                        parser = core.SSEParser()
+                        for line in response.iter_lines():
+                            msg = parser.feed(line)
+                            new = state.message(msg) if msg is not None else None
+                            if new is not None:
+                                yield new
+                                if state.done:
+                                    return
+                finally:
+                    response.close()
+            except httpx.TransportError:
+                pass
+            if not state.done:
+                time.sleep(state.reconnect_delay(hint, time.monotonic() - started))
+
+
+def _new_turn(detail: InstanceDetail | None, exclude: Collection[str]) -> TurnSummary | None:
+    if detail is None:
+        return None
+    if detail.active_turn is not None and detail.active_turn.id not in exclude:
+        return detail.active_turn
+    for summary in detail.recent_turns:  # newest first
+        if summary.id not in exclude:
+            return summary
+    return None

@@ -1,0 +1,115 @@
+"""``@requires_access_token``: a function that needs a user's token gets it,
+and the user's consent is asked for on the way — in the spirit of AgentCore
+Identity's decorator of the same name.
+
+The decorated function is called with the :class:`~agentauth.models.Token`
+as a keyword argument (``token`` unless ``into`` says otherwise). When the
+user must consent first, ``on_authorization_url`` is called with the link
+(show it to that user), the wrapper waits for the consent on the long-poll
+route, asks for the token again and calls the function. Sync functions take
+a :class:`~agentauth.Client`, coroutine functions an
+:class:`~agentauth.AsyncClient`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any, TypeVar, cast
+
+from .client import AsyncClient, Client
+from .errors import AuthorizationRequired
+from .models import Actor, ResumeTarget, Token
+
+__all__ = ["requires_access_token"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+SubjectsArg = Mapping[str, str] | Callable[..., Mapping[str, str]] | None
+UrlCallback = Callable[[str], Any]
+
+
+def requires_access_token(
+    client: Client | AsyncClient,
+    app: str,
+    *,
+    on_authorization_url: UrlCallback,
+    subjects: SubjectsArg = None,
+    scopes: Sequence[str] | None = None,
+    min_ttl: float | timedelta | None = None,
+    actor: Actor | str | Mapping[str, Any] | None = None,
+    claims: Mapping[str, Any] | None = None,
+    resume: ResumeTarget | None = None,
+    into: str = "token",
+    timeout: float = 600.0,
+) -> Callable[[F], F]:
+    """Decorate a function so that it is called with ``app``'s token as ``into=``.
+
+    ``subjects`` is ``{"user": …}`` or a callable that gets the call's
+    arguments and returns it (one user per call). ``on_authorization_url``
+    gets the consent link (it may be a coroutine function for an async
+    function); the wrapper then waits up to ``timeout`` seconds for the
+    consent (``AuthorizationFailed``, ``AuthorizationExpired`` or
+    ``AuthorizationTimeout`` when it does not come).
+    """
+
+    def request_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        subj = subjects(*args, **kwargs) if callable(subjects) else subjects
+        return {
+            "subjects": subj,
+            "scopes": scopes,
+            "min_ttl": min_ttl,
+            "actor": actor,
+            "claims": claims,
+            "resume": resume,
+        }
+
+    def decorate(fn: F) -> F:
+        if inspect.iscoroutinefunction(fn):
+            if not isinstance(client, AsyncClient):
+                raise TypeError("requires_access_token: a coroutine function needs an agentauth.AsyncClient")
+            aclient = client
+
+            @functools.wraps(fn)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                params = request_args(args, kwargs)
+                try:
+                    token = await aclient.get_access_token(app, **params)
+                except AuthorizationRequired as needed:
+                    shown = on_authorization_url(needed.authorization_url)
+                    if inspect.isawaitable(shown):
+                        await shown
+                    await aclient.wait_for_authorization(needed, timeout)
+                    token = await aclient.get_access_token(app, **params)
+                kwargs[into] = token
+                return await fn(*args, **kwargs)
+
+            return cast(F, async_wrapper)
+
+        if not isinstance(client, Client):
+            raise TypeError("requires_access_token: a plain (sync) function needs an agentauth.Client")
+        sclient = client
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            params = request_args(args, kwargs)
+            try:
+                token: Token = sclient.get_access_token(app, **params)
+            except AuthorizationRequired as needed:
+                shown = on_authorization_url(needed.authorization_url)
+                if inspect.isawaitable(shown):
+                    if inspect.iscoroutine(shown):
+                        shown.close()
+                    raise TypeError(
+                        "requires_access_token: on_authorization_url of a sync function must not be async"
+                    ) from needed
+                sclient.wait_for_authorization(needed, timeout)
+                token = sclient.get_access_token(app, **params)
+            kwargs[into] = token
+            return fn(*args, **kwargs)
+
+        return cast(F, wrapper)
+
+    return decorate
