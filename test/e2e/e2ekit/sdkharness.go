@@ -73,7 +73,7 @@ type SDKHarness struct {
 // SDKHarnessOptions configures StartSDKHarness.
 type SDKHarnessOptions struct {
 	// Browser gives the consents (a LocalhostSubdomains one when the
-	// callback is on *.localhost).
+	// callback is on *.localhost); without one POST /consent answers 503.
 	Browser *Browser
 	// Upstream is host:port the proxy forwards every connection to.
 	Upstream string
@@ -85,8 +85,8 @@ type SDKHarnessOptions struct {
 // (random ports) and stops both when the test ends.
 func StartSDKHarness(t testing.TB, opts SDKHarnessOptions) *SDKHarness {
 	t.Helper()
-	if opts.Browser == nil || opts.Upstream == "" {
-		t.Fatal("e2ekit: StartSDKHarness needs a Browser and an Upstream")
+	if opts.Upstream == "" {
+		t.Fatal("e2ekit: StartSDKHarness needs an Upstream")
 	}
 	if opts.ConsentTimeout <= 0 {
 		opts.ConsentTimeout = 90 * time.Second
@@ -163,6 +163,10 @@ func (h *SDKHarness) consent(w http.ResponseWriter, r *http.Request, timeout tim
 	}
 	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&in); err != nil || in.AuthorizationURL == "" || in.Login == "" {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "want a JSON body {\"authorizationUrl\": …, \"login\": …}"})
+		return
+	}
+	if h.browser == nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "this harness has no browser"})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
