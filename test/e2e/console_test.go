@@ -80,7 +80,19 @@ func TestConsole(t *testing.T) {
 		Env: []string{"PROVIDER_CONSOLE_REDIRECTS=" + callback},
 	})
 	c.home = t.TempDir()
-	bundle := turnsBundle(c.p, sm+"/v1") + "---\n" + appYAML(c.p, "e2e-global", "global", "")
+	// Two skills of tenant acme besides the global one, so that the
+	// simulator has one to show and one to hide.
+	bundle := turnsBundle(c.p, sm+"/v1") + "---\n" + appYAML(c.p, "e2e-global", "global", "") + `---
+apiVersion: agents.example.io/v1alpha1
+kind: Skill
+metadata: {name: acme-runbook}
+spec: {name: runbook, description: Acme's on-call runbook, content: "Page the on-call, then the lead.", scope: tenant, tenantId: acme}
+---
+apiVersion: agents.example.io/v1alpha1
+kind: Skill
+metadata: {name: acme-pricing}
+spec: {name: pricing, description: Acme's price list, content: "Ask sales.", scope: tenant, tenantId: acme}
+`
 	c.srv = startServer(t, port, c.home, map[string]string{"console.yaml": bundle}, "E2E_CLIENT_SECRET="+clientSecret,
 		"AGENTAUTH_CONSOLE_ISSUER="+c.p.Issuer, "AGENTAUTH_CONSOLE_CLIENT_ID=agentauth-console", "AGENTAUTH_CONSOLE_CLIENT_SECRET=console-secret")
 	t.Cleanup(func() {
@@ -171,7 +183,7 @@ func TestConsole(t *testing.T) {
 		c.contains(t, "tools", html, "demo:whoami", "orders:list", `id="simulate"`)
 		// The policy simulator, through its form.
 		tab, cancel = admin.Tab(c.ctx)
-		err = chromedp.Do(tab, chromedp.SetValue(chromedp.ID("claims"), `{"sub": "alice", "scope": "profile.read"}`))
+		err = chromedp.Do(tab, chromedp.SetValue(chromedp.ID("claims"), `{"sub": "alice", "tenant_id": "acme", "scope": "profile.read", "skills": ["runbook"]}`))
 		if err == nil {
 			_, err = chromedp.RunResponse(tab, chromedp.Click(chromedp.ID("simulate")))
 		}
@@ -180,7 +192,14 @@ func TestConsole(t *testing.T) {
 			t.Fatalf("simulate: %v", err)
 		}
 		html = c.inspect(t, admin, "/console/tools?claims=…", "tools")
-		c.contains(t, "simulation", html, `id="simulation"`, "<code>staff</code>", "<code>basic</code>", "<code>demo:whoami</code>")
+		c.contains(t, "simulation", html, `id="simulation"`, "<code>staff</code>", "<code>basic</code>", "<code>demo:whoami</code>",
+			// Why: the policy, the group and the selector that gave each
+			// tool; the bundle's global skill, acme's skill the skills
+			// claim names, and acme's other one hidden.
+			"<tr><td><code>demo:whoami</code></td><td><ul class=\"via\"><li>policy <code>staff</code> → group <code>basic</code> (selector: <code>{source: regex:(demo|orders)$}</code>)</li></ul>",
+			`id="skills-count">2<`, "<td><code>deploy</code></td><td>global</td><td><span class=\"badge st-ok\">visible</span> a global skill: every caller sees it</td>",
+			"<td><code>runbook</code></td><td>tenant <code>acme</code></td><td><span class=\"badge st-ok\">visible</span> its tenant's, named in the caller's <code>skills</code> claim</td>",
+			"<td><code>pricing</code></td><td>tenant <code>acme</code></td><td><span class=\"badge st-off\">hidden</span> its tenant's, not named in the caller's <code>skills</code> claim</td>")
 
 		html = c.visit(t, admin, "/console/bundle", 200, "bundle")
 		c.contains(t, "bundle", html, "<code>e2e-global</code>", "<code>whoami</code>", "console.yaml:")
