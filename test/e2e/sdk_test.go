@@ -158,7 +158,7 @@ func runSDKSuites(t *testing.T, root string, suites []e2ekit.SDKSuite) {
 	for _, suite := range suites {
 		t.Run(suite.Name, func(t *testing.T) {
 			e2ekit.RequireSDKSuite(t, root, suite)
-			before, nTokens := h.Counts(), len(tokens.Tokens())
+			before, nTokens, nDeliveries := h.Counts(), len(tokens.Tokens()), len(h.Deliveries(sdkConnector))
 			sctx, scancel := context.WithTimeout(ctx, 5*time.Minute)
 			defer scancel()
 			if err := e2ekit.RunSDKSuite(sctx, t, root, suite, env); err != nil {
@@ -176,8 +176,7 @@ func runSDKSuites(t *testing.T, root string, suites []e2ekit.SDKSuite) {
 			if len(tokens.Tokens()) == nTokens {
 				t.Error("the provider issued no token to agentauth during the suite: no consent reached the token exchange")
 			}
-			all := h.Deliveries(sdkConnector)
-			checkDeliveries(t, all[len(all)-(after.Deliveries-before.Deliveries):], webhookSecret)
+			checkDeliveries(t, func() []e2ekit.Delivery { return h.Deliveries(sdkConnector)[nDeliveries:] }, webhookSecret)
 			leakScan(t, tokens, h, srv.Stdout.String()+srv.Stderr.String())
 		})
 	}
@@ -224,13 +223,25 @@ func checkConsents(t *testing.T, recs []e2ekit.ConsentRecord) {
 	}
 }
 
-// checkDeliveries wants the suite's webhook deliveries to verify with the
-// Connector's secret as they were received, and a parked and a completed
-// turn among them.
-func checkDeliveries(t *testing.T, ds []e2ekit.Delivery, secret string) {
+// checkDeliveries wants the suite's webhook deliveries (what deliveries
+// returns) to verify with the Connector's secret as they were received,
+// and a parked and a completed turn among them, waiting up to 10 s for
+// those two: a delivery is sent after its event is stored.
+func checkDeliveries(t *testing.T, deliveries func() []e2ekit.Delivery, secret string) {
 	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		got := map[string]bool{}
+		for _, d := range deliveries() {
+			if b, err := origin.VerifyBody(secret, d.Headers[origin.HeaderTimestamp], d.Body, d.Headers[origin.HeaderSignature], d.ReceivedAt, 0); err == nil {
+				got[b.Event.Type] = true
+			}
+		}
+		if got["turn.parked"] && got["turn.completed"] {
+			break
+		}
+	}
 	seen := map[string]int{}
-	for _, d := range ds {
+	for _, d := range deliveries() {
 		body, err := origin.VerifyBody(secret, d.Headers[origin.HeaderTimestamp], d.Body, d.Headers[origin.HeaderSignature], d.ReceivedAt, 0)
 		if err != nil {
 			t.Errorf("a delivery to %s does not verify with its secret: %v", d.Connector, err)
