@@ -7,6 +7,12 @@
 // at /usr/bin/chromium (or $CHROMIUM). The Makefile's e2e-deps target
 // installs them; RequireProvider and RequireBrowser skip a test with a clear
 // message when they are missing (or fail it when E2E_REQUIRE=1).
+//
+// It is also the Go side of the SDKs' integration contract
+// (sdk/TESTING.md): the harness an SDK's suite drives (SDKHarness: consent
+// in Chromium, a TCP proxy whose connections it cuts, a webhook
+// receiver), a recorder of the tokens a provider issues, and the runner of
+// each SDK's integration script (SDKSuites, RunSDKSuite).
 package e2ekit
 
 import (
