@@ -25,7 +25,7 @@ from .models import Actor, ResumeTarget, Token
 
 __all__ = ["requires_access_token"]
 
-F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
 
 SubjectsArg = Mapping[str, str] | Callable[..., Mapping[str, str]] | None
 UrlCallback = Callable[[str], Any]
@@ -44,7 +44,7 @@ def requires_access_token(
     resume: ResumeTarget | None = None,
     into: str = "token",
     timeout: float = 600.0,
-) -> Callable[[F], F]:
+) -> Callable[[Callable[..., R]], Callable[..., R]]:
     """Decorate a function so that it is called with ``app``'s token as ``into=``.
 
     ``subjects`` is ``{"user": …}`` or a callable that gets the call's
@@ -66,7 +66,10 @@ def requires_access_token(
             "resume": resume,
         }
 
-    def decorate(fn: F) -> F:
+    # The wrapper takes the function's arguments less ``into``, which Python's
+    # typing cannot say (ParamSpec cannot drop a keyword): it is typed as
+    # taking any arguments and returning what the function returns.
+    def decorate(fn: Callable[..., R]) -> Callable[..., R]:
         if inspect.iscoroutinefunction(fn):
             if not isinstance(client, AsyncClient):
                 raise TypeError("requires_access_token: a coroutine function needs an agentauth.AsyncClient")
@@ -86,14 +89,14 @@ def requires_access_token(
                 kwargs[into] = token
                 return await fn(*args, **kwargs)
 
-            return cast(F, async_wrapper)
+            return cast(Callable[..., R], async_wrapper)
 
         if not isinstance(client, Client):
             raise TypeError("requires_access_token: a plain (sync) function needs an agentauth.Client")
         sclient = client
 
         @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> R:
             params = request_args(args, kwargs)
             try:
                 token: Token = sclient.get_access_token(app, **params)
@@ -110,6 +113,6 @@ def requires_access_token(
             kwargs[into] = token
             return fn(*args, **kwargs)
 
-        return cast(F, wrapper)
+        return wrapper
 
     return decorate

@@ -1,0 +1,79 @@
+"""@requires_access_token: the callback gets the link, the function gets the token after consent."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import agentauth
+
+from .fakes import FakeServer, json_response
+from .test_tokens import PENDING, READY
+
+
+def consent_flow() -> FakeServer:
+    return (
+        FakeServer()
+        .on("POST", "/v1/oauth/token", json_response(200, PENDING), json_response(200, READY))
+        .on("GET", "/v1/oauth/sessions/as-1", json_response(200, {"status": "completed"}))
+    )
+
+
+def test_sync_function() -> None:
+    fake = consent_flow()
+    shown: list[str] = []
+    with fake.client() as c:
+
+        @agentauth.requires_access_token(
+            c, "e2e-user", subjects=lambda user: {"user": f"demo:user:{user}"}, on_authorization_url=shown.append
+        )
+        def profile(user: str, *, token: agentauth.Token) -> str:
+            return f"{user}:{token.access_token.reveal()}"
+
+        assert profile("alice") == "alice:tok-very-secret"
+    assert shown == ["http://provider.test/auth?x=1"]
+    bodies = [json.loads(r.content) for r in fake.calls("POST", "/v1/oauth/token")]
+    assert all(b["turn"]["auth"]["subjects"] == {"user": "demo:user:alice"} for b in bodies)
+    assert profile.__name__ == "profile"
+
+
+async def test_async_function_with_an_async_callback() -> None:
+    fake = consent_flow()
+    shown: list[str] = []
+
+    async def show(url: str) -> None:
+        shown.append(url)
+
+    async with fake.async_client() as c:
+
+        @agentauth.requires_access_token(c, "e2e-user", subjects={"user": "u"}, on_authorization_url=show, into="tok")
+        async def call(x: int, tok: agentauth.Token) -> int:
+            assert tok.access_token.reveal() == "tok-very-secret"
+            return x + 1
+
+        assert await call(1) == 2
+    assert shown == ["http://provider.test/auth?x=1"]
+
+
+def test_a_ready_token_needs_no_callback() -> None:
+    fake = FakeServer().on("POST", "/v1/oauth/token", json_response(200, READY))
+    called: list[Any] = []
+    with fake.client() as c:
+
+        @agentauth.requires_access_token(c, "a", on_authorization_url=called.append)
+        def f(*, token: agentauth.Token) -> bool:
+            return bool(token.access_token)
+
+        assert f()
+    assert called == []
+
+
+def test_client_kind_must_match_the_function() -> None:
+    fake = FakeServer()
+    with fake.client() as c, pytest.raises(TypeError):
+
+        @agentauth.requires_access_token(c, "a", on_authorization_url=print)
+        async def f(*, token: agentauth.Token) -> None:
+            return None

@@ -1,0 +1,180 @@
+"""The one error body → typed errors; which requests are retried, and how."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+import agentauth
+from agentauth import errors
+
+from .fakes import FakeServer, error_response, json_response
+
+INSTANCES = "/v1/instances"
+INVOKE = "/v1/tools/invoke"
+OK_INVOKE = {"result": {"status": "ok", "output": {"sub": "alice"}}, "toolCalled": {}, "toolReturned": {}}
+
+# Every code the server documents has its class, whose code_name is the code.
+DOCUMENTED = {
+    "invalidRequest": errors.InvalidRequest,
+    "unauthenticated": errors.Unauthenticated,
+    "forbidden": errors.Forbidden,
+    "notFound": errors.NotFound,
+    "methodNotAllowed": errors.MethodNotAllowed,
+    "payloadTooLarge": errors.PayloadTooLarge,
+    "unsupportedMediaType": errors.UnsupportedMediaType,
+    "notAcceptable": errors.NotAcceptable,
+    "internal": errors.InternalError,
+    "conflict": errors.Conflict,
+    "instanceTerminated": errors.InstanceTerminated,
+    "limitReached": errors.LimitReached,
+    "tooManyStreams": errors.TooManyStreams,
+    "rate_limited": errors.RateLimited,
+    "unavailable": errors.Unavailable,
+    "uploadsDisabled": errors.UploadsDisabled,
+    "grantNotFound": errors.GrantNotFound,
+    "oauthAppNotFound": errors.OAuthAppNotFound,
+    "subjectUnavailable": errors.SubjectUnavailable,
+    "scopeNotAllowed": errors.ScopeNotAllowed,
+    "scopeNotGranted": errors.ScopeNotGranted,
+    "tokenRevoked": errors.TokenRevoked,
+    "refreshFailed": errors.RefreshFailed,
+    "deviceCodeUnsupported": errors.DeviceCodeUnsupported,
+    "configurationError": errors.ConfigurationError,
+    "grantUnreadable": errors.GrantUnreadable,
+}
+
+
+@pytest.mark.parametrize(("code", "cls"), sorted(DOCUMENTED.items()))
+def test_one_class_per_code(code: str, cls: type[errors.AgentauthError]) -> None:
+    assert errors.error_class_for(code) is cls
+    assert cls.code_name == code
+    assert issubclass(cls, agentauth.AgentauthError)
+
+
+def test_error_body_is_typed_with_request_id_and_details() -> None:
+    fake = FakeServer().on(
+        "GET",
+        "/v1/agents/tools",
+        error_response(401, "unauthenticated", "a valid bearer JWT is required", details={"reason": "expired"}),
+    )
+    with fake.client() as c, pytest.raises(errors.Unauthenticated) as info:
+        c.list_tools()
+    e = info.value
+    assert (e.code, e.status, e.request_id) == ("unauthenticated", 401, "rid-body")
+    assert e.details == {"reason": "expired"}
+    assert "rid-body" in str(e) and "HTTP 401" in str(e)
+
+
+def test_request_id_from_the_header_when_the_body_has_none() -> None:
+    fake = FakeServer().on("GET", INSTANCES, json_response(403, {"message": "Missing Authentication Token"}))
+    with fake.client() as c, pytest.raises(errors.Forbidden) as info:
+        c.list_instances()
+    assert info.value.request_id == "rid-header"
+    assert info.value.message == "Missing Authentication Token"
+
+
+def test_terminated_instance_is_a_conflict() -> None:
+    fake = FakeServer().on("POST", "/v1/instances/default/k/events", error_response(409, "instanceTerminated"))
+    with fake.client() as c, pytest.raises(errors.InstanceTerminated) as info:
+        c.post_event("default", "k", "hi", auth=agentauth.TurnAuth())
+    assert isinstance(info.value, errors.Conflict)
+
+
+def test_a_get_is_retried_on_503_and_502() -> None:
+    fake = FakeServer().on(
+        "GET",
+        INSTANCES,
+        error_response(503, "unavailable"),
+        httpx.Response(502, text="bad gateway"),
+        json_response(200, {"data": [], "unreadable": []}),
+    )
+    with fake.client() as c:
+        assert c.list_instances() == []
+    assert len(fake.calls("GET", INSTANCES)) == 3
+
+
+def test_retries_are_bounded() -> None:
+    fake = FakeServer().on("GET", INSTANCES, error_response(503, "unavailable"))
+    with fake.client() as c, pytest.raises(errors.Unavailable):
+        c.list_instances()
+    assert len(fake.calls("GET", INSTANCES)) == 4
+
+
+def test_500_is_not_retried() -> None:
+    fake = FakeServer().on("GET", INSTANCES, error_response(500, "internal"))
+    with fake.client() as c, pytest.raises(errors.InternalError):
+        c.list_instances()
+    assert len(fake.calls("GET", INSTANCES)) == 1
+
+
+async def test_a_tool_invocation_is_not_retried_on_503_or_a_lost_answer() -> None:
+    fake = FakeServer().on("POST", INVOKE, error_response(503, "unavailable"))
+    async with fake.async_client() as c:
+        with pytest.raises(errors.Unavailable):
+            await c.invoke_tool("whoami")
+    assert len(fake.calls("POST", INVOKE)) == 1
+
+    fake = FakeServer().on("POST", INVOKE, httpx.ReadError("connection reset"))
+    async with fake.async_client() as c:
+        with pytest.raises(errors.ConnectionFailed):
+            await c.invoke_tool("whoami")
+    assert len(fake.calls("POST", INVOKE)) == 1
+
+
+async def test_any_request_is_retried_when_the_connection_was_never_made() -> None:
+    fake = FakeServer().on("POST", INVOKE, httpx.ConnectError("refused"), json_response(200, OK_INVOKE))
+    async with fake.async_client() as c:
+        result = await c.invoke_tool("whoami")
+    assert result.ok and result.output == {"sub": "alice"}
+    assert len(fake.calls("POST", INVOKE)) == 2
+
+
+def test_429_honours_retry_after_on_any_request() -> None:
+    fake = FakeServer().on(
+        "POST",
+        INVOKE,
+        httpx.Response(429, headers={"Retry-After": "0"}, json={"error": {"code": "rate_limited", "message": "slow"}}),
+        json_response(200, OK_INVOKE),
+    )
+    with fake.client() as c:
+        assert c.invoke_tool("whoami").ok
+    assert len(fake.calls("POST", INVOKE)) == 2
+
+
+def test_429_with_a_long_retry_after_is_raised() -> None:
+    fake = FakeServer().on(
+        "POST", INVOKE, httpx.Response(429, headers={"Retry-After": "120"}, json={"error": {"code": "rate_limited"}})
+    )
+    with fake.client() as c, pytest.raises(errors.RateLimited) as info:
+        c.invoke_tool("whoami")
+    assert info.value.retry_after == 120
+    assert len(fake.calls("POST", INVOKE)) == 1
+
+
+@pytest.mark.parametrize(("event_id", "tries"), [("msg-1", 2), (None, 1)])
+def test_an_event_is_retried_only_with_an_id(event_id: str | None, tries: int) -> None:
+    posted = {"eventId": "in:msg-1@abc", "swarm": "default", "instanceKey": "k", "agent": "assistant"}
+    path = "/v1/instances/default/k/events"
+    fake = FakeServer().on("POST", path, error_response(503, "unavailable"), json_response(202, posted))
+    with fake.client() as c:
+        try:
+            got = c.post_event("default", "k", "hi", auth=agentauth.TurnAuth(), id=event_id)
+            assert got.event_id == "in:msg-1@abc"
+        except errors.Unavailable:
+            assert event_id is None
+    assert len(fake.calls("POST", path)) == tries
+
+
+def test_not_json_is_an_unexpected_response() -> None:
+    fake = FakeServer().on("GET", INSTANCES, httpx.Response(200, text="<html>"))
+    with fake.client() as c, pytest.raises(errors.UnexpectedResponse):
+        c.list_instances()
+
+
+def test_every_request_has_timeouts() -> None:
+    fake = FakeServer().on("GET", INSTANCES, json_response(200, {"data": []}))
+    with fake.client() as c:
+        c.list_instances()
+    t = fake.requests[0].extensions["timeout"]
+    assert t == {"connect": 5.0, "read": 30.0, "write": 30.0, "pool": 10.0}
