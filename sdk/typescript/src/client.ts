@@ -280,7 +280,7 @@ export class AgentauthClient {
     return this.#send<AuthSessionStatus>(
       {
         method: "GET",
-        path: `/v1/oauth/sessions/${segment(sessionId)}`,
+        path: `/v1/oauth/sessions/${segment(sessionId, "sessionId")}`,
         credential: "runtime",
         idempotent: true,
       },
@@ -303,7 +303,7 @@ export class AgentauthClient {
       const st = await this.#send<AuthSessionStatus>(
         {
           method: "GET",
-          path: `/v1/oauth/sessions/${segment(sessionId)}`,
+          path: `/v1/oauth/sessions/${segment(sessionId, "sessionId")}`,
           query: { wait },
           credential: "runtime",
           idempotent: true,
@@ -445,7 +445,7 @@ export class AgentauthClient {
     return this.#send<PostedEvent>(
       {
         method: "POST",
-        path: `/v1/instances/${segment(swarm)}/${segment(instanceKey)}/events`,
+        path: `/v1/instances/${segment(swarm, "swarm")}/${segment(instanceKey, "instanceKey")}/events`,
         body,
         credential: "runtime",
         idempotent: true,
@@ -787,11 +787,11 @@ function refString(ref: unknown): string | undefined {
 }
 
 function instancePath(swarm: string, instanceKey: string, agent: string): string {
-  return `/v1/instances/${segment(swarm)}/${segment(instanceKey)}/${segment(agent)}`;
+  return `/v1/instances/${segment(swarm, "swarm")}/${segment(instanceKey, "instanceKey")}/${segment(agent, "agent")}`;
 }
 
 function turnEventsPath(swarm: string, instanceKey: string, agent: string, turnId: string): string {
-  return `${instancePath(swarm, instanceKey, agent)}/turns/${segment(turnId)}/events`;
+  return `${instancePath(swarm, instanceKey, agent)}/turns/${segment(turnId, "turnId")}/events`;
 }
 
 // What a follow reconnects after: the connection, not the request.

@@ -9,6 +9,7 @@ import {
   AgentauthTimeoutError,
   type ErrorBody,
   errorFromBody,
+  InvalidRequestError,
   MissingCredentialError,
   NetworkError,
   UnexpectedResponseError,
@@ -115,13 +116,21 @@ export function retryAfterMs(value: string | null, now: number = Date.now()): nu
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
-/** One path segment, escaped as docs/turns.md asks: `.` and `..` too, which an HTTP path would drop. */
-export function segment(s: string): string {
-  if (s === ".") {
-    return "%2E";
+/**
+ * One path segment, escaped. A segment of `.` or `..` cannot be sent:
+ * docs/turns.md has it sent as `%2E`/`%2E%2E`, but the WHATWG URL parser
+ * every fetch uses removes those as dot segments too, so the request
+ * would reach another route.
+ */
+export function segment(s: string, what = "path segment"): string {
+  if (s === "." || s === "..") {
+    throw new InvalidRequestError({
+      code: "invalidRequest",
+      message: `${what} ${JSON.stringify(s)} cannot be sent by fetch (the URL parser drops "." and ".." segments, escaped or not)`,
+    });
   }
-  if (s === "..") {
-    return "%2E%2E";
+  if (s === "") {
+    throw new InvalidRequestError({ code: "invalidRequest", message: `${what} is empty` });
   }
   return encodeURIComponent(s);
 }
