@@ -1,0 +1,82 @@
+"""What every adapter does with a tool call: invoke it through agentauth and
+give the model the result as JSON text; a consent is either handed to the
+caller's callback (then the call waits for it and runs again) or told to
+the model, with the link, so that it asks the user."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..client import AsyncClient, Client
+from ..errors import AuthorizationRequired
+
+# Called with the consent a tool needs; it shows authorization_url to the
+# user (it may be a coroutine function for an AsyncClient).
+OnAuthorizationRequired = Callable[[AuthorizationRequired], Any]
+
+
+def consent_result(needed: AuthorizationRequired) -> str:
+    """The result a model reads when the user must consent first: the link to give them."""
+    return json.dumps(
+        {
+            "status": "authorization_required",
+            "authorization": {
+                "authorizationUrl": needed.authorization_url,
+                "message": needed.message,
+                "expiresAt": needed.expires_at.isoformat() if needed.expires_at else None,
+            },
+            "instructions": "Give the user this link to connect their account, then call the tool again.",
+        }
+    )
+
+
+def parse_args(arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:
+    if arguments is None or arguments == "":
+        return {}
+    if isinstance(arguments, str):
+        value = json.loads(arguments)
+        if not isinstance(value, dict):
+            raise ValueError("tool arguments must be a JSON object")
+        return value
+    return dict(arguments)
+
+
+async def invoke_async(
+    client: AsyncClient,
+    name: str,
+    args: Mapping[str, Any],
+    on_authorization_required: OnAuthorizationRequired | None,
+    timeout: float,
+) -> str:
+    try:
+        result = await client.invoke_tool(name, args)
+    except AuthorizationRequired as needed:
+        if on_authorization_required is None:
+            return consent_result(needed)
+        shown = on_authorization_required(needed)
+        if inspect.isawaitable(shown):
+            await shown
+        await client.wait_for_authorization(needed, timeout)
+        result = await client.invoke_tool(name, args)
+    return json.dumps(result.result_json())
+
+
+def invoke_sync(
+    client: Client,
+    name: str,
+    args: Mapping[str, Any],
+    on_authorization_required: OnAuthorizationRequired | None,
+    timeout: float,
+) -> str:
+    try:
+        result = client.invoke_tool(name, args)
+    except AuthorizationRequired as needed:
+        if on_authorization_required is None:
+            return consent_result(needed)
+        on_authorization_required(needed)
+        client.wait_for_authorization(needed, timeout)
+        result = client.invoke_tool(name, args)
+    return json.dumps(result.result_json())
