@@ -69,7 +69,9 @@ describe("tokens", { skip: skipUnlessHarness(...needs) }, () => {
 
     const revoked = await c.revoke(app, subject);
     assert.equal(revoked.revoked, true);
-    await assert.rejects(c.revoke(app, subject), GrantNotFoundError);
+    assert.match(revoked.grantId, /.+/);
+    // A subject that never consented has no grant.
+    await assert.rejects(c.revoke(app, subjectPrefix + fresh("ts-none")), GrantNotFoundError);
   });
 
   it("withAccessToken: the callback gets the URL, the consent lands, the function runs with the token", async () => {

@@ -198,22 +198,22 @@ describe("turns", { skip: skipUnlessHarness(...needs) }, () => {
       const tampered =
         d.body.slice(0, i) + String.fromCharCode(d.body.charCodeAt(i) ^ 1) + d.body.slice(i + 1);
       assert.equal(tampered.length, d.body.length);
-      const cases: Array<[string, Promise<unknown>, string]> = [
-        ["one byte of the body", verifyWebhook(webhookSecret, ts, sig, tampered), "signature_mismatch"],
-        ["another secret", verifyWebhook(`${webhookSecret}x`, ts, sig, d.body), "signature_mismatch"],
+      const cases: Array<[string, () => Promise<unknown>, string]> = [
+        ["one byte of the body", () => verifyWebhook(webhookSecret, ts, sig, tampered), "signature_mismatch"],
+        ["another secret", () => verifyWebhook(`${webhookSecret}x`, ts, sig, d.body), "signature_mismatch"],
         [
           "an old timestamp",
-          verifyWebhook(webhookSecret, String(Number(ts) - 600), sig, d.body),
+          () => verifyWebhook(webhookSecret, String(Number(ts) - 600), sig, d.body),
           "timestamp_out_of_window",
         ],
         [
           "a replay later than the window",
-          verifyWebhook(webhookSecret, ts, sig, d.body, { now: new Date((Number(ts) + 301) * 1000) }),
+          () => verifyWebhook(webhookSecret, ts, sig, d.body, { now: new Date((Number(ts) + 301) * 1000) }),
           "timestamp_out_of_window",
         ],
       ];
-      for (const [name, p, check] of cases) {
-        await assert.rejects(p, (e: unknown) => {
+      for (const [name, verify, check] of cases) {
+        await assert.rejects(verify, (e: unknown) => {
           assert.ok(e instanceof WebhookVerificationError, name);
           assert.equal(e.check, check, name);
           return true;
