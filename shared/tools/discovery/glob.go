@@ -41,13 +41,11 @@ type segment struct {
 }
 
 func compileGlob(p string) *glob {
-	var parts [][]rune
+	var parts [][]rune // the segments between stars: one more than the stars
 	cur := []rune{}
-	stars := 0
 	for _, r := range p {
 		switch r {
 		case '*':
-			stars++
 			parts = append(parts, cur)
 			cur = []rune{}
 		case '?':
@@ -57,7 +55,7 @@ func compileGlob(p string) *glob {
 		}
 	}
 	parts = append(parts, cur)
-	if stars == 0 {
+	if len(parts) == 1 {
 		return &glob{exact: true, first: parts[0]}
 	}
 	g := &glob{first: parts[0], last: parts[len(parts)-1]}
@@ -117,22 +115,21 @@ func (s *segment) mask(c rune) []uint64 {
 }
 
 // find returns the end of the leftmost occurrence of the segment in
-// v[from:to], or -1.
-func (s *segment) find(v []rune, from, to int) int {
+// v[from:to], and whether there is one. (A window shorter than the
+// segment needs no check of its own: the scan cannot reach the final
+// state in it, and costs less than the segment's length.)
+func (s *segment) find(v []rune, from, to int) (int, bool) {
 	n := len(s.runes)
-	if to-from < n {
-		return -1
-	}
 	if s.words == 1 {
 		var d uint64
 		final := uint64(1) << (n - 1)
 		for j := from; j < to; j++ {
 			d = ((d << 1) | 1) & s.mask(v[j])[0]
 			if d&final != 0 {
-				return j + 1
+				return j + 1, true
 			}
 		}
-		return -1
+		return 0, false
 	}
 	d := make([]uint64, s.words)
 	lastWord, final := (n-1)/64, uint64(1)<<((n-1)%64)
@@ -145,10 +142,10 @@ func (s *segment) find(v []rune, from, to int) int {
 			carry = next
 		}
 		if d[lastWord]&final != 0 {
-			return j + 1
+			return j + 1, true
 		}
 	}
-	return -1
+	return 0, false
 }
 
 // matchAt reports whether fixed matches v starting at i (in bounds).
@@ -175,8 +172,8 @@ func (g *glob) match(v []rune) bool {
 	}
 	pos, end := len(g.first), n-len(g.last)
 	for i := range g.middle {
-		e := g.middle[i].find(v, pos, end)
-		if e < 0 {
+		e, ok := g.middle[i].find(v, pos, end)
+		if !ok {
 			return false
 		}
 		pos = e

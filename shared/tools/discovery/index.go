@@ -399,7 +399,7 @@ func (ix *Index) collect(nums []int32) []ToolManifestEntry {
 // Manifest returns the deduplicated tools of the given groups, sorted by
 // tool id; unknown and inactive groups contribute nothing.
 func (ix *Index) Manifest(groupIDs []string, includeDisabled bool) []ToolManifestEntry {
-	set := make([]uint64, (len(ix.entries)+63)/64)
+	set := make([]uint64, (len(ix.entries)+63)>>6) // a bit per tool
 	for _, gid := range groupIDs {
 		g, ok := ix.groups[gid]
 		if !ok || !g.active {

@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -429,6 +430,8 @@ func TestToolIDs(t *testing.T) {
 		{"a b:c", "", "", false},
 		{"a:b/c", "", "", false},
 		{"a:" + strings.Repeat("b", MaxToolIDLength), "", "", false},
+		{"a:" + strings.Repeat("b", MaxToolIDLength-2), "a", strings.Repeat("b", MaxToolIDLength-2), true}, // the longest
+		{"a:" + strings.Repeat("b", MaxToolIDLength-1), "", "", false},
 	} {
 		src, op, ok := SplitToolID(tt.id)
 		if src != tt.src || op != tt.op || ok != tt.ok || ValidToolID(tt.id) != tt.ok {
@@ -437,5 +440,39 @@ func TestToolIDs(t *testing.T) {
 	}
 	if !ValidSourceID("pizzeria") || ValidSourceID("a:b") || ValidSourceID("") {
 		t.Error("ValidSourceID")
+	}
+	// A source leaves room for ":" and an operation.
+	if !ValidSourceID(strings.Repeat("s", MaxToolIDLength-1)) || ValidSourceID(strings.Repeat("s", MaxToolIDLength)) {
+		t.Error("ValidSourceID at the length limit")
+	}
+}
+
+// TestManyTools: manifests past one 64-tool word of the bitset, every
+// tool in id order.
+func TestManyTools(t *testing.T) {
+	var cfg Config
+	var want []string
+	for i := range 150 {
+		id := fmt.Sprintf("src:op%03d", i)
+		cfg.Tools = append(cfg.Tools, Tool{ID: id, Name: id, SourceID: "src", Enabled: true})
+		if i%2 == 1 || i > 120 {
+			want = append(want, id)
+		}
+	}
+	cfg.Groups = []Group{
+		{ID: "odd", Active: true, Selectors: []Selector{{Name: "regex:.*[13579]$"}}},
+		{ID: "tail", Active: true, Selectors: []Selector{{Name: "regex:src:op1[2-4][1-9]$"}}, ExplicitToolIDs: []string{"src:op130", "src:op140"}},
+	}
+	cfg.Policies = []Policy{{ID: "p", Active: true, Matchers: []Matcher{{Claim: "sub", Operator: OpExists}}, GroupIDs: []string{"odd", "tail"}}}
+	ix, err := NewIndex(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := ix.Resolve(map[string]any{"sub": "u"}, Options{})
+	if got := ids(r.Tools); !reflect.DeepEqual(got, want) {
+		t.Fatalf("manifest = %q\nwant %q", got, want)
+	}
+	if got := ids(manifestOf(ix.Explain(map[string]any{"sub": "u"}, Options{}))); !reflect.DeepEqual(got, want) {
+		t.Fatalf("explained = %q", got)
 	}
 }

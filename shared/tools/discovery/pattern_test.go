@@ -174,3 +174,40 @@ func TestGlobIsLinear(t *testing.T) {
 		t.Errorf("four matches over a million runes took %v", d)
 	}
 }
+
+// TestGlobEdges: the edges of the matcher's tables and windows, each
+// checked against the reference.
+func TestGlobEdges(t *testing.T) {
+	a64b := strings.Repeat("a", 64) + "b"
+	for _, tt := range []struct {
+		name, pattern, value string
+		want                 bool
+	}{
+		{"NUL is an ASCII rune of a segment", "*a\x00b*", "xa\x00bx", true},
+		{"U+0080, the first rune past ASCII, in a scanned value", "*a*", "\u0080\u0080a", true},
+		{"U+0080 in a segment", "*\u0080*", "x\u0080", true},
+		{"U+0080 in a segment, not in the value", "*\u0080*", "x\u0081", false},
+		{"a middle segment stays out of the suffix", "*b*b", "ab", false},
+		{"a middle segment ends before the suffix", "*b*b", "abb", true},
+		{"a middle segment stays out of the prefix", "a*a*", "a", false},
+		{"the next segment starts after a long one ends", "*" + a64b + "*b*", a64b, false},
+		{"the next segment starts after a long one ends, found", "*" + a64b + "*b*", a64b + "b", true},
+		{"a 127-rune segment", "*" + strings.Repeat("c", 127) + "*", "x" + strings.Repeat("c", 127), true},
+		{"a 128-rune segment", "*" + strings.Repeat("c", 128) + "*", "x" + strings.Repeat("c", 128) + "y", true},
+		{"a 128-rune segment, one short", "*" + strings.Repeat("c", 128) + "*", "x" + strings.Repeat("c", 127) + "y", false},
+		{"a window shorter than the segment", "ab*cde*f", "abcdf", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := CompilePattern(tt.pattern)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.Match(tt.value); got != tt.want {
+				t.Errorf("Match = %v, want %v", got, tt.want)
+			}
+			if got := refGlob(tt.pattern, tt.value); got != tt.want {
+				t.Errorf("reference = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

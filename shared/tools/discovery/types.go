@@ -1,6 +1,9 @@
 package discovery
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // Config is what an Index is built from: the bundle's tools, groups and
 // policies, plus any tenant-uploaded tools appended to Tools.
@@ -206,10 +209,6 @@ func SplitToolID(id string) (source, operation string, ok bool) {
 	if !ValidToolID(id) {
 		return "", "", false
 	}
-	for i := 0; i < len(id); i++ {
-		if id[i] == ':' {
-			return id[:i], id[i+1:], true
-		}
-	}
-	return "", "", false
+	source, operation, _ = strings.Cut(id, ":")
+	return source, operation, true
 }
