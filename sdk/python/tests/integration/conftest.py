@@ -11,7 +11,7 @@ import json
 import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -32,8 +32,8 @@ class Contract:
     proxy_url: str
     tool: str | None
     connector: str | None
-    webhook_secret: str | None
-    agent_token: str | None
+    webhook_secret: str | None = field(repr=False)
+    agent_token: str | None = field(repr=False)
 
     def subject(self, login: str) -> str:
         return self.subject_prefix + login

@@ -11,6 +11,7 @@ as the login whose subject ``user`` is.
 from __future__ import annotations
 
 import ast
+import asyncio
 import importlib.util
 import inspect
 import re
@@ -29,6 +30,8 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 MARKER = re.compile(r"<!-- sdk test runs this: ([\w-]+) -->\n```python\n(.*?)```", re.S)
 
 SNIPPETS: dict[str, str] = dict(MARKER.findall(README.read_text()))
+# What the turns snippet leaves for the webhook snippet's test (run after it).
+TURNS: dict[str, str] = {}
 EXPECTED = {"connect", "token", "decorator", "tools", "adapters", "turns", "lifecycle", "webhook"}
 
 
@@ -61,6 +64,7 @@ def names(contract: Contract, harness: Harness, login: str, shown: list[str]) ->
         "agent": contract.agent,
         "claims": contract.claims,
         "instance_key": unique("py-readme"),
+        "origin": {"connector": contract.connector, "channel": "C123"} if contract.connector else {"channel": "C123"},
         "webhook_secret": contract.webhook_secret or "",
         "show_link_to_user": consenting(harness, login, shown),
     }
@@ -114,6 +118,7 @@ async def test_adapters(contract: Contract, harness: Harness, capsys: pytest.Cap
 async def test_turns(contract: Contract, harness: Harness, capsys: pytest.CaptureFixture[str]) -> None:
     shown: list[str] = []
     ns = await run("turns", names(contract, harness, unique("py-rturn"), shown))
+    TURNS["turn_id"] = ns["turn"].id
     out = capsys.readouterr().out
     assert len(shown) == 1, "the turn parks once on the new user's consent"
     assert ns["event"].type == "turn.completed"
@@ -137,23 +142,34 @@ async def test_lifecycle(
 async def test_webhook(contract: Contract, harness: Harness, capsys: pytest.CaptureFixture[str]) -> None:
     if not contract.connector or not contract.webhook_secret:
         pytest.skip("no connector here (the AWS run)")
+    turn_id = TURNS.get("turn_id")
+    if turn_id is None:
+        pytest.fail("the turns snippet did not complete: no turn whose deliveries to check")
     shown: list[str] = []
-    ns = await run("webhook", names(contract, harness, unique("py-rhook"), shown))
+    ns = names(contract, harness, unique("py-rhook"), [])
+    ns["show_link_to_user"] = shown.append  # the link reaches the test, not a browser: that consent was given
+    ns = await run("webhook", ns)
     handle: Callable[[dict[str, str], bytes], int] = ns["handle_delivery"]
-    deliveries = harness.deliveries(contract.connector)
-    assert deliveries, "no delivery to check: the turn tests post with origin.connector"
-    # Only deliveries from inside the 5-minute window verify: the suite's own.
-    recent = [
-        d for d in deliveries if abs(int(d["headers"]["X-Agentauth-Timestamp"]) - __import__("time").time()) < 240
-    ]
-    assert recent
-    for d in recent:
+
+    # The turns snippet's turn, delivered to the Connector: its parked and completed events
+    # (a delivery is sent after its event is stored: wait for them).
+    ours: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        ours = [d for d in harness.deliveries(contract.connector) if f'"turnId":"{turn_id}"' in d["body"]]
+        if len(ours) >= 2:
+            break
+        await asyncio.sleep(0.2)
+    assert len(ours) >= 2, f"deliveries of turn {turn_id}: {len(ours)}"
+    for d in ours:
         assert handle(d["headers"], d["body"].encode()) == 200
-        assert handle(d["headers"], d["body"].encode()) == 200  # again: deduplicated
+        assert handle(d["headers"], d["body"].encode()) == 200  # again: already handled
     keys = {
-        agentauth.verify_webhook_headers(contract.webhook_secret, d["headers"], d["body"]).delivery_key for d in recent
+        agentauth.verify_webhook_headers(contract.webhook_secret, d["headers"], d["body"]).delivery_key for d in ours
     }
     assert ns["handled"] == keys
-    d = recent[-1]
+    d = ours[-1]
     assert handle(d["headers"], d["body"].encode().replace(b'"seq":', b'"seq": ')) == 401
-    assert "refused: webhookBadSignature" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "refused: webhookBadSignature" in out and "You are " in out
+    assert len(shown) == 1  # the parked event's link, once
