@@ -157,7 +157,7 @@ class AsyncClient(_Base):
             auth = self._creds.auth(call.credential)
             request = core.build_request(self._http, self._settings, call)
             try:
-                response = await self._http.send(request, auth=auth) if auth else await self._http.send(request)
+                response = await self._http.send(request, auth=auth)
             except httpx.TransportError as exc:
                 delay = core.retry_delay(policy, call, attempt, exc)
                 if delay is None:
@@ -365,11 +365,7 @@ class AsyncClient(_Base):
             try:
                 auth = self._creds.auth(call.credential)
                 request = core.build_request(self._http, self._settings, call)
-                response = (
-                    await self._http.send(request, auth=auth, stream=True)
-                    if auth
-                    else await self._http.send(request, stream=True)
-                )
+                response = await self._http.send(request, auth=auth, stream=True)
                 try:
                     if response.status_code == 406:
                         state.polling = True
@@ -447,7 +443,7 @@ class Client(_Base):
             auth = self._creds.auth(call.credential)
             request = core.build_request(self._http, self._settings, call)
             try:
-                response = self._http.send(request, auth=auth) if auth else self._http.send(request)
+                response = self._http.send(request, auth=auth)
             except httpx.TransportError as exc:
                 delay = core.retry_delay(policy, call, attempt, exc)
                 if delay is None:
@@ -616,9 +612,7 @@ class Client(_Base):
             try:
                 auth = self._creds.auth(call.credential)
                 request = core.build_request(self._http, self._settings, call)
-                response = (
-                    self._http.send(request, auth=auth, stream=True) if auth else self._http.send(request, stream=True)
-                )
+                response = self._http.send(request, auth=auth, stream=True)
                 try:
                     if response.status_code == 406:
                         state.polling = True

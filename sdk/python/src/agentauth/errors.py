@@ -62,6 +62,7 @@ __all__ = [
     "SubjectUnavailable",
     "TokenRevoked",
     "TooManyStreams",
+    "ToolCallFailed",
     "Unauthenticated",
     "Unavailable",
     "UnexpectedResponse",
@@ -278,7 +279,7 @@ class AuthorizationRequired(AgentauthError):
     to the user it is for.
     """
 
-    code_name = "authorizationRequired"
+    code_name = "authorization_required"
 
     def __init__(
         self,
@@ -307,7 +308,7 @@ class AuthorizationFailed(AgentauthError):
     """The consent session ended without a grant; ``reason`` is the callback's reason code
     (``provider_error``, ``subject_mismatch``, …: README, *Callback failure reasons*)."""
 
-    code_name = "authorizationFailed"
+    code_name = "authorization_failed"
 
     def __init__(self, message: str, *, session_id: str, reason: str | None, status_name: str = "failed") -> None:
         super().__init__(message)
@@ -319,7 +320,7 @@ class AuthorizationFailed(AgentauthError):
 class AuthorizationExpired(AuthorizationFailed):
     """The consent session expired before the user finished."""
 
-    code_name = "authorizationExpired"
+    code_name = "authorization_expired"
 
 
 class AuthorizationTimeout(AgentauthError, TimeoutError):
@@ -344,6 +345,13 @@ class ConnectionFailed(AgentauthError):
     code_name = "connectionFailed"
 
 
+class ToolCallFailed(AgentauthError):
+    """A tool's error result, raised by ``ToolResult.raise_for_error()``; ``code`` is the
+    tool's (``E_TOOL_UPSTREAM``, ``E_TOOL_TIMEOUT``, …: docs/tools.md, *Routes*)."""
+
+    code_name = "E_TOOL"
+
+
 class StreamFailed(AgentauthError):
     """A turn's event stream could not be resumed within the reconnect budget."""
 
@@ -357,27 +365,36 @@ class UnexpectedResponse(AgentauthError):
 
 
 class WebhookVerificationError(AgentauthError):
-    """An origin delivery failed verification: refuse it (answer 401 or 400)."""
+    """An origin delivery failed verification: refuse it (answer 4xx), never act on it.
 
-    code_name = "webhookInvalid"
+    ``check`` (also ``code``) says which check failed, as the TypeScript SDK
+    says it: ``malformed_timestamp``, ``malformed_signature``,
+    ``malformed_body``, ``timestamp_out_of_window``, ``signature_mismatch``.
+    """
+
+    code_name = "webhook_invalid"
+
+    def __init__(self, message: str, *, check: str | None = None) -> None:
+        super().__init__(message, code=check or self.code_name)
+        self.check = self.code
 
 
 class WebhookMalformed(WebhookVerificationError):
     """A header is missing or not in its documented form, or the signed body is not a delivery."""
 
-    code_name = "webhookMalformed"
+    code_name = "malformed_body"
 
 
 class WebhookTooOld(WebhookVerificationError):
     """The timestamp is outside the tolerance window: a replay, or a clock far off."""
 
-    code_name = "webhookTooOld"
+    code_name = "timestamp_out_of_window"
 
 
 class WebhookBadSignature(WebhookVerificationError):
-    """The signature does not match: another secret, or a body or timestamp changed on the way."""
+    """The signature is not the body's under this secret: another secret, or a body or timestamp changed."""
 
-    code_name = "webhookBadSignature"
+    code_name = "signature_mismatch"
 
 
 _BY_CODE: dict[str, type[AgentauthError]] = {

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .errors import AgentauthError
+from .errors import ToolCallFailed
 
 __all__ = [
     "TERMINAL_EVENT_TYPES",
@@ -348,7 +348,7 @@ class ToolResult:
 
         if self.error is not None or not self.ok:
             err = self.error or ToolError(code="E_TOOL", message=f"tool result status {self.status!r}")
-            raise AgentauthError(err.message, code=err.code, details={"name": err.name, "suggestion": err.suggestion})
+            raise ToolCallFailed(err.message, code=err.code, details={"name": err.name, "suggestion": err.suggestion})
         return self
 
     def result_json(self) -> dict[str, Any]:

@@ -77,10 +77,10 @@ def verify_webhook(
     raw = _bytes(body)
     ts = (timestamp or "").strip()
     if not (ts.isascii() and ts.isdigit()):
-        raise WebhookMalformed(f"{TIMESTAMP_HEADER} must be Unix seconds")
+        raise WebhookMalformed(f"{TIMESTAMP_HEADER} must be Unix seconds", check="malformed_timestamp")
     sig = (signature or "").strip()
     if not sig.startswith("v1=") or len(sig) != 3 + 64:
-        raise WebhookMalformed(f"{SIGNATURE_HEADER} must be v1= and 64 hex digits")
+        raise WebhookMalformed(f"{SIGNATURE_HEADER} must be v1= and 64 hex digits", check="malformed_signature")
     clock = time.time() if now is None else now
     if abs(clock - int(ts)) > tolerance:
         raise WebhookTooOld(f"timestamp {ts} is more than {tolerance:g} s from now: refused as a replay")

@@ -171,5 +171,5 @@ async def test_webhook(contract: Contract, harness: Harness, capsys: pytest.Capt
     d = ours[-1]
     assert handle(d["headers"], d["body"].encode().replace(b'"seq":', b'"seq": ')) == 401
     out = capsys.readouterr().out
-    assert "refused: webhookBadSignature" in out and "You are " in out
+    assert "refused: signature_mismatch" in out and "You are " in out
     assert len(shown) == 1  # the parked event's link, once

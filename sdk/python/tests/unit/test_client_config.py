@@ -236,7 +236,7 @@ def test_invoke_results() -> None:
         assert info.value.session_id == "as-9" and info.value.oauth_app_ref == "OAuthApp/e2e-user"
         failed = c.invoke_tool("whoami")
         assert not failed.ok and failed.error is not None and failed.error.code == "E_TOOL_UPSTREAM"
-        with pytest.raises(agentauth.AgentauthError, match="502"):
+        with pytest.raises(errors.ToolCallFailed, match="502"):
             failed.raise_for_error()
         ok = c.invoke_tool("whoami")
         assert ok.output == {"sub": "alice"} and ok.tool_called == {"argsHash": "44"}

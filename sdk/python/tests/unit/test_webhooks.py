@@ -96,3 +96,18 @@ def test_tolerance_is_a_parameter() -> None:
     with pytest.raises(errors.WebhookTooOld):
         agentauth.verify_webhook(SECRET, ts, sign(SECRET, ts, BODY), BODY, tolerance=60, now=NOW)
     assert agentauth.verify_webhook(SECRET, ts, sign(SECRET, ts, BODY), BODY, tolerance=120, now=NOW)
+
+
+def test_checks_are_named_as_in_the_typescript_sdk() -> None:
+    ts = str(NOW)
+    cases = [
+        ("12a", sign(SECRET, ts, BODY), BODY, "malformed_timestamp"),
+        (ts, "v1=nothex", BODY, "malformed_signature"),
+        (str(NOW - 999), sign(SECRET, str(NOW - 999), BODY), BODY, "timestamp_out_of_window"),
+        (ts, sign(b"other", ts, BODY), BODY, "signature_mismatch"),
+        (ts, sign(SECRET, ts, b"[]"), b"[]", "malformed_body"),
+    ]
+    for timestamp, signature, body, check in cases:
+        with pytest.raises(errors.WebhookVerificationError) as info:
+            agentauth.verify_webhook(SECRET, timestamp, signature, body, now=NOW)
+        assert info.value.check == check and info.value.code == check
