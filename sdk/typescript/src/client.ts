@@ -51,7 +51,7 @@ export interface ClientOptions {
   url?: string;
   /**
    * Where turn event streams are served when not at url (`AGENTAUTH_STREAM_URL`): on
-   * AWS, the turn function's URL (TurnStreamUrl), signed for `lambda`.
+   * AWS, the turn function's URL (TurnStreamUrl), signed for `lambda`. `""` for none.
    */
   streamUrl?: string;
   /** The runtime token for the runtime routes (`AGENTAUTH_RUNTIME_TOKEN`). */
@@ -193,9 +193,10 @@ export class AgentauthClient {
     }
     this.#http = new Transport({
       url,
-      streamUrl: options.streamUrl ?? (env.AGENTAUTH_STREAM_URL || undefined),
-      runtimeToken: options.runtimeToken ?? (env.AGENTAUTH_RUNTIME_TOKEN || undefined),
-      agentToken: options.agentToken ?? (env.AGENTAUTH_AGENT_TOKEN || undefined),
+      // "" is "none": streamUrl: "" keeps the streams on url even when AGENTAUTH_STREAM_URL is set.
+      streamUrl: (options.streamUrl ?? env.AGENTAUTH_STREAM_URL) || undefined,
+      runtimeToken: (options.runtimeToken ?? env.AGENTAUTH_RUNTIME_TOKEN) || undefined,
+      agentToken: (options.agentToken ?? env.AGENTAUTH_AGENT_TOKEN) || undefined,
       signer,
       fetch: f,
       timeoutMs: options.timeoutMs ?? 30_000,

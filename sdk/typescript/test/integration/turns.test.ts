@@ -107,6 +107,19 @@ describe("turns", { skip: skipUnlessHarness(...needs) }, () => {
     const after = await c.turnEvents(swarm, key, agent, turnId, { after: 2 });
     assert.equal(after[0]?.seq, 3);
 
+    // Followed again without a stream URL: on agentauth serve the stream is
+    // at AGENTAUTH_URL; behind API Gateway the stream route answers 406 and
+    // the iterator polls the JSON form instead. Same events either way.
+    const direct = new AgentauthClient({ streamUrl: "" });
+    const again: string[] = [];
+    for await (const ev of direct.followTurn(swarm, key, agent, turnId, { after: 1, pollIntervalMs: 200 })) {
+      again.push(`${ev.seq}:${ev.type}`);
+    }
+    assert.deepEqual(
+      again,
+      events.slice(2).map((e) => `${e.seq}:${e.type}`),
+    );
+
     const inst = await c.getInstance(swarm, key, agent);
     const done = inst.recentTurns.find((t) => t.id === turnId);
     assert.equal(done?.status, "completed");
