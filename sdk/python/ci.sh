@@ -21,11 +21,13 @@ fi
 
 # Reinstall only when the pins, the package metadata or the venv's Python changed.
 stamp="$venv/.agentauth-sdk-stamp"
-want="$(cat "$here/requirements-dev.txt" "$here/pyproject.toml" | sha256sum | cut -d' ' -f1)-$("$venv/bin/python" -c 'import sys; print(sys.version)' | sha256sum | cut -c1-12)"
+want="$(cat "$here/requirements-dev.txt" "$here/constraints-dev.txt" "$here/pyproject.toml" | sha256sum | cut -d' ' -f1)-$("$venv/bin/python" -c 'import sys; print(sys.version)' | sha256sum | cut -c1-12)"
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   echo "sdk/python: installing the pinned dev requirements and the package (-e .[aws,openai-agents,langchain])"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$here/requirements-dev.txt"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$here[aws,openai-agents,langchain]"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    -c "$here/constraints-dev.txt" -r "$here/requirements-dev.txt"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    -c "$here/constraints-dev.txt" -e "$here[aws,openai-agents,langchain]"
   echo "$want" >"$stamp"
 else
   echo "sdk/python: venv $venv is up to date"
