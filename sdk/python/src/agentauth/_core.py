@@ -28,6 +28,7 @@ from .models import (
     Instance,
     InstanceDeleted,
     InstanceDetail,
+    PendingAuthorization,
     ResumeTarget,
     Revocation,
     Secret,
@@ -535,6 +536,21 @@ def session_id_of(session: str | errors.AuthorizationRequired) -> str:
     if not sid:
         raise errors.InvalidRequest("session_id is empty")
     return sid
+
+
+def pending(target: ResumeTarget) -> Op[list[PendingAuthorization]]:
+    ref = target.to_json()
+    query = {"swarmRef": ref["swarmRef"], "instanceKey": target.instance_key, "agentName": target.agent}
+
+    def parse(r: httpx.Response) -> list[PendingAuthorization]:
+        items = read_object(r).get("items")
+        return (
+            [PendingAuthorization.from_json(i) for i in items if isinstance(i, Mapping)]
+            if isinstance(items, list)
+            else []
+        )
+
+    return Op(Call("GET", "/v1/oauth/pending", "runtime", idempotent=True, query=query), parse)
 
 
 def revoke(app: str, subject: str) -> Op[Revocation]:

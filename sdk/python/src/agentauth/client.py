@@ -29,6 +29,7 @@ from .models import (
     Instance,
     InstanceDeleted,
     InstanceDetail,
+    PendingAuthorization,
     ResumeTarget,
     Revocation,
     Secret,
@@ -237,6 +238,10 @@ class AsyncClient(_Base):
                 )
             if time.monotonic() - started < 1:  # a server that does not hold the poll
                 await asyncio.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+    async def pending_authorizations(self, swarm: str, instance_key: str, agent: str) -> list[PendingAuthorization]:
+        """The consents an agent instance waits for, with their links (``auth.pending``)."""
+        return await self._run(core.pending(ResumeTarget(swarm, instance_key, agent)))
 
     async def revoke(self, app: str, subject: str) -> Revocation:
         """Revoke ``subject``'s grant of ``app`` (at the provider too when it has a revokeUrl);
@@ -508,6 +513,9 @@ class Client(_Base):
                 )
             if time.monotonic() - started < 1:
                 time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+    def pending_authorizations(self, swarm: str, instance_key: str, agent: str) -> list[PendingAuthorization]:
+        return self._run(core.pending(ResumeTarget(swarm, instance_key, agent)))
 
     def revoke(self, app: str, subject: str) -> Revocation:
         return self._run(core.revoke(app, subject))

@@ -24,6 +24,7 @@ __all__ = [
     "Instance",
     "InstanceDeleted",
     "InstanceDetail",
+    "PendingAuthorization",
     "ResumeTarget",
     "Revocation",
     "Secret",
@@ -193,6 +194,36 @@ class Revocation:
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> Revocation:
         return cls(_str(body.get("grantId")), _str(body.get("providerRevocation")), dict(body))
+
+
+@dataclass(frozen=True)
+class PendingAuthorization:
+    """A consent an agent instance waits for (``GET /v1/oauth/pending``): the link, never a secret."""
+
+    session_id: str
+    oauth_app_ref: str
+    provider: str
+    subject_mode: str
+    authorization_url: str
+    expires_at: datetime | None
+    message: str
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> PendingAuthorization:
+        ref = body.get("oauthAppRef")
+        if isinstance(ref, Mapping):
+            ref = f"{ref.get('kind') or 'OAuthApp'}/{ref.get('name') or ''}"
+        return cls(
+            session_id=_str(body.get("authSessionId")),
+            oauth_app_ref=_str(ref),
+            provider=_str(body.get("provider")),
+            subject_mode=_str(body.get("subjectMode")),
+            authorization_url=_str(body.get("authorizationUrl")),
+            expires_at=parse_time(body.get("expiresAt")),
+            message=_str(body.get("message")),
+            raw=dict(body),
+        )
 
 
 # --- who a request or turn acts for -------------------------------------------

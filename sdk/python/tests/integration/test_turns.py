@@ -60,6 +60,8 @@ async def test_turn_followed_through_park_drop_consent_completion(contract: Cont
             events.append(event)
             if event.type == "turn.parked":
                 url = event.data["authorizationUrl"]
+                pending = await client.pending_authorizations(contract.swarm, key, posted.agent)
+                assert [p.authorization_url for p in pending] == [url]
                 dropped = harness.drop()  # cut the live stream mid-way
                 harness.consent(url, login)
 

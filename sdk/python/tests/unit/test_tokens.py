@@ -176,3 +176,24 @@ def test_revoke_and_grant_not_found() -> None:
         c.revoke("e2e-user", "nobody")
     assert isinstance(info.value, errors.NotFound)
     assert info.value.request_id == "rid-body"
+
+
+def test_pending_authorizations_name_the_whole_resume_target() -> None:
+    item = {
+        "authSessionId": "as-2",
+        "oauthAppRef": {"kind": "OAuthApp", "name": "e2e-user"},
+        "provider": "demo",
+        "subjectMode": "user",
+        "authorizationUrl": "http://p/auth",
+        "expiresAt": "2026-11-24T10:10:00Z",
+        "message": "m",
+    }
+    fake = FakeServer().on("GET", "/v1/oauth/pending", json_response(200, {"type": "auth.pending", "items": [item]}))
+    with fake.client() as c:
+        got = c.pending_authorizations("default", "thread-1", "assistant")
+    assert got[0].session_id == "as-2" and got[0].oauth_app_ref == "OAuthApp/e2e-user"
+    assert dict(fake.requests[0].url.params) == {
+        "swarmRef": "Swarm/default",
+        "instanceKey": "thread-1",
+        "agentName": "assistant",
+    }
