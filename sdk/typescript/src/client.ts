@@ -248,10 +248,15 @@ export class AgentauthClient {
     const body: Record<string, unknown> = { oauthAppRef: appRef(opts.app), turn };
     if (opts.scopes) body.scopes = opts.scopes;
     if (opts.minTtlSeconds !== undefined) body.minTtlSeconds = opts.minTtlSeconds;
-    const res = await this.#send<TokenWire>(
-      { method: "POST", path: "/v1/oauth/token", body, credential: "runtime", idempotent: true },
-      opts,
-    );
+    const { data: res, requestId } = await this.#http.sendWithId<TokenWire>({
+      method: "POST",
+      path: "/v1/oauth/token",
+      body,
+      credential: "runtime",
+      idempotent: true,
+      signal: opts.signal,
+      timeoutMs: opts.timeoutMs,
+    });
     switch (res?.status) {
       case "ready":
         return new AccessToken(res as ReadyTokenWire);
@@ -264,14 +269,16 @@ export class AgentauthClient {
           oauthAppRef:
             typeof opts.app === "string" ? appRef(opts.app).toString() : `${opts.app.kind}/${opts.app.name}`,
           deviceCode: res.deviceCode,
+          requestId,
         });
       case "error":
-        throw errorFromBody(200, res.error);
+        throw errorFromBody(200, res.error, requestId);
       default:
         throw new UnexpectedResponseError({
           code: "unexpectedResponse",
           message: `POST /v1/oauth/token: unknown status ${JSON.stringify(res?.status)}`,
           status: 200,
+          requestId,
         });
     }
   }

@@ -152,13 +152,19 @@ export class Transport {
 
   /** Sends spec and returns the parsed JSON answer of a 2xx; throws the typed error otherwise. */
   async send<T>(spec: RequestSpec): Promise<T> {
+    return (await this.sendWithId<T>(spec)).data;
+  }
+
+  /** send, with the answer's X-Request-Id (for errors a 200 carries, as a token request's). */
+  async sendWithId<T>(spec: RequestSpec): Promise<{ data: T; requestId: string | undefined }> {
     const res = await this.open(spec);
+    const requestId = res.headers.get("X-Request-Id") ?? undefined;
     const text = await readText(res, spec);
     if (text === "") {
-      return undefined as T;
+      return { data: undefined as T, requestId };
     }
     try {
-      return JSON.parse(text) as T;
+      return { data: JSON.parse(text) as T, requestId };
     } catch {
       throw new UnexpectedResponseError({
         code: "unexpectedResponse",

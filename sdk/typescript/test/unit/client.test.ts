@@ -383,6 +383,7 @@ describe("tokens", () => {
       assert.equal(e.expiresAt?.toISOString(), "2030-01-01T00:10:00.000Z");
       assert.equal(e.message, "Connect your account");
       assert.equal(e.oauthAppRef, "OAuthApp/e2e-user");
+      assert.equal(e.requestId, "req-header");
       return true;
     });
   });
@@ -401,6 +402,7 @@ describe("tokens", () => {
         assert.ok(e instanceof cls);
         assert.equal((e as AgentauthError).status, 200);
         assert.equal((e as AgentauthError).message, "provider unreachable");
+        assert.equal((e as AgentauthError).requestId, "req-header");
         return true;
       });
     });
