@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import time
 from typing import Any
 
@@ -170,3 +171,40 @@ def test_webhook_deliveries_verify_and_tampered_ones_are_refused(contract: Contr
     # The real delivery itself, checked later than the window allows.
     with pytest.raises(errors.WebhookTooOld):
         agentauth.verify_webhook(secret, ts, sig, body, now=int(ts) + 301)
+
+
+class StatusRecorder(httpx.AsyncBaseTransport):
+    """Records (Accept, status) of each turn events request."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.seen: list[tuple[str, int]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if request.url.path.endswith("/events") and "/turns/" in request.url.path:
+            self.seen.append((request.headers.get("Accept", ""), response.status_code))
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_follow_polls_where_the_api_buffers(contract: Contract) -> None:
+    """On AWS without the stream URL, API Gateway answers a stream request 406:
+    follow() reads the JSON form instead, and still ends at the turn's end."""
+    if os.environ.get("AGENTAUTH_AUTH") != "sigv4":
+        pytest.skip("agentauth serve streams on its own port: no 406 to fall back from")
+    key = unique("py-poll")
+    env = {k: v for k, v in os.environ.items() if k != "AGENTAUTH_STREAM_URL"}
+    recorder = StatusRecorder()
+    async with agentauth.AsyncClient(env=env, transport=recorder) as client:
+        assert client.stream_url is None
+        posted = await client.post_event(contract.swarm, key, "hello", auth=agentauth.TurnAuth())
+        turn = await client.wait_for_turn(contract.swarm, key, posted.agent, timeout=60)
+        events = [e async for e in client.follow(contract.swarm, key, posted.agent, turn.id)]
+        await client.delete(contract.swarm, key, posted.agent)
+    assert [e.seq for e in events] == list(range(len(events)))
+    assert events[-1].terminal
+    assert recorder.seen[0] == ("text/event-stream", 406), recorder.seen
+    assert all(status == 200 and accept == "application/json" for accept, status in recorder.seen[1:]), recorder.seen
