@@ -112,7 +112,8 @@ export function retryAfterMs(value: string | null, now: number = Date.now()): nu
   if (/^\s*\d+\s*$/.test(value)) {
     return Number(value) * 1000;
   }
-  const at = Date.parse(value);
+  // An HTTP date starts with its day name; Date.parse alone takes "-1" for a year.
+  const at = /^\s*[A-Za-z]{3},/.test(value) ? Date.parse(value) : Number.NaN;
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
