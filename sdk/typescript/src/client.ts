@@ -109,7 +109,7 @@ export interface FollowTurnOptions {
   /** Start after this seq (the last one seen); default from the first event. */
   after?: number;
   signal?: AbortSignal;
-  /** Reconnects in a row without a new event before giving up (default 8). */
+  /** Quick reconnects in a row (each connection failing within 5 s, without a new event) before giving up (default 8). */
   maxReconnects?: number;
   /** A stream silent for this long (no event, no keep-alive) is dropped and reconnected (default 45,000 ms). */
   idleTimeoutMs?: number;
@@ -674,6 +674,7 @@ export class AgentauthClient {
         headers["Last-Event-ID"] = String(last);
       }
       let progressed = false;
+      let opened = 0;
       try {
         const res = await this.#http.open({
           method: "GET",
@@ -687,6 +688,7 @@ export class AgentauthClient {
           signal: opts.signal,
         });
         first = false;
+        opened = Date.now();
         if (!res.body) {
           throw new UnexpectedResponseError({ code: "unexpectedResponse", message: `GET ${path}: no body` });
         }
@@ -749,6 +751,12 @@ export class AgentauthClient {
         throw aborted(opts.signal);
       }
       if (!progressed) {
+        // A connection that lived — a parked turn's stream that reached its
+        // time limit, an idle cut — is not a failure in a row: only quick
+        // failures count towards maxReconnects.
+        if (opened > 0 && Date.now() - opened >= Math.min(5_000, idleMs)) {
+          failures = 0;
+        }
         failures++;
         if (failures > maxReconnects) {
           throw new NetworkError({
