@@ -14,8 +14,14 @@ mkdir -p "$(dirname "$venv")"
 venv="$(cd "$(dirname "$venv")" && pwd)/$(basename "$venv")"
 python="${PYTHON:-python3}"
 
+# The package runs on Python 3.10+; its dev tools need 3.11+ (the pinned
+# langchain-core of the adapter tests does).
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "sdk/python: $python is $("$python" -V 2>&1); the dev environment needs Python 3.11 or later (set PYTHON=…)" >&2
+  exit 1
+fi
 if [[ ! -x "$venv/bin/python" ]]; then
-  echo "sdk/python: creating venv $venv"
+  echo "sdk/python: creating venv $venv with $("$python" -V 2>&1)"
   "$python" -m venv "$venv"
 fi
 
