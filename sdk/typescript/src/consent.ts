@@ -5,7 +5,7 @@
 // land and then runs the function.
 
 import type { AgentauthClient, GetAccessTokenOptions } from "./client.js";
-import { AgentauthError, AuthorizationRequired } from "./errors.js";
+import { AuthorizationRequired } from "./errors.js";
 import type { AccessToken } from "./token.js";
 
 export interface WithAccessTokenOptions extends GetAccessTokenOptions {
@@ -53,13 +53,9 @@ export function withAccessToken<A extends unknown[], R>(
           throw err;
         }
         if (consents >= maxConsents) {
-          throw new AgentauthError({
-            code: "authorization_required",
-            message: `still no token for ${String(
-              typeof opts.app === "string" ? opts.app : opts.app.name,
-            )} after ${consents} consents`,
-            cause: err,
-          });
+          // Still no token after the consents it waited for: the caller
+          // gets the last AuthorizationRequired, with its link.
+          throw err;
         }
         await onAuthorizationUrl(err.authorizationUrl, err);
         await client.waitForAuthorization(err.sessionId, {

@@ -1,7 +1,10 @@
 // @agentauth/client: agentauth's HTTP API for TypeScript — tokens and
 // consent, tools, turns and their lifecycle, webhook verification — with
 // one typed error per documented error code. Browser-safe: fetch and Web
-// Crypto only; SigV4 loads the AWS packages on demand.
+// Crypto only; SigV4 loads the AWS packages on demand. It never logs, and
+// never prints a secret: a token, the runtime token and the agent JWT are
+// held in private fields, and what prints or serialises (AccessToken, the
+// client, every error) holds none.
 
 export {
   AgentauthClient,

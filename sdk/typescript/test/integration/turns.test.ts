@@ -78,6 +78,10 @@ describe("turns", { skip: skipUnlessHarness(...needs) }, () => {
       if (ev.type === "turn.parked") {
         const url = ev.data?.authorizationUrl;
         assert.equal(typeof url, "string", "turn.parked carries the consent link");
+        // The instance's pending consents list the same session and link.
+        const pending = await c.pendingAuthorizations({ swarm, instanceKey: key, agent });
+        const mine = pending.find((p) => p.authSessionId === ev.data?.authSessionId);
+        assert.equal(mine?.authorizationUrl, url, JSON.stringify(pending.map((p) => p.authSessionId)));
         // Cut the live stream, then consent while the iterator reconnects by itself.
         dropped = await drop();
         consented = consent(url as string, login);

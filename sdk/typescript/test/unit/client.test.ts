@@ -486,6 +486,26 @@ describe("tokens", () => {
     assert.equal(sent[1]?.url.pathname, "/v1/oauth/sessions/as-9");
   });
 
+  it("withAccessToken gives up after maxConsents with the last AuthorizationRequired", async () => {
+    const required = () =>
+      json(200, {
+        status: "authorization_required",
+        authSessionId: "as-7",
+        authorizationUrl: "http://provider.test/auth",
+        expiresAt: "2030-01-01T00:10:00Z",
+      });
+    const completed = () => json(200, { status: "completed", expiresAt: "2030-01-01T00:10:00Z" });
+    const { fetch } = scriptedFetch([required(), completed(), required()]);
+    let calls = 0;
+    const wrapped = withAccessToken(
+      client(fetch),
+      { app: "a", maxConsents: 1, onAuthorizationUrl: () => void calls++ },
+      () => "ran",
+    );
+    await assert.rejects(wrapped(), AuthorizationRequired);
+    assert.equal(calls, 1);
+  });
+
   it("withAccessToken passes other errors through", async () => {
     const { fetch } = scriptedFetch([
       json(200, { status: "error", error: { code: "refreshFailed", message: "m" } }),
