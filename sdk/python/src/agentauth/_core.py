@@ -378,8 +378,10 @@ def retry_delay(policy: RetryPolicy, call: Call, attempt: int, outcome: httpx.Re
     return None
 
 
-def connection_error(call: Call, exc: Exception) -> errors.ConnectionFailed:
+def connection_error(call: Call, exc: Exception) -> errors.AgentauthError:
     kind = type(exc).__name__
+    if isinstance(exc, httpx.TimeoutException):
+        return errors.Timeout(f"{call.method} {call.path}: no answer in time ({kind})")
     return errors.ConnectionFailed(f"{call.method} {call.path}: no answer ({kind}: {exc})")
 
 

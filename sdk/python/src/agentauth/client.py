@@ -333,9 +333,7 @@ class AsyncClient(_Base):
             if found is not None:
                 return found
             if time.monotonic() >= deadline:
-                raise errors.AgentauthError(
-                    f"no new turn in {swarm}/{instance_key}/{agent} after {timeout:g} s", code="turnTimeout"
-                )
+                raise errors.Timeout(f"no new turn in {swarm}/{instance_key}/{agent} after {timeout:g} s")
             await asyncio.sleep(TURN_POLL_INTERVAL)
 
     async def _inspect_or_none(self, swarm: str, instance_key: str, agent: str) -> InstanceDetail | None:
@@ -596,9 +594,7 @@ class Client(_Base):
             if found is not None:
                 return found
             if time.monotonic() >= deadline:
-                raise errors.AgentauthError(
-                    f"no new turn in {swarm}/{instance_key}/{agent} after {timeout:g} s", code="turnTimeout"
-                )
+                raise errors.Timeout(f"no new turn in {swarm}/{instance_key}/{agent} after {timeout:g} s")
             time.sleep(TURN_POLL_INTERVAL)
 
     def follow(

@@ -60,6 +60,7 @@ __all__ = [
     "ScopeNotGranted",
     "StreamFailed",
     "SubjectUnavailable",
+    "Timeout",
     "TokenRevoked",
     "TooManyStreams",
     "ToolCallFailed",
@@ -323,10 +324,14 @@ class AuthorizationExpired(AuthorizationFailed):
     code_name = "authorization_expired"
 
 
-class AuthorizationTimeout(AgentauthError, TimeoutError):
-    """``wait_for_authorization`` gave up: the session is still pending."""
+class Timeout(AgentauthError, TimeoutError):
+    """Something did not happen in time: an answer (a request's timeout), a consent, a turn."""
 
-    code_name = "authorizationTimeout"
+    code_name = "timeout"
+
+
+class AuthorizationTimeout(Timeout):
+    """``wait_for_authorization`` gave up: the session is still pending."""
 
     def __init__(self, message: str, *, session_id: str) -> None:
         super().__init__(message)
@@ -340,9 +345,10 @@ class MissingCredential(AgentauthError, ValueError):
 
 
 class ConnectionFailed(AgentauthError):
-    """No answer: the connection failed or timed out (after the retries that were safe)."""
+    """No answer: the connection failed or was lost (after the retries that were safe);
+    a request that ran out of time is a :class:`Timeout`."""
 
-    code_name = "connectionFailed"
+    code_name = "network"
 
 
 class ToolCallFailed(AgentauthError):

@@ -178,3 +178,14 @@ def test_every_request_has_timeouts() -> None:
         c.list_instances()
     t = fake.requests[0].extensions["timeout"]
     assert t == {"connect": 5.0, "read": 30.0, "write": 30.0, "pool": 10.0}
+
+
+def test_a_request_out_of_time_is_a_timeout_and_a_lost_one_a_network_error() -> None:
+    fake = FakeServer().on("POST", INVOKE, httpx.ReadTimeout("slow"))
+    with fake.client() as c, pytest.raises(errors.Timeout) as info:
+        c.invoke_tool("whoami")
+    assert isinstance(info.value, TimeoutError) and info.value.code == "timeout"
+    fake = FakeServer().on("POST", INVOKE, httpx.RemoteProtocolError("cut"))
+    with fake.client() as c, pytest.raises(errors.ConnectionFailed) as lost:
+        c.invoke_tool("whoami")
+    assert lost.value.code == "network"
