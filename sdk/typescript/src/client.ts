@@ -212,8 +212,12 @@ export class AgentauthClient {
     return this.#http.url;
   }
 
-  [inspectSymbol](): string {
+  toString(): string {
     return `AgentauthClient(${this.#http.url}, auth ${this.#auth})`;
+  }
+
+  [inspectSymbol](): string {
+    return this.toString();
   }
 
   toJSON(): Record<string, string> {
