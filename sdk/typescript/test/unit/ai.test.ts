@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { generateText, stepCountIs } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
-import { aiTools } from "../../src/ai.js";
+import { aiTools, toAiTools } from "../../src/ai.js";
+import { AuthorizationRequired } from "../../src/index.js";
 import { client, json, scriptedFetch } from "./fakes.js";
 
 const manifest = {
@@ -80,5 +81,35 @@ describe("AI SDK adapter", () => {
     >;
     assert.equal(out.status, "authorization_required");
     assert.equal(out.authorizationUrl, "http://provider.test/auth");
+  });
+
+  it("filter, a tool without a schema, and an onAuthorizationRequired that ends the generation", async () => {
+    const { fetch } = scriptedFetch([
+      json(200, {
+        result: {
+          status: "authorization_required",
+          authorization: { authSessionId: "as-1", authorizationUrl: "http://provider.test/auth" },
+        },
+      }),
+    ]);
+    const c = client(fetch);
+    const tools = toAiTools(
+      c,
+      [
+        { tool_id: "a:one", name: "one", description: "no schema" },
+        { tool_id: "a:two", name: "two", description: "filtered out" },
+      ],
+      {
+        filter: (e) => e.name !== "two",
+        onAuthorizationRequired: (req) => {
+          throw req;
+        },
+      },
+    );
+    assert.deepEqual(Object.keys(tools), ["one"]);
+    await assert.rejects(
+      Promise.resolve(tools.one?.execute?.({}, { toolCallId: "c", messages: [] })),
+      AuthorizationRequired,
+    );
   });
 });
