@@ -113,3 +113,18 @@ def test_stream_goes_to_the_stream_url() -> None:
         assert len(list(c.follow("default", "k", "assistant", "turn-1"))) == 6
     assert fake.requests[0].url.host == "stream.test"
     assert fake.requests[0].headers["Authorization"] == "Bearer aat_runtime"
+
+
+def test_sync_follow_falls_back_to_polling_on_406(monkeypatch: pytest.MonkeyPatch) -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.headers.get("Accept") == "text/event-stream":
+            return json_response(406, {"error": {"code": "notAcceptable", "message": "use the stream URL"}})
+        after = int(request.url.params.get("after", "-1"))
+        return json_response(200, {"data": [e for e in EVENTS if e["seq"] > after][:2]})
+
+    monkeypatch.setattr("agentauth.client.POLL_INTERVAL", 0.001)
+    fake = FakeServer().on("GET", PATH, answer)
+    with fake.client() as c:
+        assert [e.seq for e in c.follow("default", "k", "assistant", "turn-1", after=0)] == [1, 2, 3, 4, 5]
+    polls = [r.url.params.get("after") for r in fake.calls("GET", PATH)[1:]]
+    assert polls == ["0", "2", "4"]

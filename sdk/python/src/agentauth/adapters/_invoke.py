@@ -76,7 +76,11 @@ def invoke_sync(
     except AuthorizationRequired as needed:
         if on_authorization_required is None:
             return consent_result(needed)
-        on_authorization_required(needed)
+        shown = on_authorization_required(needed)
+        if inspect.isawaitable(shown):
+            if inspect.iscoroutine(shown):
+                shown.close()
+            raise TypeError("on_authorization_required of a sync Client's tools must not be async") from needed
         client.wait_for_authorization(needed, timeout)
         result = client.invoke_tool(name, args)
     return json.dumps(result.result_json())
