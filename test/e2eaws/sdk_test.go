@@ -124,7 +124,9 @@ func checkPathForms(ctx context.Context, t *testing.T, f pathForms) {
 // contract leaves those variables unset).
 //
 // After each suite the test checks, from Go, that it consented through
-// the harness and dropped the stream; at the end, that no token the
+// the harness and followed the turn through the proxy and dropped it
+// (what the drop cut is logged: MiniStack buffers a stream until its
+// window ends, so this is no mid-stream cut); at the end, that no token the
 // provider issued (nor an authorization code) is in the functions' log
 // groups since the start, MiniStack's log since the start, the table or
 // the callback pages.
@@ -213,7 +215,7 @@ func runDeployedSDKSuites(t *testing.T, root string, suites []e2ekit.SDKSuite) {
 	for _, suite := range suites {
 		t.Run(suite.Name, func(t *testing.T) {
 			e2ekit.RequireSDKSuite(t, root, suite)
-			before, nTokens := h.Counts(), len(tokens.Tokens())
+			before, nTokens, accepted := h.Counts(), len(tokens.Tokens()), h.ProxyAccepted()
 			sctx, scancel := context.WithTimeout(ctx, 3*time.Minute)
 			defer scancel()
 			if err := e2ekit.RunSDKSuite(sctx, t, root, suite, env); err != nil {
@@ -232,9 +234,19 @@ func runDeployedSDKSuites(t *testing.T, root string, suites []e2ekit.SDKSuite) {
 			if connected == 0 {
 				t.Error("no POST /consent reached the deployed callback's Connected page")
 			}
-			if after.Drops == before.Drops || after.Dropped == before.Dropped {
-				t.Errorf("no POST /drop cut a connection (%d drops, %d connections cut): the turn's stream was not followed through the proxy and resumed",
-					after.Drops-before.Drops, after.Dropped-before.Dropped)
+			// MiniStack hands a RESPONSE_STREAM answer over when the
+			// function has finished it (a stream window ends 2 s before
+			// the function's timeout), so the suite sees turn.parked in an
+			// answer that is already complete: what /drop cuts then is an
+			// idle pooled connection, or nothing when the client closed
+			// it. The cut in the middle of a live stream is proven by
+			// TestSDKs (test/e2e); here the suite must have followed the
+			// turn through the proxy and dropped.
+			if after.Drops == before.Drops {
+				t.Error("the suite never called POST /drop: the turn's stream was not followed through the proxy")
+			}
+			if h.ProxyAccepted() == accepted {
+				t.Error("no connection went through the proxy in front of the stream URL")
 			}
 			if len(tokens.Tokens()) == nTokens {
 				t.Error("the provider issued no token to the stack during the suite: no consent reached the token exchange")
