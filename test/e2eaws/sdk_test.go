@@ -267,6 +267,7 @@ func runDeployedSDKSuites(t *testing.T, root string, suites []e2ekit.SDKSuite) {
 			t.Fatal("no token to look for")
 		}
 		prefix := strings.TrimSuffix(st.GetToken, "-gettoken")
+		var groups []string
 		for _, fn := range []string{"gettoken", "callback", "turn"} {
 			group := "/aws/lambda/" + prefix + "-" + fn
 			text, err := st.logTextSince(ctx, group, start.Add(-time.Second))
@@ -276,6 +277,7 @@ func runDeployedSDKSuites(t *testing.T, root string, suites []e2ekit.SDKSuite) {
 			for _, l := range tokens.Leaks(text) {
 				t.Errorf("a token the provider issued (%s) is in %s", l, group)
 			}
+			groups = append(groups, fmt.Sprintf("%s %d lines", fn, strings.Count(text, "\n")))
 		}
 		// The turn function's output when the event source mapping
 		// invokes it: MiniStack keeps it in its own log.
@@ -294,7 +296,8 @@ func runDeployedSDKSuites(t *testing.T, root string, suites []e2ekit.SDKSuite) {
 		for _, l := range tokens.Leaks(string(raw)) {
 			t.Errorf("a token the provider issued (%s) is in the table", l)
 		}
-		t.Logf("%d provider tokens and codes looked for in 3 log groups, %d KB of MiniStack's log, %d table items", len(tokens.Tokens()), len(msLog)>>10, len(items))
+		t.Logf("%d provider tokens and codes looked for in the log groups (%s), %d KB of MiniStack's log, %d table items",
+			len(tokens.Tokens()), strings.Join(groups, ", "), len(msLog)>>10, len(items))
 	})
 }
 
