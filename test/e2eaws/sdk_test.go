@@ -21,7 +21,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/agentauth/agentauth/shared/aws/dynamostore"
+	"github.com/agentauth/agentauth/shared/domain"
+	"github.com/agentauth/agentauth/shared/oauth"
 	"github.com/agentauth/agentauth/shared/turn/model/scripted"
 	"github.com/agentauth/agentauth/test/e2e/e2ekit"
 )
@@ -193,6 +197,31 @@ func runDeployedSDKSuites(t *testing.T, root string, suites []e2ekit.SDKSuite) {
 
 	eu, _ := url.Parse(st.Endpoint)
 	h := e2ekit.StartSDKHarness(t, e2ekit.SDKHarnessOptions{Browser: browser, Upstream: eu.Host})
+	// The grants of the logins the suites consented as (each suite picks
+	// its own), removed at the end; the stack stays.
+	t.Cleanup(func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
+		defer ccancel()
+		db := dynamodb.NewFromConfig(be.Config)
+		seen, removed := map[string]bool{}, 0
+		for _, r := range h.Consents() {
+			if seen[r.Login] {
+				continue
+			}
+			seen[r.Login] = true
+			id := oauth.GrantID(domain.ObjectRef{Kind: "OAuthApp", Name: "demo-user"}, "demo:user:"+r.Login)
+			out, err := db.DeleteItem(cctx, &dynamodb.DeleteItemInput{TableName: aws.String(st.TableName), ReturnValues: ddbtypes.ReturnValueAllOld,
+				Key: map[string]ddbtypes.AttributeValue{dynamostore.PartitionKey: &ddbtypes.AttributeValueMemberS{Value: "grant#" + id}}})
+			if err != nil {
+				t.Errorf("cleanup: delete grant %s: %v", id, err)
+			} else if len(out.Attributes) > 0 {
+				removed++
+			}
+			sum := sha256.Sum256([]byte("refresh/" + id))
+			deleteKey(cctx, t, db, st.TableName, "lease#"+hex.EncodeToString(sum[:]))
+		}
+		t.Logf("cleanup: removed %d grant(s) of the %d login(s) the suites consented as", removed, len(seen))
+	})
 	env := e2ekit.SDKEnv(
 		"AGENTAUTH_URL="+forms.API,
 		"AGENTAUTH_AUTH=sigv4",
