@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -240,6 +241,24 @@ func runDeployedSDKSuites(t *testing.T, root string, suites []e2ekit.SDKSuite) {
 		"AGENTAUTH_SDK_REQUIRE=1",
 	)
 	t.Logf("API %s, stream %s, harness %s, proxy %s", forms.API, forms.Stream, h.URL, h.ProxyBase+forms.StreamPath)
+	gw := newGateway(st.Endpoint, st.APIHost, nil)
+	before := sdkInstances(ctx, t, gw)
+	t.Cleanup(func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
+		defer ccancel()
+		n := 0
+		for _, key := range sdkInstances(cctx, t, gw) {
+			if slices.Contains(before, key) {
+				continue
+			}
+			if a, err := gw.do(cctx, http.MethodDelete, instancePath(key)+"/assistant", nil, true); err != nil || (a.Code != 200 && a.Code != 404) {
+				t.Logf("cleanup: delete instance %s: %v %d", key, err, a.Code)
+				continue
+			}
+			n++
+		}
+		t.Logf("cleanup: deleted %d instance(s) the suites left", n)
+	})
 
 	for _, suite := range suites {
 		t.Run(suite.Name, func(t *testing.T) {
@@ -328,6 +347,41 @@ func runDeployedSDKSuites(t *testing.T, root string, suites []e2ekit.SDKSuite) {
 		t.Logf("%d provider tokens and codes looked for in the log groups (%s), %d KB of MiniStack's log, %d table items",
 			len(tokens.Tokens()), strings.Join(groups, ", "), len(msLog)>>10, len(items))
 	})
+}
+
+// sdkInstancePrefixes start the instance keys the SDKs' suites pick
+// (py-…, ts-…): the instances a run of theirs left are deleted, never
+// another test's.
+var sdkInstancePrefixes = []string{"py-", "ts-"}
+
+// sdkInstances lists the keys of the default swarm's instances that an
+// SDK's suite may have made.
+func sdkInstances(ctx context.Context, t *testing.T, gw *gateway) []string {
+	t.Helper()
+	a, err := gw.do(ctx, http.MethodGet, "/v1/instances", nil, true)
+	if err != nil || a.Code != http.StatusOK {
+		t.Logf("list instances: %v HTTP %d", err, a.Code)
+		return nil
+	}
+	var out struct {
+		Data []struct {
+			Swarm       string `json:"swarm"`
+			InstanceKey string `json:"instanceKey"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(a.Body, &out); err != nil {
+		t.Logf("list instances: %v", err)
+		return nil
+	}
+	var keys []string
+	for _, in := range out.Data {
+		for _, p := range sdkInstancePrefixes {
+			if in.Swarm == "default" && strings.HasPrefix(in.InstanceKey, p) {
+				keys = append(keys, in.InstanceKey)
+			}
+		}
+	}
+	return keys
 }
 
 // logTextSince is the messages of a log group's events from since on,
