@@ -52,7 +52,7 @@ spec:
 // against a real `agentauth serve`, one SDK after the other:
 //
 //	make test-sdk
-//	# which is: make e2e-deps sdk-check && E2E_REQUIRE=1 go test -count=1 -v -run TestSDKs ./test/e2e
+//	# which is: make e2e-deps sdk-check && E2E_REQUIRE=1 go test -count=1 -v -timeout 20m -run TestSDKs ./test/e2e
 //
 // It starts the demo OpenID provider (its token endpoint behind a
 // recorder that keeps every token it issues), the scripted model (a
@@ -74,7 +74,7 @@ spec:
 // verify with the Connector's secret; and that no token the provider
 // issued (nor the agent's JWT, nor an authorization code) is in serve's
 // logs, the deliveries or the callback pages — and at the end, in no file
-// of serve's home.
+// of serve's home. It takes about 30 s (each suite 10-20 s).
 func TestSDKs(t *testing.T) {
 	e2ekit.RequireProvider(t)
 	e2ekit.RequireBrowser(t)
