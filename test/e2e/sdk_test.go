@@ -73,8 +73,8 @@ spec:
 // connection, webhook deliveries of a parked and a completed turn that
 // verify with the Connector's secret; and that no token the provider
 // issued (nor the agent's JWT, nor an authorization code) is in serve's
-// logs, the deliveries or the callback pages — and at the end, in no file
-// of serve's home. It takes about 30 s (each suite 10-20 s).
+// logs, the deliveries, the callback pages or the suite's own output — and
+// at the end, in no file of serve's home. It takes about 30 s (each suite 10-20 s).
 func TestSDKs(t *testing.T) {
 	e2ekit.RequireProvider(t)
 	e2ekit.RequireBrowser(t)
@@ -161,7 +161,8 @@ func runSDKSuites(t *testing.T, root string, suites []e2ekit.SDKSuite) {
 			before, nTokens, nDeliveries := h.Counts(), len(tokens.Tokens()), len(h.Deliveries(sdkConnector))
 			sctx, scancel := context.WithTimeout(ctx, 5*time.Minute)
 			defer scancel()
-			if err := e2ekit.RunSDKSuite(sctx, t, root, suite, env); err != nil {
+			out, err := e2ekit.RunSDKSuite(sctx, t, root, suite, env)
+			if err != nil {
 				t.Error(err)
 			}
 			after := h.Counts()
@@ -178,6 +179,10 @@ func runSDKSuites(t *testing.T, root string, suites []e2ekit.SDKSuite) {
 			}
 			checkDeliveries(t, func() []e2ekit.Delivery { return h.Deliveries(sdkConnector)[nDeliveries:] }, webhookSecret)
 			leakScan(t, tokens, h, srv.Stdout.String()+srv.Stderr.String())
+			// The SDK's own redaction: what it printed holds none either.
+			for _, l := range tokens.Leaks(out) {
+				t.Errorf("a token the provider issued (%s) is in the suite's own output", l)
+			}
 		})
 	}
 

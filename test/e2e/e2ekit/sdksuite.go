@@ -95,9 +95,10 @@ func SDKEnv(vars ...string) []string {
 }
 
 // RunSDKSuite runs suite from the module root with env, each line of its
-// output going to the test log as it comes, and returns its error (a
-// non-zero exit, or ctx's end, when its whole process group is killed).
-func RunSDKSuite(ctx context.Context, t testing.TB, root string, suite SDKSuite, env []string) error {
+// output going to the test log as it comes, and returns that output and
+// its error (a non-zero exit, or ctx's end, when its whole process group
+// is killed).
+func RunSDKSuite(ctx context.Context, t testing.TB, root string, suite SDKSuite, env []string) (string, error) {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, suite.path(root), suite.Args...)
 	cmd.Dir = root
@@ -112,26 +113,28 @@ func RunSDKSuite(ctx context.Context, t testing.TB, root string, suite SDKSuite,
 	err := cmd.Run()
 	w.flush()
 	if ctx.Err() != nil {
-		return fmt.Errorf("%s: did not end in time (%v): %w", suite.Script, time.Since(start).Round(time.Second), ctx.Err())
+		return w.all.String(), fmt.Errorf("%s: did not end in time (%v): %w", suite.Script, time.Since(start).Round(time.Second), ctx.Err())
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w (after %v)", suite.Script, err, time.Since(start).Round(time.Second))
+		return w.all.String(), fmt.Errorf("%s: %w (after %v)", suite.Script, err, time.Since(start).Round(time.Second))
 	}
 	t.Logf("%s passed in %v", suite.Script, time.Since(start).Round(time.Second))
-	return nil
+	return w.all.String(), nil
 }
 
-// lineLogger writes whole lines to the test log.
+// lineLogger writes whole lines to the test log, and keeps them all.
 type lineLogger struct {
 	t      testing.TB
 	prefix string
 	mu     sync.Mutex
 	buf    []byte
+	all    bytes.Buffer
 }
 
 func (l *lineLogger) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.all.Write(p)
 	l.buf = append(l.buf, p...)
 	for {
 		i := bytes.IndexByte(l.buf, '\n')
