@@ -2,12 +2,14 @@ package e2ekit_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -193,5 +195,42 @@ func TestTokenRecorderKeepsIssuedTokens(t *testing.T) {
 	leaks := rec.Leaks("log line with rt-0123456789abcdef and short")
 	if len(leaks) != 1 || !strings.HasPrefix(leaks[0], "refresh_token (rt-012…)") {
 		t.Fatalf("leaks: %v (a token under 16 bytes is not looked for)", leaks)
+	}
+}
+
+func TestRunSDKSuite(t *testing.T) {
+	dir := t.TempDir()
+	script := func(name, body string) e2ekit.SDKSuite {
+		path := dir + "/" + name
+		if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return e2ekit.SDKSuite{Name: name, Script: path, Installed: path}
+	}
+	ctx := context.Background()
+	env := e2ekit.SDKEnv("AGENTAUTH_TEST_X=given")
+	out, err := e2ekit.RunSDKSuite(ctx, t, dir, script("ok", `echo "x=$AGENTAUTH_TEST_X url=${AGENTAUTH_URL:-unset}"; printf 'no newline'`), env)
+	if err != nil || out != "x=given url=unset\nno newline" {
+		t.Fatalf("ok: %q %v", out, err)
+	}
+	if _, err := e2ekit.RunSDKSuite(ctx, t, dir, script("fails", "exit 3\n"), env); err == nil || !strings.Contains(err.Error(), "exit status 3") {
+		t.Fatalf("a failing suite: %v", err)
+	}
+	// A suite past its time is killed with its children (sleep holds the
+	// output pipe open).
+	tctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := e2ekit.RunSDKSuite(tctx, t, dir, script("hangs", "sleep 60 & sleep 60\n"), env); err == nil || !strings.Contains(err.Error(), "did not end in time") {
+		t.Fatalf("a hanging suite: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the hanging suite took %v to stop", d)
+	}
+	if err := e2ekit.SDKSuiteAvailable(dir, e2ekit.SDKSuite{Name: "x", Script: "missing.sh"}); err == nil {
+		t.Fatal("a missing script is available")
+	}
+	if err := e2ekit.SDKSuiteAvailable(dir, e2ekit.SDKSuite{Name: "x", Script: dir + "/ok", Installed: dir + "/venv"}); err == nil || !strings.Contains(err.Error(), "make sdk-check") {
+		t.Fatalf("a missing environment: %v", err)
 	}
 }
