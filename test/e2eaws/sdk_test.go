@@ -242,13 +242,13 @@ func runDeployedSDKSuites(t *testing.T, root string, suites []e2ekit.SDKSuite) {
 	)
 	t.Logf("API %s, stream %s, harness %s, proxy %s", forms.API, forms.Stream, h.URL, h.ProxyBase+forms.StreamPath)
 	gw := newGateway(st.Endpoint, st.APIHost, nil)
-	before := sdkInstances(ctx, t, gw)
+	instancesBefore := sdkInstances(ctx, t, gw)
 	t.Cleanup(func() {
 		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 		defer ccancel()
 		n := 0
 		for _, key := range sdkInstances(cctx, t, gw) {
-			if slices.Contains(before, key) {
+			if slices.Contains(instancesBefore, key) {
 				continue
 			}
 			if a, err := gw.do(cctx, http.MethodDelete, instancePath(key)+"/assistant", nil, true); err != nil || (a.Code != 200 && a.Code != 404) {
