@@ -23,21 +23,21 @@ import httpx
 from . import errors
 from ._version import __version__
 from .models import (
+    AccessToken,
     Actor,
-    EventPosted,
+    AuthSessionStatus,
     Instance,
     InstanceDeleted,
-    InstanceDetail,
+    InstanceRecord,
     PendingAuthorization,
+    PostedEvent,
     ResumeTarget,
-    Revocation,
+    RevokeResult,
     Secret,
-    SessionStatus,
     Skill,
-    Token,
-    Tool,
     ToolError,
-    ToolResult,
+    ToolInvocation,
+    ToolManifestEntry,
     TurnAuth,
     TurnEvent,
     parse_time,
@@ -84,7 +84,7 @@ class RetryPolicy:
     base_delay: float = 0.25
     max_delay: float = 8.0
     max_retry_after: float = 30.0
-    # follow(): reconnects in a row without a new event before it gives up.
+    # follow_turn(): reconnects in a row without a new event before it gives up.
     max_reconnects: int = 8
 
     def backoff(self, attempt: int) -> float:
@@ -382,7 +382,7 @@ def connection_error(call: Call, exc: Exception) -> errors.AgentauthError:
     kind = type(exc).__name__
     if isinstance(exc, httpx.TimeoutException):
         return errors.Timeout(f"{call.method} {call.path}: no answer in time ({kind})")
-    return errors.ConnectionFailed(f"{call.method} {call.path}: no answer ({kind}: {exc})")
+    return errors.NetworkError(f"{call.method} {call.path}: no answer ({kind}: {exc})")
 
 
 # --- operations ----------------------------------------------------------------
@@ -428,11 +428,11 @@ def _auth_json(
     return out
 
 
-def parse_token(response: httpx.Response) -> Token:
+def parse_token(response: httpx.Response) -> AccessToken:
     body = read_object(response)
     status = body.get("status")
     if status == "ready":
-        return Token.from_json(body)
+        return AccessToken.from_json(body)
     if status == "authorization_required":
         raise authorization_required(body, request_id(response), response.status_code)
     if status == "error":
@@ -481,7 +481,7 @@ def get_access_token(
     claims: Mapping[str, Any] | None,
     auth: TurnAuth | Mapping[str, Any] | None,
     origin: Mapping[str, Any] | None,
-) -> Op[Token]:
+) -> Op[AccessToken]:
     body: dict[str, Any] = {"oauthAppRef": app_ref(app)}
     if scopes is not None:
         body["scopes"] = list(scopes)
@@ -497,7 +497,7 @@ def get_access_token(
     return Op(Call("POST", "/v1/oauth/token", "runtime", idempotent=True, body=body, has_body=True), parse_token)
 
 
-def session_status(session_id: str, wait: int | None, timeouts: Timeouts) -> Op[SessionStatus]:
+def authorization_status(session_id: str, wait: int | None, timeouts: Timeouts) -> Op[AuthSessionStatus]:
     query = {"wait": str(wait)} if wait else None
     read = timeouts.read + wait if wait else None
     return Op(
@@ -509,11 +509,11 @@ def session_status(session_id: str, wait: int | None, timeouts: Timeouts) -> Op[
             query=query,
             read_timeout=read,
         ),
-        lambda r: SessionStatus.from_json(session_id, read_object(r)),
+        lambda r: AuthSessionStatus.from_json(session_id, read_object(r)),
     )
 
 
-def settle(status: SessionStatus) -> SessionStatus:
+def settle(status: AuthSessionStatus) -> AuthSessionStatus:
     """A settled session: completed is returned, failed and expired are raised."""
     if status.status == "completed":
         return status
@@ -555,18 +555,18 @@ def pending(target: ResumeTarget) -> Op[list[PendingAuthorization]]:
     return Op(Call("GET", "/v1/oauth/pending", "runtime", idempotent=True, query=query), parse)
 
 
-def revoke(app: str, subject: str) -> Op[Revocation]:
+def revoke(app: str, subject: str) -> Op[RevokeResult]:
     body = {"oauthAppRef": app_ref(app), "subject": subject}
     return Op(
         Call("POST", "/v1/oauth/revoke", "runtime", idempotent=False, body=body, has_body=True),
-        lambda r: Revocation.from_json(read_object(r)),
+        lambda r: RevokeResult.from_json(read_object(r)),
     )
 
 
-def list_tools() -> Op[list[Tool]]:
+def list_tools() -> Op[list[ToolManifestEntry]]:
     return Op(
         Call("GET", "/v1/agents/tools", "agent", idempotent=True),
-        lambda r: [Tool.from_json(d) for d in read_data_list(r)],
+        lambda r: [ToolManifestEntry.from_json(d) for d in read_data_list(r)],
     )
 
 
@@ -580,7 +580,7 @@ def search_skills(query: str, top_k: int | None) -> Op[list[Skill]]:
     )
 
 
-def parse_tool_result(response: httpx.Response) -> ToolResult:
+def parse_tool_result(response: httpx.Response) -> ToolInvocation:
     body = read_object(response)
     result = body.get("result")
     if not isinstance(result, Mapping):
@@ -604,7 +604,7 @@ def parse_tool_result(response: httpx.Response) -> ToolResult:
         )
     called = body.get("toolCalled")
     returned = body.get("toolReturned")
-    return ToolResult(
+    return ToolInvocation(
         status=status,
         output=result.get("output"),
         error=tool_error,
@@ -614,8 +614,8 @@ def parse_tool_result(response: httpx.Response) -> ToolResult:
     )
 
 
-def invoke_tool(name: str, args: Mapping[str, Any] | None, call_id: str | None) -> Op[ToolResult]:
-    body: dict[str, Any] = {"toolName": name, "args": dict(args or {})}
+def invoke_tool(tool_name: str, args: Mapping[str, Any] | None, call_id: str | None) -> Op[ToolInvocation]:
+    body: dict[str, Any] = {"toolName": tool_name, "args": dict(args or {})}
     if call_id:
         body["callId"] = call_id
     # 20 s for an http tool's request on the server, a refresh included: read a little longer.
@@ -641,7 +641,7 @@ def post_event(
     type: str | None,
     agent: str | None,
     properties: Mapping[str, str] | None,
-) -> Op[EventPosted]:
+) -> Op[PostedEvent]:
     body: dict[str, Any] = {"auth": _auth_json(auth)}
     if text is not None:
         body["text"] = text
@@ -661,25 +661,25 @@ def post_event(
             body=body,
             has_body=True,
         ),
-        lambda r: EventPosted.from_json(read_object(r)),
+        lambda r: PostedEvent.from_json(read_object(r)),
     )
 
 
-def list_instances() -> Op[list[Instance]]:
+def list_instances() -> Op[list[InstanceRecord]]:
     return Op(
         Call("GET", "/v1/instances", "runtime", idempotent=True),
-        lambda r: [Instance.from_json(d) for d in read_data_list(r)],
+        lambda r: [InstanceRecord.from_json(d) for d in read_data_list(r)],
     )
 
 
-def inspect_instance(swarm: str, instance_key: str, agent: str) -> Op[InstanceDetail]:
+def get_instance(swarm: str, instance_key: str, agent: str) -> Op[Instance]:
     return Op(
         Call("GET", instance_path(swarm, instance_key, agent), "runtime", idempotent=True),
-        lambda r: InstanceDetail.from_json(read_object(r)),
+        lambda r: Instance.from_json(read_object(r)),
     )
 
 
-def lifecycle(swarm: str, instance_key: str, agent: str, action: str, reason: str | None = None) -> Op[Instance]:
+def lifecycle(swarm: str, instance_key: str, agent: str, action: str, reason: str | None = None) -> Op[InstanceRecord]:
     has_body = action == "terminate" and reason is not None
     return Op(
         Call(
@@ -690,7 +690,7 @@ def lifecycle(swarm: str, instance_key: str, agent: str, action: str, reason: st
             body={"reason": reason} if has_body else None,
             has_body=has_body,
         ),
-        lambda r: Instance.from_json(read_object(r)),
+        lambda r: InstanceRecord.from_json(read_object(r)),
     )
 
 

@@ -24,20 +24,20 @@ from . import errors
 from ._auth import Credentials
 from ._core import Op, RetryPolicy, Settings, Timeouts
 from .models import (
+    AccessToken,
     Actor,
-    EventPosted,
+    AuthSessionStatus,
     Instance,
     InstanceDeleted,
-    InstanceDetail,
+    InstanceRecord,
     PendingAuthorization,
+    PostedEvent,
     ResumeTarget,
-    Revocation,
+    RevokeResult,
     Secret,
-    SessionStatus,
     Skill,
-    Token,
-    Tool,
-    ToolResult,
+    ToolInvocation,
+    ToolManifestEntry,
     TurnAuth,
     TurnEvent,
     TurnSummary,
@@ -50,7 +50,7 @@ T = TypeVar("T")
 AuthLike = TurnAuth | Mapping[str, Any] | None
 ActorLike = Actor | str | Mapping[str, Any] | None
 
-# How often follow() polls the JSON form where streams are refused (406).
+# How often follow_turn() polls the JSON form where streams are refused (406).
 POLL_INTERVAL = 1.0
 # How often wait_for_turn() looks for the turn an event started.
 TURN_POLL_INTERVAL = 0.2
@@ -187,7 +187,7 @@ class AsyncClient(_Base):
         claims: Mapping[str, Any] | None = None,
         auth: AuthLike = None,
         origin: Mapping[str, Any] | None = None,
-    ) -> Token:
+    ) -> AccessToken:
         """A token of ``app`` (``name`` or ``OAuthApp/name``) for ``subjects`` (``{"user": …}``).
 
         Raises :class:`~agentauth.errors.AuthorizationRequired` when the user
@@ -210,13 +210,13 @@ class AsyncClient(_Base):
             )
         )
 
-    async def get_session(self, session_id: str, *, wait: int | None = None) -> SessionStatus:
+    async def authorization_status(self, session_id: str, *, wait: int | None = None) -> AuthSessionStatus:
         """A consent session's status; ``wait`` (≤ 55 s) long-polls until it leaves ``pending``."""
-        return await self._run(core.session_status(session_id, wait, self._settings.timeouts))
+        return await self._run(core.authorization_status(session_id, wait, self._settings.timeouts))
 
     async def wait_for_authorization(
         self, session: str | errors.AuthorizationRequired, timeout: float = 600.0
-    ) -> SessionStatus:
+    ) -> AuthSessionStatus:
         """Wait until the user has consented (long polls of at most 55 s each).
 
         Returns the ``completed`` session; raises ``AuthorizationFailed`` or
@@ -229,7 +229,7 @@ class AsyncClient(_Base):
             remaining = deadline - time.monotonic()
             wait = max(0, min(core.MAX_WAIT_CHUNK, math.ceil(remaining)))
             started = time.monotonic()
-            status = await self.get_session(sid, wait=wait)
+            status = await self.authorization_status(sid, wait=wait)
             if status.settled:
                 return core.settle(status)
             if time.monotonic() >= deadline:
@@ -243,14 +243,14 @@ class AsyncClient(_Base):
         """The consents an agent instance waits for, with their links (``auth.pending``)."""
         return await self._run(core.pending(ResumeTarget(swarm, instance_key, agent)))
 
-    async def revoke(self, app: str, subject: str) -> Revocation:
+    async def revoke(self, app: str, subject: str) -> RevokeResult:
         """Revoke ``subject``'s grant of ``app`` (at the provider too when it has a revokeUrl);
         ``GrantNotFound`` when there is none."""
         return await self._run(core.revoke(app, subject))
 
     # --- tools ---
 
-    async def list_tools(self) -> list[Tool]:
+    async def list_tools(self) -> list[ToolManifestEntry]:
         """The tools the agent JWT's claims may see (the manifest)."""
         return await self._run(core.list_tools())
 
@@ -259,11 +259,11 @@ class AsyncClient(_Base):
         return await self._run(core.search_skills(query, top_k))
 
     async def invoke_tool(
-        self, name: str, args: Mapping[str, Any] | None = None, *, call_id: str | None = None
-    ) -> ToolResult:
+        self, tool_name: str, args: Mapping[str, Any] | None = None, *, call_id: str | None = None
+    ) -> ToolInvocation:
         """Call a tool through agentauth's tool hooks. Raises ``AuthorizationRequired`` when
         the tool's OAuth app needs the user's consent; a tool's error is a result."""
-        return await self._run(core.invoke_tool(name, args, call_id))
+        return await self._run(core.invoke_tool(tool_name, args, call_id))
 
     # --- turns ---
 
@@ -279,7 +279,7 @@ class AsyncClient(_Base):
         type: str | None = None,
         agent: str | None = None,
         properties: Mapping[str, str] | None = None,
-    ) -> EventPosted:
+    ) -> PostedEvent:
         """Queue an event (a user's message) for an agent instance; the swarm's ingress rules
         pick the agent. ``auth`` is who the turn acts for (``TurnAuth()`` for no one); with
         ``id`` a retried post queues the event once."""
@@ -297,22 +297,24 @@ class AsyncClient(_Base):
             )
         )
 
-    async def list_instances(self) -> list[Instance]:
+    async def list_instances(self) -> list[InstanceRecord]:
         return await self._run(core.list_instances())
 
-    async def inspect(self, swarm: str, instance_key: str, agent: str) -> InstanceDetail:
-        return await self._run(core.inspect_instance(swarm, instance_key, agent))
+    async def get_instance(self, swarm: str, instance_key: str, agent: str) -> Instance:
+        return await self._run(core.get_instance(swarm, instance_key, agent))
 
-    async def pause(self, swarm: str, instance_key: str, agent: str) -> Instance:
+    async def pause_instance(self, swarm: str, instance_key: str, agent: str) -> InstanceRecord:
         return await self._run(core.lifecycle(swarm, instance_key, agent, "pause"))
 
-    async def resume(self, swarm: str, instance_key: str, agent: str) -> Instance:
+    async def resume_instance(self, swarm: str, instance_key: str, agent: str) -> InstanceRecord:
         return await self._run(core.lifecycle(swarm, instance_key, agent, "resume"))
 
-    async def terminate(self, swarm: str, instance_key: str, agent: str, reason: str | None = None) -> Instance:
+    async def terminate_instance(
+        self, swarm: str, instance_key: str, agent: str, reason: str | None = None
+    ) -> InstanceRecord:
         return await self._run(core.lifecycle(swarm, instance_key, agent, "terminate", reason))
 
-    async def delete(self, swarm: str, instance_key: str, agent: str) -> InstanceDeleted:
+    async def delete_instance(self, swarm: str, instance_key: str, agent: str) -> InstanceDeleted:
         """Remove the instance and its history; its OAuth grants stay."""
         return await self._run(core.delete_instance(swarm, instance_key, agent))
 
@@ -323,26 +325,26 @@ class AsyncClient(_Base):
         return await self._run(core.turn_events(swarm, instance_key, agent, turn_id, after))
 
     async def wait_for_turn(
-        self, swarm: str, instance_key: str, agent: str, *, exclude: Collection[str] = (), timeout: float = 30.0
+        self, swarm: str, instance_key: str, agent: str, *, ignore: Collection[str] = (), timeout: float = 30.0
     ) -> TurnSummary:
-        """The instance's newest turn whose id is not in ``exclude``, once there is one
+        """The instance's newest turn whose id is not in ``ignore``, once there is one
         (a posted event's turn starts when the worker picks it up)."""
         deadline = time.monotonic() + timeout
         while True:
-            found = _new_turn(await self._inspect_or_none(swarm, instance_key, agent), exclude)
+            found = _new_turn(await self._get_instance_or_none(swarm, instance_key, agent), ignore)
             if found is not None:
                 return found
             if time.monotonic() >= deadline:
                 raise errors.Timeout(f"no new turn in {swarm}/{instance_key}/{agent} after {timeout:g} s")
             await asyncio.sleep(TURN_POLL_INTERVAL)
 
-    async def _inspect_or_none(self, swarm: str, instance_key: str, agent: str) -> InstanceDetail | None:
+    async def _get_instance_or_none(self, swarm: str, instance_key: str, agent: str) -> Instance | None:
         try:
-            return await self.inspect(swarm, instance_key, agent)
+            return await self.get_instance(swarm, instance_key, agent)
         except errors.NotFound:
             return None
 
-    async def follow(
+    async def follow_turn(
         self, swarm: str, instance_key: str, agent: str, turn_id: str, *, after: int | None = None
     ) -> AsyncIterator[TurnEvent]:
         """A turn's events as they happen, until it ends (``turn.completed``, ``turn.failed``,
@@ -473,7 +475,7 @@ class Client(_Base):
         claims: Mapping[str, Any] | None = None,
         auth: AuthLike = None,
         origin: Mapping[str, Any] | None = None,
-    ) -> Token:
+    ) -> AccessToken:
         """See :meth:`AsyncClient.get_access_token`."""
         return self._run(
             core.get_access_token(
@@ -489,12 +491,12 @@ class Client(_Base):
             )
         )
 
-    def get_session(self, session_id: str, *, wait: int | None = None) -> SessionStatus:
-        return self._run(core.session_status(session_id, wait, self._settings.timeouts))
+    def authorization_status(self, session_id: str, *, wait: int | None = None) -> AuthSessionStatus:
+        return self._run(core.authorization_status(session_id, wait, self._settings.timeouts))
 
     def wait_for_authorization(
         self, session: str | errors.AuthorizationRequired, timeout: float = 600.0
-    ) -> SessionStatus:
+    ) -> AuthSessionStatus:
         """See :meth:`AsyncClient.wait_for_authorization`."""
         sid = core.session_id_of(session)
         deadline = time.monotonic() + timeout
@@ -502,7 +504,7 @@ class Client(_Base):
             remaining = deadline - time.monotonic()
             wait = max(0, min(core.MAX_WAIT_CHUNK, math.ceil(remaining)))
             started = time.monotonic()
-            status = self.get_session(sid, wait=wait)
+            status = self.authorization_status(sid, wait=wait)
             if status.settled:
                 return core.settle(status)
             if time.monotonic() >= deadline:
@@ -515,19 +517,19 @@ class Client(_Base):
     def pending_authorizations(self, swarm: str, instance_key: str, agent: str) -> list[PendingAuthorization]:
         return self._run(core.pending(ResumeTarget(swarm, instance_key, agent)))
 
-    def revoke(self, app: str, subject: str) -> Revocation:
+    def revoke(self, app: str, subject: str) -> RevokeResult:
         return self._run(core.revoke(app, subject))
 
-    def list_tools(self) -> list[Tool]:
+    def list_tools(self) -> list[ToolManifestEntry]:
         return self._run(core.list_tools())
 
     def search_skills(self, query: str, *, top_k: int | None = None) -> list[Skill]:
         return self._run(core.search_skills(query, top_k))
 
     def invoke_tool(
-        self, name: str, args: Mapping[str, Any] | None = None, *, call_id: str | None = None
-    ) -> ToolResult:
-        return self._run(core.invoke_tool(name, args, call_id))
+        self, tool_name: str, args: Mapping[str, Any] | None = None, *, call_id: str | None = None
+    ) -> ToolInvocation:
+        return self._run(core.invoke_tool(tool_name, args, call_id))
 
     def post_event(
         self,
@@ -541,7 +543,7 @@ class Client(_Base):
         type: str | None = None,
         agent: str | None = None,
         properties: Mapping[str, str] | None = None,
-    ) -> EventPosted:
+    ) -> PostedEvent:
         """See :meth:`AsyncClient.post_event`."""
         return self._run(
             core.post_event(
@@ -557,22 +559,24 @@ class Client(_Base):
             )
         )
 
-    def list_instances(self) -> list[Instance]:
+    def list_instances(self) -> list[InstanceRecord]:
         return self._run(core.list_instances())
 
-    def inspect(self, swarm: str, instance_key: str, agent: str) -> InstanceDetail:
-        return self._run(core.inspect_instance(swarm, instance_key, agent))
+    def get_instance(self, swarm: str, instance_key: str, agent: str) -> Instance:
+        return self._run(core.get_instance(swarm, instance_key, agent))
 
-    def pause(self, swarm: str, instance_key: str, agent: str) -> Instance:
+    def pause_instance(self, swarm: str, instance_key: str, agent: str) -> InstanceRecord:
         return self._run(core.lifecycle(swarm, instance_key, agent, "pause"))
 
-    def resume(self, swarm: str, instance_key: str, agent: str) -> Instance:
+    def resume_instance(self, swarm: str, instance_key: str, agent: str) -> InstanceRecord:
         return self._run(core.lifecycle(swarm, instance_key, agent, "resume"))
 
-    def terminate(self, swarm: str, instance_key: str, agent: str, reason: str | None = None) -> Instance:
+    def terminate_instance(
+        self, swarm: str, instance_key: str, agent: str, reason: str | None = None
+    ) -> InstanceRecord:
         return self._run(core.lifecycle(swarm, instance_key, agent, "terminate", reason))
 
-    def delete(self, swarm: str, instance_key: str, agent: str) -> InstanceDeleted:
+    def delete_instance(self, swarm: str, instance_key: str, agent: str) -> InstanceDeleted:
         return self._run(core.delete_instance(swarm, instance_key, agent))
 
     def turn_events(
@@ -581,26 +585,26 @@ class Client(_Base):
         return self._run(core.turn_events(swarm, instance_key, agent, turn_id, after))
 
     def wait_for_turn(
-        self, swarm: str, instance_key: str, agent: str, *, exclude: Collection[str] = (), timeout: float = 30.0
+        self, swarm: str, instance_key: str, agent: str, *, ignore: Collection[str] = (), timeout: float = 30.0
     ) -> TurnSummary:
         """See :meth:`AsyncClient.wait_for_turn`."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                detail: InstanceDetail | None = self.inspect(swarm, instance_key, agent)
+                detail: Instance | None = self.get_instance(swarm, instance_key, agent)
             except errors.NotFound:
                 detail = None
-            found = _new_turn(detail, exclude)
+            found = _new_turn(detail, ignore)
             if found is not None:
                 return found
             if time.monotonic() >= deadline:
                 raise errors.Timeout(f"no new turn in {swarm}/{instance_key}/{agent} after {timeout:g} s")
             time.sleep(TURN_POLL_INTERVAL)
 
-    def follow(
+    def follow_turn(
         self, swarm: str, instance_key: str, agent: str, turn_id: str, *, after: int | None = None
     ) -> Iterator[TurnEvent]:
-        """See :meth:`AsyncClient.follow`."""
+        """See :meth:`AsyncClient.follow_turn`."""
         state = core.FollowState(after, self._settings.retry)
         while not state.done:
             if state.polling:
@@ -643,12 +647,12 @@ class Client(_Base):
                 time.sleep(state.reconnect_delay(hint, time.monotonic() - started))
 
 
-def _new_turn(detail: InstanceDetail | None, exclude: Collection[str]) -> TurnSummary | None:
+def _new_turn(detail: Instance | None, ignore: Collection[str]) -> TurnSummary | None:
     if detail is None:
         return None
-    if detail.active_turn is not None and detail.active_turn.id not in exclude:
+    if detail.active_turn is not None and detail.active_turn.id not in ignore:
         return detail.active_turn
     for summary in detail.recent_turns:  # newest first
-        if summary.id not in exclude:
+        if summary.id not in ignore:
             return summary
     return None

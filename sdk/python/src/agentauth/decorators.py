@@ -2,7 +2,7 @@
 and the user's consent is asked for on the way — in the spirit of AgentCore
 Identity's decorator of the same name.
 
-The decorated function is called with the :class:`~agentauth.models.Token`
+The decorated function is called with the :class:`~agentauth.models.AccessToken`
 as a keyword argument (``token`` unless ``into`` says otherwise). When the
 user must consent first, ``on_authorization_url`` is called with the link
 (show it to that user), the wrapper waits for the consent on the long-poll
@@ -21,7 +21,7 @@ from typing import Any, TypeVar, cast
 
 from .client import AsyncClient, Client
 from .errors import AuthorizationRequired
-from .models import Actor, ResumeTarget, Token
+from .models import AccessToken, Actor, ResumeTarget
 
 __all__ = ["requires_access_token"]
 
@@ -43,14 +43,14 @@ def requires_access_token(
     claims: Mapping[str, Any] | None = None,
     resume: ResumeTarget | None = None,
     into: str = "token",
-    timeout: float = 600.0,
+    wait_timeout: float = 600.0,
 ) -> Callable[[Callable[..., R]], Callable[..., R]]:
     """Decorate a function so that it is called with ``app``'s token as ``into=``.
 
     ``subjects`` is ``{"user": …}`` or a callable that gets the call's
     arguments and returns it (one user per call). ``on_authorization_url``
     gets the consent link (it may be a coroutine function for an async
-    function); the wrapper then waits up to ``timeout`` seconds for the
+    function); the wrapper then waits up to ``wait_timeout`` seconds for the
     consent (``AuthorizationFailed``, ``AuthorizationExpired`` or
     ``AuthorizationTimeout`` when it does not come).
     """
@@ -84,7 +84,7 @@ def requires_access_token(
                     shown = on_authorization_url(needed.authorization_url)
                     if inspect.isawaitable(shown):
                         await shown
-                    await aclient.wait_for_authorization(needed, timeout)
+                    await aclient.wait_for_authorization(needed, wait_timeout)
                     token = await aclient.get_access_token(app, **params)
                 kwargs[into] = token
                 return await fn(*args, **kwargs)
@@ -99,7 +99,7 @@ def requires_access_token(
         def wrapper(*args: Any, **kwargs: Any) -> R:
             params = request_args(args, kwargs)
             try:
-                token: Token = sclient.get_access_token(app, **params)
+                token: AccessToken = sclient.get_access_token(app, **params)
             except AuthorizationRequired as needed:
                 shown = on_authorization_url(needed.authorization_url)
                 if inspect.isawaitable(shown):
@@ -108,7 +108,7 @@ def requires_access_token(
                     raise TypeError(
                         "requires_access_token: on_authorization_url of a sync function must not be async"
                     ) from needed
-                sclient.wait_for_authorization(needed, timeout)
+                sclient.wait_for_authorization(needed, wait_timeout)
                 token = sclient.get_access_token(app, **params)
             kwargs[into] = token
             return fn(*args, **kwargs)

@@ -39,7 +39,6 @@ __all__ = [
     "AuthorizationTimeout",
     "ConfigurationError",
     "Conflict",
-    "ConnectionFailed",
     "DeviceCodeUnsupported",
     "Forbidden",
     "GrantNotFound",
@@ -50,6 +49,7 @@ __all__ = [
     "LimitReached",
     "MethodNotAllowed",
     "MissingCredential",
+    "NetworkError",
     "NotAcceptable",
     "NotFound",
     "OAuthAppNotFound",
@@ -344,7 +344,7 @@ class MissingCredential(AgentauthError, ValueError):
     code_name = "missingCredential"
 
 
-class ConnectionFailed(AgentauthError):
+class NetworkError(AgentauthError):
     """No answer: the connection failed or was lost (after the retries that were safe);
     a request that ran out of time is a :class:`Timeout`."""
 
@@ -352,7 +352,7 @@ class ConnectionFailed(AgentauthError):
 
 
 class ToolCallFailed(AgentauthError):
-    """A tool's error result, raised by ``ToolResult.raise_for_error()``; ``code`` is the
+    """A tool's error result, raised by ``ToolInvocation.raise_for_error()``; ``code`` is the
     tool's (``E_TOOL_UPSTREAM``, ``E_TOOL_TIMEOUT``, …: docs/tools.md, *Routes*)."""
 
     code_name = "E_TOOL"

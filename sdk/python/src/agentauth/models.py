@@ -18,29 +18,29 @@ from typing import Any
 from .errors import ToolCallFailed
 
 __all__ = [
-    "TERMINAL_EVENT_TYPES",
+    "TURN_END_TYPES",
+    "AccessToken",
     "Actor",
-    "EventPosted",
+    "AuthSessionStatus",
     "Instance",
     "InstanceDeleted",
-    "InstanceDetail",
+    "InstanceRecord",
     "PendingAuthorization",
+    "PostedEvent",
     "ResumeTarget",
-    "Revocation",
+    "RevokeResult",
     "Secret",
-    "SessionStatus",
     "Skill",
-    "Token",
-    "Tool",
     "ToolError",
-    "ToolResult",
+    "ToolInvocation",
+    "ToolManifestEntry",
     "TurnAuth",
     "TurnEvent",
     "TurnSummary",
 ]
 
 # The events a turn ends with: the stream closes after one of them.
-TERMINAL_EVENT_TYPES = frozenset({"turn.completed", "turn.failed", "turn.interrupted"})
+TURN_END_TYPES = frozenset({"turn.completed", "turn.failed", "turn.interrupted"})
 
 
 class Secret:
@@ -120,7 +120,7 @@ def _int(value: Any) -> int:
 
 
 @dataclass(frozen=True)
-class Token:
+class AccessToken:
     """A ready access token (``POST /v1/oauth/token`` answered ``ready``)."""
 
     access_token: Secret
@@ -133,7 +133,7 @@ class Token:
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> Token:
+    def from_json(cls, body: Mapping[str, Any]) -> AccessToken:
         raw = {k: v for k, v in body.items() if k != "accessToken"}
         return cls(
             access_token=Secret(_str(body.get("accessToken"))),
@@ -158,7 +158,7 @@ class Token:
 
 
 @dataclass(frozen=True)
-class SessionStatus:
+class AuthSessionStatus:
     """``GET /v1/oauth/sessions/{id}``: ``pending``, ``exchanging``, ``completed``, ``failed`` or ``expired``."""
 
     session_id: str
@@ -168,7 +168,7 @@ class SessionStatus:
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_json(cls, session_id: str, body: Mapping[str, Any]) -> SessionStatus:
+    def from_json(cls, session_id: str, body: Mapping[str, Any]) -> AuthSessionStatus:
         return cls(
             session_id=session_id,
             status=_str(body.get("status")),
@@ -184,7 +184,7 @@ class SessionStatus:
 
 
 @dataclass(frozen=True)
-class Revocation:
+class RevokeResult:
     """``POST /v1/oauth/revoke``: ``provider_revocation`` is ``revoked``, ``not_configured`` or ``failed``."""
 
     grant_id: str
@@ -192,7 +192,7 @@ class Revocation:
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> Revocation:
+    def from_json(cls, body: Mapping[str, Any]) -> RevokeResult:
         return cls(_str(body.get("grantId")), _str(body.get("providerRevocation")), dict(body))
 
 
@@ -290,7 +290,7 @@ class ResumeTarget:
 
 
 @dataclass(frozen=True)
-class Tool:
+class ToolManifestEntry:
     """One entry of the tool manifest (``GET /v1/agents/tools``)."""
 
     tool_id: str
@@ -304,7 +304,7 @@ class Tool:
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> Tool:
+    def from_json(cls, body: Mapping[str, Any]) -> ToolManifestEntry:
         return cls(
             tool_id=_str(body.get("tool_id")),
             name=_str(body.get("name")),
@@ -355,10 +355,10 @@ class ToolError:
 
 
 @dataclass(frozen=True)
-class ToolResult:
+class ToolInvocation:
     """What ``POST /v1/tools/invoke`` answered: ``status`` ``ok`` (``output``) or ``error`` (``error``).
 
-    An ``authorization_required`` result is never a ToolResult: it is raised
+    An ``authorization_required`` result is never a ToolInvocation: it is raised
     as :class:`~agentauth.errors.AuthorizationRequired`. A tool's error is a
     result for the model to read, not an exception: ``raise_for_error()``
     turns it into one when that suits the caller better.
@@ -375,7 +375,7 @@ class ToolResult:
     def ok(self) -> bool:
         return self.status == "ok"
 
-    def raise_for_error(self) -> ToolResult:
+    def raise_for_error(self) -> ToolInvocation:
 
         if self.error is not None or not self.ok:
             err = self.error or ToolError(code="E_TOOL", message=f"tool result status {self.status!r}")
@@ -392,7 +392,7 @@ class ToolResult:
 
 
 @dataclass(frozen=True)
-class EventPosted:
+class PostedEvent:
     """202 from posting an event: the queued event's id and the agent the ingress rules picked."""
 
     event_id: str
@@ -401,14 +401,14 @@ class EventPosted:
     agent: str
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> EventPosted:
+    def from_json(cls, body: Mapping[str, Any]) -> PostedEvent:
         return cls(
             _str(body.get("eventId")), _str(body.get("swarm")), _str(body.get("instanceKey")), _str(body.get("agent"))
         )
 
 
 @dataclass(frozen=True)
-class Instance:
+class InstanceRecord:
     """An agent instance's record: ``status`` is ``active``, ``paused`` or ``terminated``."""
 
     swarm: str
@@ -421,7 +421,7 @@ class Instance:
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> Instance:
+    def from_json(cls, body: Mapping[str, Any]) -> InstanceRecord:
         active = body.get("activeTurn")
         if isinstance(active, Mapping):
             active = active.get("id")
@@ -474,10 +474,10 @@ class TurnSummary:
 
 
 @dataclass(frozen=True)
-class InstanceDetail:
+class Instance:
     """``GET …/{agent}``: the instance, its active turn, backlog size and recent turns (newest first)."""
 
-    instance: Instance
+    instance: InstanceRecord
     active_turn: TurnSummary | None
     backlog: int
     recent_turns: tuple[TurnSummary, ...]
@@ -488,11 +488,11 @@ class InstanceDetail:
         return self.instance.status
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> InstanceDetail:
+    def from_json(cls, body: Mapping[str, Any]) -> Instance:
         active = body.get("activeTurn")
         recent = body.get("recentTurns")
         return cls(
-            instance=Instance.from_json(body),
+            instance=InstanceRecord.from_json(body),
             active_turn=TurnSummary.from_json(active) if isinstance(active, Mapping) else None,
             backlog=_int(body.get("backlog")),
             recent_turns=tuple(TurnSummary.from_json(t) for t in recent if isinstance(t, Mapping))
@@ -536,4 +536,4 @@ class TurnEvent:
     @property
     def terminal(self) -> bool:
         """The turn's last event: ``turn.completed``, ``turn.failed`` or ``turn.interrupted``."""
-        return self.type in TERMINAL_EVENT_TYPES
+        return self.type in TURN_END_TYPES

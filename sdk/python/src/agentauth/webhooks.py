@@ -27,8 +27,8 @@ __all__ = ["DEFAULT_TOLERANCE", "WebhookDelivery", "verify_webhook", "verify_web
 
 DEFAULT_TOLERANCE = 300
 
-TIMESTAMP_HEADER = "X-Agentauth-Timestamp"
-SIGNATURE_HEADER = "X-Agentauth-Signature"
+WEBHOOK_TIMESTAMP_HEADER = "X-Agentauth-Timestamp"
+WEBHOOK_SIGNATURE_HEADER = "X-Agentauth-Signature"
 
 
 @dataclass(frozen=True)
@@ -59,28 +59,28 @@ def verify_webhook(
     secret: bytes | str,
     timestamp: str | None,
     signature: str | None,
-    body: bytes | bytearray | memoryview | str,
+    raw_body: bytes | bytearray | memoryview | str,
     tolerance: float = DEFAULT_TOLERANCE,
     *,
     now: float | None = None,
 ) -> WebhookDelivery:
-    """The delivery when ``secret`` signed ``body`` less than ``tolerance`` seconds from ``now``.
+    """The delivery when ``secret`` signed ``raw_body`` less than ``tolerance`` seconds from ``now``.
 
     Raises :class:`~agentauth.errors.WebhookMalformed` (a header missing or not
     in its form, a body that is not a delivery), :class:`~agentauth.errors.WebhookTooOld`
     (outside the window) or :class:`~agentauth.errors.WebhookBadSignature`.
-    ``body`` must be the raw bytes as received: a re-serialised JSON does not verify.
+    ``raw_body`` must be the bytes as received: a re-serialised JSON does not verify.
     """
     key = _bytes(secret)
     if not key:
         raise ValueError("verify_webhook: the secret is empty")
-    raw = _bytes(body)
+    raw = _bytes(raw_body)
     ts = (timestamp or "").strip()
     if not (ts.isascii() and ts.isdigit()):
-        raise WebhookMalformed(f"{TIMESTAMP_HEADER} must be Unix seconds", check="malformed_timestamp")
+        raise WebhookMalformed(f"{WEBHOOK_TIMESTAMP_HEADER} must be Unix seconds", check="malformed_timestamp")
     sig = (signature or "").strip()
     if not sig.startswith("v1=") or len(sig) != 3 + 64:
-        raise WebhookMalformed(f"{SIGNATURE_HEADER} must be v1= and 64 hex digits", check="malformed_signature")
+        raise WebhookMalformed(f"{WEBHOOK_SIGNATURE_HEADER} must be v1= and 64 hex digits", check="malformed_signature")
     clock = time.time() if now is None else now
     if abs(clock - int(ts)) > tolerance:
         raise WebhookTooOld(f"timestamp {ts} is more than {tolerance:g} s from now: refused as a replay")
@@ -93,7 +93,7 @@ def verify_webhook(
 def verify_webhook_headers(
     secret: bytes | str,
     headers: Mapping[str, str],
-    body: bytes | bytearray | memoryview | str,
+    raw_body: bytes | bytearray | memoryview | str,
     tolerance: float = DEFAULT_TOLERANCE,
     *,
     now: float | None = None,
@@ -102,9 +102,9 @@ def verify_webhook_headers(
     lower = {k.lower(): v for k, v in headers.items()}
     return verify_webhook(
         secret,
-        lower.get(TIMESTAMP_HEADER.lower()),
-        lower.get(SIGNATURE_HEADER.lower()),
-        body,
+        lower.get(WEBHOOK_TIMESTAMP_HEADER.lower()),
+        lower.get(WEBHOOK_SIGNATURE_HEADER.lower()),
+        raw_body,
         tolerance,
         now=now,
     )

@@ -84,7 +84,7 @@ async def test_token(contract: Contract, harness: Harness, capsys: pytest.Captur
     ns = await run("token", names(contract, harness, unique("py-rtok"), shown))
     out = capsys.readouterr().out
     assert len(shown) == 1, "a new user must be asked to consent once"
-    token: agentauth.Token = ns["token"]
+    token: agentauth.AccessToken = ns["token"]
     assert token.access_token.reveal() and token.access_token.reveal() not in out
     assert "[redacted]" in out
     assert ns["headers"]["Authorization"].startswith("Bearer ")
@@ -100,7 +100,7 @@ async def test_decorator(contract: Contract, harness: Harness, capsys: pytest.Ca
 async def test_tools(contract: Contract, harness: Harness, capsys: pytest.CaptureFixture[str]) -> None:
     needs_tools(contract)
     ns = await run("tools", names(contract, harness, contract.login, []))
-    result: agentauth.ToolResult = ns["result"]
+    result: agentauth.ToolInvocation = ns["result"]
     assert result.ok and result.output["sub"] == contract.login
     assert "whoami" in capsys.readouterr().out
 
@@ -136,7 +136,7 @@ async def test_lifecycle(
     out = capsys.readouterr().out
     assert "paused" in out and "instanceTerminated" in out
     with pytest.raises(agentauth.NotFound):
-        await client.inspect(contract.swarm, ns["instance_key"], posted.agent)
+        await client.get_instance(contract.swarm, ns["instance_key"], posted.agent)
 
 
 async def test_webhook(contract: Contract, harness: Harness, capsys: pytest.CaptureFixture[str]) -> None:

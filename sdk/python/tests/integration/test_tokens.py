@@ -49,7 +49,7 @@ async def test_unknown_app_and_session_are_typed(client: agentauth.AsyncClient) 
     with pytest.raises(agentauth.errors.OAuthAppNotFound):
         await client.get_access_token("no-such-app-" + unique("x"), subjects={"user": "u"})
     with pytest.raises(agentauth.NotFound) as info:
-        await client.get_session("as-" + "0" * 32)
+        await client.authorization_status("as-" + "0" * 32)
     assert info.value.request_id
 
 
@@ -68,9 +68,9 @@ def test_decorator_consents_through_its_callback(
         contract.app,
         subjects={"user": contract.subject(login)},
         on_authorization_url=show_link,
-        timeout=60,
+        wait_timeout=60,
     )
-    def call_upstream(greeting: str, *, token: agentauth.Token) -> str:
+    def call_upstream(greeting: str, *, token: agentauth.AccessToken) -> str:
         assert token.access_token.reveal()
         return f"{greeting} with a {token.token_type} token"
 
@@ -88,9 +88,13 @@ async def test_async_decorator(client: agentauth.AsyncClient, contract: Contract
         harness.consent(url, login)
 
     @agentauth.requires_access_token(
-        client, contract.app, subjects={"user": contract.subject(login)}, on_authorization_url=show_link, timeout=60
+        client,
+        contract.app,
+        subjects={"user": contract.subject(login)},
+        on_authorization_url=show_link,
+        wait_timeout=60,
     )
-    async def fetch(*, token: agentauth.Token) -> bool:
+    async def fetch(*, token: agentauth.AccessToken) -> bool:
         return bool(token.access_token.reveal())
 
     assert await fetch()

@@ -24,7 +24,7 @@ FOLLOWED: dict[str, Any] = {}
 
 
 class CountingTransport(httpx.AsyncBaseTransport):
-    """Records each request's Last-Event-ID: the proof that follow() reconnected by itself."""
+    """Records each request's Last-Event-ID: the proof that follow_turn() reconnected by itself."""
 
     def __init__(self) -> None:
         self.inner = httpx.AsyncHTTPTransport()
@@ -57,7 +57,7 @@ async def test_turn_followed_through_park_drop_consent_completion(contract: Cont
         turn = await client.wait_for_turn(contract.swarm, key, posted.agent, timeout=60)
         events: list[agentauth.TurnEvent] = []
         dropped = 0
-        async for event in client.follow(contract.swarm, key, posted.agent, turn.id):
+        async for event in client.follow_turn(contract.swarm, key, posted.agent, turn.id):
             events.append(event)
             if event.type == "turn.parked":
                 url = event.data["authorizationUrl"]
@@ -72,7 +72,7 @@ async def test_turn_followed_through_park_drop_consent_completion(contract: Cont
     assert types[0] == "turn.started" and types[-1] == "turn.completed", types
     assert "turn.parked" in types and "turn.resumed" in types
     assert dropped >= 1, "POST /drop cut no connection: the stream was not open through the proxy"
-    assert len(transport.streams) >= 2, "follow() did not reconnect after the drop"
+    assert len(transport.streams) >= 2, "follow_turn() did not reconnect after the drop"
     assert transport.streams[0] is None
     assert all(last is not None and last.isdigit() for last in transport.streams[1:]), transport.streams
     final = events[-1].data.get("final", "")
@@ -80,7 +80,7 @@ async def test_turn_followed_through_park_drop_consent_completion(contract: Cont
 
     detail = None
     async with agentauth.AsyncClient() as client:
-        detail = await client.inspect(contract.swarm, key, posted.agent)
+        detail = await client.get_instance(contract.swarm, key, posted.agent)
         again_events = await client.turn_events(contract.swarm, key, posted.agent, turn.id, after=2)
     assert detail.recent_turns[0].id == turn.id and detail.recent_turns[0].status == "completed"
     assert [e.seq for e in again_events] == seqs[3:]
@@ -94,32 +94,32 @@ async def test_lifecycle(client: agentauth.AsyncClient, contract: Contract) -> N
     agent = posted.agent
     await client.wait_for_turn(contract.swarm, key, agent, timeout=60)
 
-    assert (await client.pause(contract.swarm, key, agent)).status == "paused"
-    assert (await client.inspect(contract.swarm, key, agent)).status == "paused"
+    assert (await client.pause_instance(contract.swarm, key, agent)).status == "paused"
+    assert (await client.get_instance(contract.swarm, key, agent)).status == "paused"
     assert any(i.instance_key == key for i in await client.list_instances())
-    assert (await client.resume(contract.swarm, key, agent)).status == "active"
-    terminated = await client.terminate(contract.swarm, key, agent, reason="the sdk test is done")
+    assert (await client.resume_instance(contract.swarm, key, agent)).status == "active"
+    terminated = await client.terminate_instance(contract.swarm, key, agent, reason="the sdk test is done")
     assert terminated.status == "terminated"
     with pytest.raises(errors.InstanceTerminated) as info:
         await client.post_event(contract.swarm, key, "still there?", auth=agentauth.TurnAuth())
     assert info.value.status == 409 and info.value.request_id
     with pytest.raises(errors.InstanceTerminated):
-        await client.pause(contract.swarm, key, agent)
+        await client.pause_instance(contract.swarm, key, agent)
 
-    deleted = await client.delete(contract.swarm, key, agent)
+    deleted = await client.delete_instance(contract.swarm, key, agent)
     assert deleted.deleted and deleted.oauth_grants_kept
     with pytest.raises(errors.NotFound):
-        await client.inspect(contract.swarm, key, agent)
+        await client.get_instance(contract.swarm, key, agent)
 
 
 def test_lifecycle_sync(sync_client: agentauth.Client, contract: Contract) -> None:
     key = unique("py-life-sync")
     posted = sync_client.post_event(contract.swarm, key, "hello", auth=agentauth.TurnAuth())
     turn = sync_client.wait_for_turn(contract.swarm, key, posted.agent, timeout=60)
-    events = list(sync_client.follow(contract.swarm, key, posted.agent, turn.id))
+    events = list(sync_client.follow_turn(contract.swarm, key, posted.agent, turn.id))
     assert [e.seq for e in events] == list(range(len(events)))
     assert events[-1].terminal
-    assert sync_client.delete(contract.swarm, key, posted.agent).deleted
+    assert sync_client.delete_instance(contract.swarm, key, posted.agent).deleted
 
 
 def _sign(secret: bytes, ts: str, body: bytes) -> str:
@@ -192,7 +192,7 @@ class StatusRecorder(httpx.AsyncBaseTransport):
 
 async def test_follow_polls_where_the_api_buffers(contract: Contract) -> None:
     """On AWS without the stream URL, API Gateway answers a stream request 406:
-    follow() reads the JSON form instead, and still ends at the turn's end."""
+    follow_turn() reads the JSON form instead, and still ends at the turn's end."""
     if os.environ.get("AGENTAUTH_AUTH") != "sigv4":
         pytest.skip("agentauth serve streams on its own port: no 406 to fall back from")
     key = unique("py-poll")
@@ -202,8 +202,8 @@ async def test_follow_polls_where_the_api_buffers(contract: Contract) -> None:
         assert client.stream_url is None
         posted = await client.post_event(contract.swarm, key, "hello", auth=agentauth.TurnAuth())
         turn = await client.wait_for_turn(contract.swarm, key, posted.agent, timeout=60)
-        events = [e async for e in client.follow(contract.swarm, key, posted.agent, turn.id)]
-        await client.delete(contract.swarm, key, posted.agent)
+        events = [e async for e in client.follow_turn(contract.swarm, key, posted.agent, turn.id)]
+        await client.delete_instance(contract.swarm, key, posted.agent)
     assert [e.seq for e in events] == list(range(len(events)))
     assert events[-1].terminal
     assert recorder.seen[0] == ("text/event-stream", 406), recorder.seen

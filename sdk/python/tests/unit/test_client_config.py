@@ -91,7 +91,7 @@ def test_sigv4_signs_runtime_routes_for_execute_api_and_streams_for_lambda() -> 
     ) as c:
         c.get_access_token("a", subjects={"user": "u"})
         with pytest.raises(errors.NotFound):
-            list(c.follow("default", "k", "assistant", "t1"))
+            list(c.follow_turn("default", "k", "assistant", "t1"))
         c.list_tools()
     token_req, stream_req, tools_req = fake.requests
     assert token_req.headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDTEST/")
@@ -138,7 +138,7 @@ def test_bad_auth_mode_and_url() -> None:
 def test_instance_keys_are_one_escaped_segment(key: str, escaped: str) -> None:
     fake = FakeServer()  # no route: the answer is a 404; the request is what is checked
     with fake.client() as c, pytest.raises(errors.NotFound):
-        c.pause("default", key, "assistant")
+        c.pause_instance("default", key, "assistant")
     assert fake.requests[0].url.raw_path.decode() == f"/v1/instances/default/{escaped}/assistant/pause"
 
 
@@ -178,15 +178,15 @@ def test_lifecycle_and_events() -> None:
         )
     )
     with fake.client() as c:
-        assert c.pause("default", "k", "assistant").status == "paused"
-        assert c.resume("default", "k", "assistant").status == "active"
-        assert c.terminate("default", "k", "assistant", reason="user left").status == "terminated"
-        assert c.delete("default", "k", "assistant").oauth_grants_kept
-        detail = c.inspect("default", "k", "assistant")
+        assert c.pause_instance("default", "k", "assistant").status == "paused"
+        assert c.resume_instance("default", "k", "assistant").status == "active"
+        assert c.terminate_instance("default", "k", "assistant", reason="user left").status == "terminated"
+        assert c.delete_instance("default", "k", "assistant").oauth_grants_kept
+        detail = c.get_instance("default", "k", "assistant")
         assert detail.active_turn is not None and detail.active_turn.status == "parked"
         assert detail.backlog == 1 and detail.recent_turns[1].final_answer == "hi"
-        assert c.wait_for_turn("default", "k", "assistant", exclude={"turn-1"}).id == "turn-2"
-        assert c.wait_for_turn("default", "k", "assistant", exclude={"turn-2"}).id == "turn-1"
+        assert c.wait_for_turn("default", "k", "assistant", ignore={"turn-1"}).id == "turn-2"
+        assert c.wait_for_turn("default", "k", "assistant", ignore={"turn-2"}).id == "turn-1"
         evs = c.turn_events("default", "k", "assistant", "turn-1", after=2)
         assert evs[0].seq == 3
         posted = c.post_event(

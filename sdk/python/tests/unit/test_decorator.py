@@ -29,7 +29,7 @@ def test_sync_function() -> None:
         @agentauth.requires_access_token(
             c, "e2e-user", subjects=lambda user: {"user": f"demo:user:{user}"}, on_authorization_url=shown.append
         )
-        def profile(user: str, *, token: agentauth.Token) -> str:
+        def profile(user: str, *, token: agentauth.AccessToken) -> str:
             return f"{user}:{token.access_token.reveal()}"
 
         assert profile("alice") == "alice:tok-very-secret"
@@ -49,7 +49,7 @@ async def test_async_function_with_an_async_callback() -> None:
     async with fake.async_client() as c:
 
         @agentauth.requires_access_token(c, "e2e-user", subjects={"user": "u"}, on_authorization_url=show, into="tok")
-        async def call(x: int, tok: agentauth.Token) -> int:
+        async def call(x: int, tok: agentauth.AccessToken) -> int:
             assert tok.access_token.reveal() == "tok-very-secret"
             return x + 1
 
@@ -63,7 +63,7 @@ def test_a_ready_token_needs_no_callback() -> None:
     with fake.client() as c:
 
         @agentauth.requires_access_token(c, "a", on_authorization_url=called.append)
-        def f(*, token: agentauth.Token) -> bool:
+        def f(*, token: agentauth.AccessToken) -> bool:
             return bool(token.access_token)
 
         assert f()
@@ -75,5 +75,5 @@ def test_client_kind_must_match_the_function() -> None:
     with fake.client() as c, pytest.raises(TypeError):
 
         @agentauth.requires_access_token(c, "a", on_authorization_url=print)
-        async def f(*, token: agentauth.Token) -> None:
+        async def f(*, token: agentauth.AccessToken) -> None:
             return None

@@ -117,7 +117,7 @@ async def test_a_tool_invocation_is_not_retried_on_503_or_a_lost_answer() -> Non
 
     fake = FakeServer().on("POST", INVOKE, httpx.ReadError("connection reset"))
     async with fake.async_client() as c:
-        with pytest.raises(errors.ConnectionFailed):
+        with pytest.raises(errors.NetworkError):
             await c.invoke_tool("whoami")
     assert len(fake.calls("POST", INVOKE)) == 1
 
@@ -186,6 +186,6 @@ def test_a_request_out_of_time_is_a_timeout_and_a_lost_one_a_network_error() -> 
         c.invoke_tool("whoami")
     assert isinstance(info.value, TimeoutError) and info.value.code == "timeout"
     fake = FakeServer().on("POST", INVOKE, httpx.RemoteProtocolError("cut"))
-    with fake.client() as c, pytest.raises(errors.ConnectionFailed) as lost:
+    with fake.client() as c, pytest.raises(errors.NetworkError) as lost:
         c.invoke_tool("whoami")
     assert lost.value.code == "network"

@@ -1,4 +1,4 @@
-"""follow(): the SSE route, reconnects with Last-Event-ID, no event twice, the 406 fallback."""
+"""follow_turn(): the SSE route, reconnects with Last-Event-ID, no event twice, the 406 fallback."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def dropped_then_resumed(request: httpx.Request) -> httpx.Response:
 async def test_async_follow_reconnects_and_never_repeats() -> None:
     fake = FakeServer().on("GET", PATH, dropped_then_resumed)
     async with fake.async_client() as c:
-        seqs = [e.seq async for e in c.follow("default", "k", "assistant", "turn-1")]
+        seqs = [e.seq async for e in c.follow_turn("default", "k", "assistant", "turn-1")]
     assert seqs == [0, 1, 2, 3, 4, 5]
     reqs = fake.calls("GET", PATH)
     assert len(reqs) == 2
@@ -44,7 +44,7 @@ async def test_async_follow_reconnects_and_never_repeats() -> None:
 def test_sync_follow_reconnects_and_never_repeats() -> None:
     fake = FakeServer().on("GET", PATH, dropped_then_resumed)
     with fake.client() as c:
-        events = list(c.follow("default", "k", "assistant", "turn-1"))
+        events = list(c.follow_turn("default", "k", "assistant", "turn-1"))
     assert [e.seq for e in events] == [0, 1, 2, 3, 4, 5]
     assert events[-1].terminal and events[-1].data["final"] == "You are Alice"
     assert events[3].data["authorizationUrl"] == "http://p/auth"
@@ -57,7 +57,7 @@ def test_follow_after_starts_later_and_a_stream_end_without_the_turn_end_reconne
     ]
     fake = FakeServer().on("GET", PATH, *answers)
     with fake.client() as c:
-        seqs = [e.seq for e in c.follow("default", "k", "assistant", "turn-1", after=1)]
+        seqs = [e.seq for e in c.follow_turn("default", "k", "assistant", "turn-1", after=1)]
     assert seqs == [2, 3, 4, 5]
     reqs = fake.calls("GET", PATH)
     assert [r.headers.get("Last-Event-ID") for r in reqs] == ["1", "3"]
@@ -78,7 +78,7 @@ async def test_follow_falls_back_to_polling_on_406(monkeypatch: pytest.MonkeyPat
     fake.on("GET", PATH, answer)
     monkeypatch.setattr("agentauth.client.POLL_INTERVAL", 0.001)
     async with fake.async_client() as c:
-        seqs = [e.seq async for e in c.follow("default", "k", "assistant", "turn-1")]
+        seqs = [e.seq async for e in c.follow_turn("default", "k", "assistant", "turn-1")]
     assert seqs == [0, 1, 2, 3, 4, 5]
     assert state["polls"] == 2
 
@@ -86,14 +86,14 @@ async def test_follow_falls_back_to_polling_on_406(monkeypatch: pytest.MonkeyPat
 def test_follow_gives_up_after_the_reconnect_budget() -> None:
     fake = FakeServer().on("GET", PATH, httpx.ConnectError("refused"))
     with fake.client() as c, pytest.raises(errors.StreamFailed):
-        list(c.follow("default", "k", "assistant", "turn-1"))
+        list(c.follow_turn("default", "k", "assistant", "turn-1"))
     assert len(fake.calls("GET", PATH)) == 5
 
 
 def test_follow_raises_a_refusal() -> None:
     fake = FakeServer().on("GET", PATH, json_response(404, {"error": {"code": "notFound", "message": "no turn"}}))
     with fake.client() as c, pytest.raises(errors.NotFound):
-        list(c.follow("default", "k", "assistant", "turn-1"))
+        list(c.follow_turn("default", "k", "assistant", "turn-1"))
 
 
 def test_follow_waits_out_too_many_streams() -> None:
@@ -104,13 +104,13 @@ def test_follow_waits_out_too_many_streams() -> None:
         lambda r: stream_response(sse(*EVENTS)),
     )
     with fake.client() as c:
-        assert [e.seq for e in c.follow("default", "k", "assistant", "turn-1")] == [0, 1, 2, 3, 4, 5]
+        assert [e.seq for e in c.follow_turn("default", "k", "assistant", "turn-1")] == [0, 1, 2, 3, 4, 5]
 
 
 def test_stream_goes_to_the_stream_url() -> None:
     fake = FakeServer().on("GET", "/base" + PATH, lambda r: stream_response(sse(*EVENTS)))
     with fake.client(stream_url="http://stream.test/base/") as c:
-        assert len(list(c.follow("default", "k", "assistant", "turn-1"))) == 6
+        assert len(list(c.follow_turn("default", "k", "assistant", "turn-1"))) == 6
     assert fake.requests[0].url.host == "stream.test"
     assert fake.requests[0].headers["Authorization"] == "Bearer aat_runtime"
 
@@ -125,6 +125,6 @@ def test_sync_follow_falls_back_to_polling_on_406(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr("agentauth.client.POLL_INTERVAL", 0.001)
     fake = FakeServer().on("GET", PATH, answer)
     with fake.client() as c:
-        assert [e.seq for e in c.follow("default", "k", "assistant", "turn-1", after=0)] == [1, 2, 3, 4, 5]
+        assert [e.seq for e in c.follow_turn("default", "k", "assistant", "turn-1", after=0)] == [1, 2, 3, 4, 5]
     polls = [r.url.params.get("after") for r in fake.calls("GET", PATH)[1:]]
     assert polls == ["0", "2", "4"]

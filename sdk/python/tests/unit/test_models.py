@@ -7,7 +7,7 @@ from datetime import timezone
 
 import pytest
 
-from agentauth import Secret, Token
+from agentauth import AccessToken, Secret
 from agentauth.models import parse_time
 
 
@@ -23,7 +23,7 @@ def test_secret_redacts_itself() -> None:
 
 
 def test_token_repr_holds_no_token() -> None:
-    t = Token.from_json({"status": "ready", "accessToken": "abc123secret", "scopes": ["a"], "refreshable": False})
+    t = AccessToken.from_json({"status": "ready", "accessToken": "abc123secret", "scopes": ["a"], "refreshable": False})
     assert "abc123secret" not in repr(t)
     assert t.authorization_header() == "Bearer abc123secret"
     assert t.expires_in() is None

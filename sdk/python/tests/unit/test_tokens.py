@@ -154,7 +154,7 @@ def test_session_read_timeout_covers_the_wait() -> None:
 
     fake = FakeServer().on("GET", "/v1/oauth/sessions/as-1", answer)
     with fake.client() as c:
-        c.get_session("as-1", wait=55)
+        c.authorization_status("as-1", wait=55)
     assert seen[0] is not None and seen[0] > 55
 
 

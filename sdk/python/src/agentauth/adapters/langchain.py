@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..client import AsyncClient, Client
-from ..models import Tool
+from ..models import ToolManifestEntry
 from ._invoke import OnAuthorizationRequired, invoke_async, invoke_sync
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ __all__ = ["structured_tool", "structured_tools", "structured_tools_sync"]
 
 def structured_tool(
     client: AsyncClient | Client,
-    tool: Tool,
+    tool: ToolManifestEntry,
     *,
     on_authorization_required: OnAuthorizationRequired | None = None,
     authorization_timeout: float = 600.0,

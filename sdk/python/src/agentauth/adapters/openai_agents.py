@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..client import AsyncClient
-from ..models import Tool
+from ..models import ToolManifestEntry
 from ._invoke import OnAuthorizationRequired, invoke_async, parse_args
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ __all__ = ["function_tool", "function_tools"]
 
 def function_tool(
     client: AsyncClient,
-    tool: Tool,
+    tool: ToolManifestEntry,
     *,
     on_authorization_required: OnAuthorizationRequired | None = None,
     authorization_timeout: float = 600.0,
