@@ -307,7 +307,7 @@ test-deploy-local: deploy-local ## deploy-local, then check the deployed stack a
 	  $(GO) test -tags deploylocal -count=1 -v ./deploylocal
 
 .PHONY: test-e2e-aws
-test-e2e-aws: e2e-deps deploy-local ## deploy-local, then the browser flow, queue, refresh, tools function and leak scan through the emulator's API Gateway (test/e2eaws)
+test-e2e-aws: e2e-deps sdk-check deploy-local ## deploy-local, then the browser flow, queue, refresh, tools function and leak scan through the emulator's API Gateway (test/e2eaws)
 	AWS_ENDPOINT_URL=http://127.0.0.1:$(MINISTACK_PORT) \
 	  AGENTAUTH_DEPLOY_OUTPUTS=$(CURDIR)/.tools/deploy-local$(if $(filter 4566,$(MINISTACK_PORT)),,-$(MINISTACK_PORT))/outputs.json \
 	  AGENTAUTH_REQUIRE_EMULATOR=1 E2E_REQUIRE=1 \
