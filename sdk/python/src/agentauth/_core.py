@@ -28,6 +28,7 @@ from .models import (
     AuthSessionStatus,
     Instance,
     InstanceDeleted,
+    InstanceList,
     InstanceRecord,
     PendingAuthorization,
     PostedEvent,
@@ -356,10 +357,11 @@ def retry_delay(policy: RetryPolicy, call: Call, attempt: int, outcome: httpx.Re
       ``POST /v1/oauth/token`` (asked again before consent it answers the
       same pending session, README *HTTP API*; a ready token is read again);
       an event posted with an ``id`` (the queue takes it once,
-      docs/turns.md *Posting an event*); pause, resume and terminate (again
-      changes nothing, docs/turns.md *Lifecycle*). Never a tool invocation
-      (the tool may have acted), an event without an ``id`` (it would be
-      queued twice), a revoke or a delete (a repeat answers 404).
+      docs/turns.md *Posting an event*); pause and terminate (again changes
+      nothing, docs/turns.md *Lifecycle*). Never a tool invocation (the tool
+      may have acted), an event without an ``id`` (it would be queued
+      twice), a resume (each queues a wake-up: :func:`lifecycle`), a revoke
+      or a delete (a repeat answers 404).
     """
     if attempt >= policy.max_attempts:
         return None
@@ -665,11 +667,12 @@ def post_event(
     )
 
 
-def list_instances() -> Op[list[InstanceRecord]]:
-    return Op(
-        Call("GET", "/v1/instances", "runtime", idempotent=True),
-        lambda r: [InstanceRecord.from_json(d) for d in read_data_list(r)],
-    )
+def list_instances() -> Op[InstanceList]:
+    def parse(r: httpx.Response) -> InstanceList:
+        read_data_list(r)  # no data list is an UnexpectedResponse
+        return InstanceList.from_json(read_object(r))
+
+    return Op(Call("GET", "/v1/instances", "runtime", idempotent=True), parse)
 
 
 def get_instance(swarm: str, instance_key: str, agent: str) -> Op[Instance]:
@@ -686,7 +689,15 @@ def lifecycle(swarm: str, instance_key: str, agent: str, action: str, reason: st
             "POST",
             instance_path(swarm, instance_key, agent) + "/" + action,
             "runtime",
-            idempotent=True,
+            # Pausing or terminating again changes nothing. Resuming again is
+            # not a no-op: each resume queues a wake-up (docs/turns.md,
+            # Lifecycle) under the instance's version of the moment, so the
+            # repeat's is a new event, not one the queue drops as a duplicate;
+            # it carries on whatever work is due once more — a turn left
+            # running by an event that failed every attempt gets another
+            # round of them, model calls included. The TypeScript SDK does
+            # not resend it either.
+            idempotent=action != "resume",
             body={"reason": reason} if has_body else None,
             has_body=has_body,
         ),

@@ -29,6 +29,7 @@ from .models import (
     AuthSessionStatus,
     Instance,
     InstanceDeleted,
+    InstanceList,
     InstanceRecord,
     PendingAuthorization,
     PostedEvent,
@@ -297,7 +298,8 @@ class AsyncClient(_Base):
             )
         )
 
-    async def list_instances(self) -> list[InstanceRecord]:
+    async def list_instances(self) -> InstanceList:
+        """Every agent instance (``data``), and those the store could not read (``unreadable``)."""
         return await self._run(core.list_instances())
 
     async def get_instance(self, swarm: str, instance_key: str, agent: str) -> Instance:
@@ -307,6 +309,8 @@ class AsyncClient(_Base):
         return await self._run(core.lifecycle(swarm, instance_key, agent, "pause"))
 
     async def resume_instance(self, swarm: str, instance_key: str, agent: str) -> InstanceRecord:
+        """Run the instance again; a wake-up carries the interrupted turn on.
+        Not resent after a lost answer: each resume queues a wake-up."""
         return await self._run(core.lifecycle(swarm, instance_key, agent, "resume"))
 
     async def terminate_instance(
@@ -559,7 +563,8 @@ class Client(_Base):
             )
         )
 
-    def list_instances(self) -> list[InstanceRecord]:
+    def list_instances(self) -> InstanceList:
+        """See :meth:`AsyncClient.list_instances`."""
         return self._run(core.list_instances())
 
     def get_instance(self, swarm: str, instance_key: str, agent: str) -> Instance:
@@ -569,6 +574,7 @@ class Client(_Base):
         return self._run(core.lifecycle(swarm, instance_key, agent, "pause"))
 
     def resume_instance(self, swarm: str, instance_key: str, agent: str) -> InstanceRecord:
+        """See :meth:`AsyncClient.resume_instance`."""
         return self._run(core.lifecycle(swarm, instance_key, agent, "resume"))
 
     def terminate_instance(

@@ -24,6 +24,7 @@ __all__ = [
     "AuthSessionStatus",
     "Instance",
     "InstanceDeleted",
+    "InstanceList",
     "InstanceRecord",
     "PendingAuthorization",
     "PostedEvent",
@@ -37,6 +38,7 @@ __all__ = [
     "TurnAuth",
     "TurnEvent",
     "TurnSummary",
+    "UnreadableInstance",
 ]
 
 # The events a turn ends with: the stream closes after one of them.
@@ -433,6 +435,54 @@ class InstanceRecord:
             active_turn=active if isinstance(active, str) and active else None,
             created_at=parse_time(body.get("createdAt")),
             updated_at=parse_time(body.get("updatedAt")),
+            raw=dict(body),
+        )
+
+
+@dataclass(frozen=True)
+class UnreadableInstance:
+    """An instance the store could not read (a corrupt record): ``id`` is the store's name for
+    it, ``reason`` what failed; ``swarm``, ``instance_key`` and ``agent`` when the store knows them."""
+
+    id: str
+    reason: str
+    swarm: str | None
+    instance_key: str | None
+    agent: str | None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> UnreadableInstance:
+        return cls(
+            id=_str(body.get("id")),
+            reason=_str(body.get("reason")),
+            swarm=_str(body.get("swarm")) or None,
+            instance_key=_str(body.get("instanceKey")) or None,
+            agent=_str(body.get("agent")) or None,
+            raw=dict(body),
+        )
+
+
+@dataclass(frozen=True)
+class InstanceList:
+    """``GET /v1/instances``: every instance the store could read (``data``), and those it
+    could not (``unreadable``, listed apart so that one bad record hides none of the others)."""
+
+    data: tuple[InstanceRecord, ...]
+    unreadable: tuple[UnreadableInstance, ...]
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> InstanceList:
+        data = body.get("data")
+        bad = body.get("unreadable")
+        return cls(
+            data=tuple(InstanceRecord.from_json(d) for d in data if isinstance(d, Mapping))
+            if isinstance(data, list)
+            else (),
+            unreadable=tuple(UnreadableInstance.from_json(u) for u in bad if isinstance(u, Mapping))
+            if isinstance(bad, list)
+            else (),
             raw=dict(body),
         )
 

@@ -96,7 +96,8 @@ async def test_lifecycle(client: agentauth.AsyncClient, contract: Contract) -> N
 
     assert (await client.pause_instance(contract.swarm, key, agent)).status == "paused"
     assert (await client.get_instance(contract.swarm, key, agent)).status == "paused"
-    assert any(i.instance_key == key for i in await client.list_instances())
+    listed = await client.list_instances()
+    assert any(i.instance_key == key for i in listed.data) and isinstance(listed.unreadable, tuple)
     assert (await client.resume_instance(contract.swarm, key, agent)).status == "active"
     terminated = await client.terminate_instance(contract.swarm, key, agent, reason="the sdk test is done")
     assert terminated.status == "terminated"

@@ -24,7 +24,12 @@ CATALOG = {
 NEEDS_CONSENT = {
     "result": {
         "status": "authorization_required",
-        "authorization": {"authSessionId": "as-1", "authorizationUrl": "http://p/auth", "message": "consent"},
+        "authorization": {
+            "authSessionId": "as-1",
+            "authorizationUrl": "http://p/auth",
+            "expiresAt": "2026-11-21T10:10:00Z",
+            "message": "Connect your account.",
+        },
     }
 }
 OK = {"result": {"status": "ok", "output": {"orders": [1, 2]}}}
@@ -50,10 +55,14 @@ async def test_openai_agents_function_tools() -> None:
         tools = await function_tools(c)
         assert isinstance(tools[0], FunctionTool)
         assert tools[0].name == "list_orders" and tools[0].params_json_schema["properties"]["note"]["type"] == "string"
-        # No callback: the model is told to give the user the link.
+        # No callback: the model is told to give the user the link — the TypeScript SDK's shape.
         first = json.loads(await tools[0].on_invoke_tool(None, '{"note": "x"}'))  # type: ignore[arg-type]
-        assert first["status"] == "authorization_required"
-        assert first["authorization"]["authorizationUrl"] == "http://p/auth"
+        assert first == {
+            "status": "authorization_required",
+            "authorizationUrl": "http://p/auth",
+            "expiresAt": "2026-11-21T10:10:00+00:00",
+            "message": "Connect your account. Ask the user to open the link and consent, then call the tool again.",
+        }
         second = json.loads(await tools[0].on_invoke_tool(None, "{}"))  # type: ignore[arg-type]
         assert second == {"status": "ok", "output": {"orders": [1, 2]}}
     assert json.loads(fake.calls("POST", "/v1/tools/invoke")[0].content) == {
@@ -100,3 +109,14 @@ def test_langchain_sync_tools_with_callback() -> None:
         tools = structured_tools_sync(c, on_authorization_required=shown.append)
         out = json.loads(tools[0].invoke({}))
     assert out["status"] == "ok" and shown[0].session_id == "as-1"
+
+
+def test_consent_result_without_an_expiry_leaves_it_out() -> None:
+    from agentauth.adapters._invoke import consent_result
+
+    needed = agentauth.AuthorizationRequired("", authorization_url="http://p/auth", session_id="as-1", expires_at=None)
+    assert json.loads(consent_result(needed)) == {
+        "status": "authorization_required",
+        "authorizationUrl": "http://p/auth",
+        "message": "the user must consent first. Ask the user to open the link and consent, then call the tool again.",
+    }

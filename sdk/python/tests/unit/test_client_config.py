@@ -241,3 +241,42 @@ def test_invoke_results() -> None:
         ok = c.invoke_tool("whoami")
         assert ok.output == {"sub": "alice"} and ok.tool_called == {"argsHash": "44"}
     assert json.loads(fake.requests[0].content) == {"toolName": "whoami", "args": {}, "callId": "c1"}
+
+
+async def test_list_instances_names_the_unreadable_apart() -> None:
+    listed = {
+        "data": [{**INSTANCE, "status": "active", "activeTurn": "turn-9", "createdAt": "2026-11-24T10:00:02Z"}],
+        "unreadable": [
+            {
+                "swarm": "default",
+                "instanceKey": "1712345678.000200",
+                "agent": "assistant",
+                "id": "4f1a",
+                "reason": "corrupt record: journal line at byte 926: invalid JSON at byte 32",
+            },
+            {"id": "9c2e", "reason": "unreadable key"},
+        ],
+    }
+    fake = FakeServer().on("GET", "/v1/instances", json_response(200, listed))
+    async with fake.async_client() as c:
+        got = await c.list_instances()
+    assert isinstance(got, agentauth.InstanceList)
+    assert [(i.instance_key, i.status, i.active_turn) for i in got.data] == [("k", "active", "turn-9")]
+    assert got.unreadable == (
+        agentauth.UnreadableInstance(
+            id="4f1a",
+            reason="corrupt record: journal line at byte 926: invalid JSON at byte 32",
+            swarm="default",
+            instance_key="1712345678.000200",
+            agent="assistant",
+        ),
+        agentauth.UnreadableInstance(id="9c2e", reason="unreadable key", swarm=None, instance_key=None, agent=None),
+    )
+    assert got.unreadable[0].raw["id"] == "4f1a"
+
+
+def test_list_instances_without_unreadable_is_an_empty_tuple() -> None:
+    fake = FakeServer().on("GET", "/v1/instances", json_response(200, {"data": [INSTANCE]}))
+    with fake.client() as c:
+        got = c.list_instances()
+    assert len(got.data) == 1 and got.unreadable == ()

@@ -90,7 +90,7 @@ def test_a_get_is_retried_on_503_and_502() -> None:
         json_response(200, {"data": [], "unreadable": []}),
     )
     with fake.client() as c:
-        assert c.list_instances() == []
+        assert c.list_instances() == agentauth.InstanceList(data=(), unreadable=())
     assert len(fake.calls("GET", INSTANCES)) == 3
 
 
@@ -164,6 +164,37 @@ def test_an_event_is_retried_only_with_an_id(event_id: str | None, tries: int) -
         except errors.Unavailable:
             assert event_id is None
     assert len(fake.calls("POST", path)) == tries
+
+
+INSTANCE = "/v1/instances/default/k/assistant"
+RECORD = {"swarm": "default", "instanceKey": "k", "agent": "assistant", "status": "active"}
+
+
+@pytest.mark.parametrize("action", ["pause", "terminate"])
+def test_pause_and_terminate_are_retried(action: str) -> None:
+    path = f"{INSTANCE}/{action}"
+    fake = FakeServer().on(
+        "POST", path, error_response(503, "unavailable"), httpx.ReadError("reset"), json_response(200, RECORD)
+    )
+    with fake.client() as c:
+        getattr(c, f"{action}_instance")("default", "k", "assistant")
+    assert len(fake.calls("POST", path)) == 3
+
+
+@pytest.mark.parametrize("outcome", [error_response(503, "unavailable"), httpx.ReadError("reset")])
+async def test_resume_is_not_resent_after_a_lost_answer(outcome: httpx.Response | Exception) -> None:
+    # Each resume queues a wake-up (docs/turns.md, Lifecycle): a second is not a no-op.
+    path = f"{INSTANCE}/resume"
+    fake = FakeServer().on("POST", path, outcome, json_response(200, RECORD))
+    async with fake.async_client() as c:
+        with pytest.raises((errors.Unavailable, errors.NetworkError)):
+            await c.resume_instance("default", "k", "assistant")
+    assert len(fake.calls("POST", path)) == 1
+    # One that never reached the server is sent again, as any request.
+    fake = FakeServer().on("POST", path, httpx.ConnectError("refused"), json_response(200, RECORD))
+    with fake.client() as c:
+        assert c.resume_instance("default", "k", "assistant").status == "active"
+    assert len(fake.calls("POST", path)) == 2
 
 
 def test_not_json_is_an_unexpected_response() -> None:

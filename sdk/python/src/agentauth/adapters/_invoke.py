@@ -19,18 +19,17 @@ OnAuthorizationRequired = Callable[[AuthorizationRequired], Any]
 
 
 def consent_result(needed: AuthorizationRequired) -> str:
-    """The result a model reads when the user must consent first: the link to give them."""
-    return json.dumps(
-        {
-            "status": "authorization_required",
-            "authorization": {
-                "authorizationUrl": needed.authorization_url,
-                "message": needed.message,
-                "expiresAt": needed.expires_at.isoformat() if needed.expires_at else None,
-            },
-            "instructions": "Give the user this link to connect their account, then call the tool again.",
-        }
-    )
+    """The result a model reads when the user must consent first, as the TypeScript SDK's
+    ``authorizationRequiredResult``: flat, the link beside the status, and one message that
+    says what happened and what to do (``expiresAt`` only when known)."""
+    result: dict[str, Any] = {"status": "authorization_required", "authorizationUrl": needed.authorization_url}
+    if needed.expires_at is not None:
+        result["expiresAt"] = needed.expires_at.isoformat()
+    said = needed.message.rstrip()
+    if not said.endswith((".", "!", "?")):
+        said += "."  # the server's messages are sentences; the SDK's default is not
+    result["message"] = f"{said} Ask the user to open the link and consent, then call the tool again."
+    return json.dumps(result)
 
 
 def parse_args(arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:
