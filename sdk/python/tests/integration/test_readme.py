@@ -28,6 +28,9 @@ from .conftest import Contract, Harness, unique
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 MARKER = re.compile(r"<!-- sdk test runs this: ([\w-]+) -->\n```python\n(.*?)```", re.S)
+# The block of the names the snippets use, with make run's values: the
+# tests bind the same names to the harness's.
+NAMES = re.compile(r"<!-- sdk test binds these: names -->\n```python\n(.*?)```", re.S)
 
 SNIPPETS: dict[str, str] = dict(MARKER.findall(README.read_text()))
 # What the turns snippet leaves for the webhook snippet's test (run after it).
@@ -37,6 +40,19 @@ EXPECTED = {"connect", "token", "decorator", "tools", "adapters", "turns", "life
 
 def test_the_readme_marks_its_snippets() -> None:
     assert set(SNIPPETS) == EXPECTED, f"runnable snippets in README.md: {sorted(SNIPPETS)}"
+
+
+def test_the_readme_names_are_the_ones_the_snippets_run_with(contract: Contract, harness: Harness) -> None:
+    """The README's names block runs as written, and binds exactly the names
+    the snippets are run with here (with make run's values there)."""
+    blocks = NAMES.findall(README.read_text())
+    assert len(blocks) == 1, "README.md has no (or more than one) names block"
+    ns: dict[str, Any] = {}
+    exec(compile(blocks[0], "README.md[names]", "exec"), ns)  # noqa: S102 - the README's own block
+    defined = {k for k in ns if not k.startswith("__")}
+    bound = {k for k in names(contract, harness, "x", []) if not k.startswith("__")}
+    assert defined == bound, f"README names {sorted(defined)}, the tests bind {sorted(bound)}"
+    ns["show_link_to_user"]("https://provider.example/consent")  # it only prints
 
 
 async def run(name: str, ns: dict[str, Any]) -> dict[str, Any]:
