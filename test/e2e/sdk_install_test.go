@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -12,13 +13,15 @@ import (
 	"github.com/agentauth/agentauth/test/e2e/e2ekit"
 )
 
-// TestSDKPackagesInstall installs each SDK as the README says a user
-// does — `pip install ./sdk/python` into a fresh virtual environment, and
-// the tarball `npm pack` makes installed into an empty npm project — and
-// imports it there: the packages carry what a user needs (the typed
-// marker, the compiled ESM with its declarations) and their version is
-// the project's (VERSION). The suites run the SDKs from their source
-// trees; this is what a user installs.
+// TestSDKPackagesInstall runs the README's SDK install block as a user
+// does, from the repository's root — `pip install ./sdk/python` (the pip
+// of a fresh virtual environment first on PATH), `npm ci && npm pack` in
+// sdk/typescript, the two exports — then installs the tarball it made into
+// an empty npm project and imports each SDK where it was installed: the
+// packages carry what a user needs (the typed marker, the compiled ESM
+// with its declarations), their version is the project's (VERSION), and a
+// client prints no token. The suites run the SDKs from their source trees;
+// this is what a user installs.
 func TestSDKPackagesInstall(t *testing.T) {
 	root, err := e2ekit.ModuleRoot()
 	if err != nil {
@@ -29,61 +32,68 @@ func TestSDKPackagesInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	version := strings.TrimSpace(string(b))
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)<!-- test/e2e runs this: sdk-install -->\n```sh\n(.*?)```").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README.md has no block marked `test/e2e runs this: sdk-install`")
+	}
+	block := string(m[1])
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	tmp := t.TempDir()
+	venv := filepath.Join(tmp, "venv")
+	env := e2ekit.SDKEnv("PIP_DISABLE_PIP_VERSION_CHECK=1", "npm_config_fund=false", "npm_config_audit=false", "npm_config_update_notifier=false",
+		"PATH="+filepath.Join(venv, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"), "AGENTAUTH_HOME="+filepath.Join(tmp, "home"))
 	run := func(t *testing.T, dir, name string, args ...string) string {
 		t.Helper()
 		cmd := exec.CommandContext(ctx, name, args...)
 		cmd.Dir = dir
-		cmd.Env = e2ekit.SDKEnv("PIP_DISABLE_PIP_VERSION_CHECK=1", "npm_config_fund=false", "npm_config_audit=false", "npm_config_update_notifier=false")
+		cmd.Env = env
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 		}
 		return string(out)
 	}
+	run(t, root, "python3", "-m", "venv", venv)
+	tgz := filepath.Join(root, "sdk", "typescript", "agentauth-client-"+version+".tgz")
+	_ = os.Remove(tgz)
+	t.Cleanup(func() { _ = os.Remove(tgz) })
+	// The block as written, with bin/agentauth where the README has it
+	// (make run builds it; this package's TestMain built its own).
+	script := strings.ReplaceAll(block, "$(bin/agentauth ", "$("+agentauthBin+" ")
+	out := run(t, root, "bash", "-euo", "pipefail", "-c", script+`
+echo "AGENTAUTH_URL=$AGENTAUTH_URL"; [ -n "$AGENTAUTH_RUNTIME_TOKEN" ] && echo "runtime token set"`)
+	if !strings.Contains(out, "AGENTAUTH_URL=http://127.0.0.1:8080") || !strings.Contains(out, "runtime token set") {
+		t.Fatalf("the README's block did not set what it says:\n%s", out)
+	}
 
-	t.Run("python", func(t *testing.T) {
-		venv := filepath.Join(t.TempDir(), "venv")
-		run(t, root, "python3", "-m", "venv", venv)
-		py := filepath.Join(venv, "bin", "python")
-		// The README's command, from the repository's root.
-		run(t, root, py, "-m", "pip", "install", "-q", "./sdk/python")
-		out := run(t, t.TempDir(), py, "-c", `import importlib.metadata, importlib.resources, agentauth
+	py := filepath.Join(venv, "bin", "python")
+	got := run(t, t.TempDir(), py, "-c", `import importlib.metadata, importlib.resources, agentauth
 assert (importlib.resources.files("agentauth") / "py.typed").is_file(), "no py.typed"
 assert not (importlib.resources.files("agentauth") / "tests").is_dir()
 print(agentauth.__version__, importlib.metadata.version("agentauth"), agentauth.__file__)
 c = agentauth.Client(base_url="http://127.0.0.1:9", runtime_token="rt-secret-value")
 print(repr(c))
 c.close()`)
-		fields := strings.Fields(out)
-		if len(fields) < 3 || fields[0] != version || fields[1] != version || !strings.Contains(fields[2], venv) {
-			t.Fatalf("installed agentauth: %q, want version %s from %s", out, version, venv)
-		}
-		if strings.Contains(out, "rt-secret-value") {
-			t.Errorf("the client's repr shows its runtime token: %s", out)
-		}
-		t.Logf("pip install ./sdk/python: agentauth %s imports from a fresh venv (%s)", version, strings.TrimSpace(out))
-	})
+	if f := strings.Fields(got); len(f) < 3 || f[0] != version || f[1] != version || !strings.HasPrefix(f[2], venv) {
+		t.Fatalf("installed agentauth: %q, want version %s from %s", got, version, venv)
+	}
+	if strings.Contains(got, "rt-secret-value") {
+		t.Errorf("the client's repr shows its runtime token: %s", got)
+	}
+	t.Logf("pip install ./sdk/python: agentauth %s imports from a fresh venv", version)
 
-	t.Run("typescript", func(t *testing.T) {
-		sdk := filepath.Join(root, "sdk", "typescript")
-		if _, err := os.Stat(filepath.Join(sdk, "node_modules")); err != nil {
-			if os.Getenv(e2ekit.RequireEnv) == "1" {
-				t.Fatal("sdk/typescript/node_modules is missing: run `make sdk-check`")
-			}
-			t.Skip("sdk/typescript/node_modules is missing: run `make sdk-check`")
-		}
-		dest := t.TempDir()
-		out := run(t, sdk, "npm", "pack", "--silent", "--pack-destination", dest)
-		tgz := filepath.Join(dest, strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]))
-		if filepath.Base(tgz) != "agentauth-client-"+version+".tgz" {
-			t.Fatalf("npm pack wrote %q, want agentauth-client-%s.tgz", out, version)
-		}
-		app := t.TempDir()
-		run(t, app, "npm", "init", "-y")
-		run(t, app, "npm", "install", "--silent", tgz)
-		got := run(t, app, "node", "--input-type=module", "-e", `
+	if _, err := os.Stat(tgz); err != nil {
+		t.Fatalf("npm pack made no %s: %v\n%s", filepath.Base(tgz), err, out)
+	}
+	app := t.TempDir()
+	run(t, app, "npm", "init", "-y")
+	run(t, app, "npm", "install", "--silent", tgz)
+	got = run(t, app, "node", "--input-type=module", "-e", `
 import { AgentauthClient, AuthorizationRequired, verifyWebhook, VERSION } from "@agentauth/client";
 import { readFileSync } from "node:fs";
 const pkg = JSON.parse(readFileSync("node_modules/@agentauth/client/package.json", "utf8"));
@@ -92,9 +102,8 @@ if (!types.includes("AgentauthClient")) throw new Error("no type declarations");
 const c = new AgentauthClient({ url: "http://127.0.0.1:9", runtimeToken: "rt-secret-value" });
 if (String(c).includes("rt-secret-value") || JSON.stringify(c).includes("rt-secret-value")) throw new Error("the client prints its token");
 console.log(VERSION, pkg.version, typeof AuthorizationRequired, typeof verifyWebhook);`)
-		if f := strings.Fields(got); len(f) != 4 || f[0] != version || f[1] != version || f[2] != "function" || f[3] != "function" {
-			t.Fatalf("installed @agentauth/client: %q, want version %s and its exports", got, version)
-		}
-		t.Logf("npm install %s: @agentauth/client %s imports in an empty project", filepath.Base(tgz), version)
-	})
+	if f := strings.Fields(got); len(f) != 4 || f[0] != version || f[1] != version || f[2] != "function" || f[3] != "function" {
+		t.Fatalf("installed @agentauth/client: %q, want version %s and its exports", got, version)
+	}
+	t.Logf("npm install %s: @agentauth/client %s imports in an empty project", filepath.Base(tgz), version)
 }
