@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -87,19 +86,7 @@ func TestSDKs(t *testing.T) {
 
 // runSDKSuites is TestSDKs with the suites to run.
 func runSDKSuites(t *testing.T, root string, suites []e2ekit.SDKSuite) {
-	var missing []error
-	for _, s := range suites {
-		if err := e2ekit.SDKSuiteAvailable(root, s); err != nil {
-			missing = append(missing, err)
-		}
-	}
-	if len(missing) == len(suites) {
-		// Nothing would run: say so before starting anything.
-		if os.Getenv(e2ekit.RequireEnv) == "1" {
-			t.Fatalf("%v (%s=1, so this is a failure, not a skip)", errors.Join(missing...), e2ekit.RequireEnv)
-		}
-		t.Skipf("skipping the SDKs' integration suites: %v", errors.Join(missing...))
-	}
+	e2ekit.RequireSomeSDKSuite(t, root, suites) // before starting anything
 	ctx, cancel := context.WithTimeout(context.Background(), 14*time.Minute)
 	defer cancel()
 

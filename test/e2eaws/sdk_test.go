@@ -150,18 +150,7 @@ func runDeployedSDKSuites(t *testing.T, root string, suites []e2ekit.SDKSuite) {
 		skipOrFail(t, "the deployed stack has no turn function or no TurnStreamUrl (deploy it with -c turns=1; make deploy-local does)")
 	}
 	requireProviderAndBrowser(t)
-	var missing []error
-	for _, s := range suites {
-		if err := e2ekit.SDKSuiteAvailable(root, s); err != nil {
-			missing = append(missing, err)
-		}
-	}
-	if len(missing) == len(suites) {
-		if os.Getenv(e2ekit.RequireEnv) == "1" {
-			t.Fatalf("%v (%s=1, so this is a failure, not a skip)", errors.Join(missing...), e2ekit.RequireEnv)
-		}
-		t.Skipf("skipping the SDKs' integration suites: %v", errors.Join(missing...))
-	}
+	e2ekit.RequireSomeSDKSuite(t, root, suites) // before starting anything
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	start := time.Now()

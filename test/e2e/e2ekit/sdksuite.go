@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -77,6 +78,27 @@ func RequireSDKSuite(t testing.TB, root string, suite SDKSuite) {
 		}
 		t.Skipf("skipping the %s SDK's integration suite (set %s=1 to fail instead): %v", suite.Name, RequireEnv, err)
 	}
+}
+
+// RequireSomeSDKSuite skips the test (or fails it when E2E_REQUIRE=1)
+// when none of suites can run here, naming why for each, before the test
+// starts anything; a suite of several that cannot run is skipped on its
+// own by RequireSDKSuite.
+func RequireSomeSDKSuite(t testing.TB, root string, suites []SDKSuite) {
+	t.Helper()
+	var missing []error
+	for _, s := range suites {
+		if err := SDKSuiteAvailable(root, s); err != nil {
+			missing = append(missing, err)
+		}
+	}
+	if len(missing) < len(suites) {
+		return
+	}
+	if os.Getenv(RequireEnv) == "1" {
+		t.Fatalf("%v (%s=1, so this is a failure, not a skip)", errors.Join(missing...), RequireEnv)
+	}
+	t.Skipf("skipping the SDKs' integration suites: %v", errors.Join(missing...))
 }
 
 // SDKEnv is the environment a suite runs with: this process's, without
