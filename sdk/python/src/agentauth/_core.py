@@ -85,7 +85,8 @@ class RetryPolicy:
     base_delay: float = 0.25
     max_delay: float = 8.0
     max_retry_after: float = 30.0
-    # follow_turn(): reconnects in a row without a new event before it gives up.
+    # follow_turn(): connections in a row that fail with nothing heard from the
+    # server (no event, no keep-alive) before it gives up.
     max_reconnects: int = 8
 
     def backoff(self, attempt: int) -> float:
@@ -771,21 +772,39 @@ class SSEParser:
 
 class FollowState:
     """Where a follow is: the last seq yielded (events at or before it are
-    dropped, so none is yielded twice), whether the turn ended, and how many
-    reconnects in a row found nothing new."""
+    dropped, so none is yielded twice), whether the turn ended, and how the
+    connections in a row went.
+
+    A connection on which the server was heard (an event, a keep-alive, the
+    comment a stream ends with) proves the stream works: what ends it — the
+    server's limit on a stream's length (10 minutes; on Lambda, the
+    invocation's end, every few seconds with a short function timeout), a
+    cut after it — is no failure, however long the turn stays parked. Only
+    connections that fail with nothing heard count towards
+    ``RetryPolicy.max_reconnects``.
+    """
 
     def __init__(self, after: int | None, policy: RetryPolicy) -> None:
         self.last = after if after is not None else -1
         self.done = False
         self.failures = 0
+        self.quiet = 0
         self.policy = policy
         self.polling = False
+        self.begin()
+
+    def begin(self) -> None:
+        """A new connection: nothing heard, nothing new, no Retry-After yet."""
+        self.heard = False
+        self.progressed = False
+        self.ended_cleanly = False
+        self.hint: float | None = None
 
     def accept(self, event: TurnEvent) -> bool:
         if event.seq <= self.last:
             return False
         self.last = event.seq
-        self.failures = 0
+        self.progressed = True
         if event.terminal:
             self.done = True
         return True
@@ -795,6 +814,30 @@ class FollowState:
         if self.last >= 0:
             headers["Last-Event-ID"] = str(self.last)
         return Call("GET", events_path(swarm, instance_key, agent, turn_id), "stream", idempotent=True, headers=headers)
+
+    def refused(self, response: httpx.Response) -> None:
+        """A stream request answered other than 200 (its body read): 406 turns to
+        polling; 429 and 5xx are reconnected (after Retry-After); any other
+        answer (401, 403, 404, …) is raised: asking again would not change it."""
+        status = response.status_code
+        if status == 406:
+            self.polling = True
+        elif status == 429 or status >= 500:
+            self.hint = retry_after(response)
+        else:
+            raise error_from_response(response)
+
+    def page(self, response: httpx.Response) -> list[TurnEvent]:
+        """A 200 that is not an event stream (a server or proxy that answered the
+        JSON form): its new events, and the follow goes on by polling."""
+        self.polling = True
+        return [e for e in (TurnEvent.from_json(d) for d in read_data_list(response)) if self.accept(e)]
+
+    def line(self, line: str, parser: SSEParser) -> TurnEvent | None:
+        """One line of the stream: the event it completes when that event is new."""
+        self.heard = True
+        msg = parser.feed(line)
+        return self.message(msg) if msg is not None else None
 
     def message(self, msg: SSEMessage) -> TurnEvent | None:
         """The event of one SSE message when it is new, else None."""
@@ -807,20 +850,31 @@ class FollowState:
             raise errors.UnexpectedResponse(f"turn event stream: an event that is not a turn event ({exc})") from exc
         return event if self.accept(event) else None
 
-    def reconnect_delay(self, after: float | None = None, lasted: float = 0.0) -> float:
-        """The wait before the next connection; raises StreamFailed past the budget.
-
-        A stream that stayed open a while (the server's 10-minute limit, a
-        long park) is not a failure streak.
-        """
-        if lasted > 60:
+    def reconnect_delay(self) -> float:
+        """The wait before the next connection; raises StreamFailed past the budget."""
+        if self.progressed or self.heard:
             self.failures = 0
+        if self.progressed:
+            self.quiet = 0
+        if self.heard and self.ended_cleanly:
+            # The server ended a stream that worked: carry on where it
+            # stopped — at once, then within a second when it keeps ending
+            # with nothing new (a parked turn on Lambda).
+            if self.progressed:
+                return 0.0
+            self.quiet += 1
+            return min(1.0, self.policy.backoff(self.quiet - 1)) if self.quiet > 1 else 0.0
         self.failures += 1
         if self.failures > self.policy.max_reconnects:
             raise errors.StreamFailed(
                 f"turn event stream: {self.policy.max_reconnects} reconnects in a row without a new event"
                 f" (last seq {self.last})"
             )
-        if after is not None:
-            return min(after, self.policy.max_retry_after)
+        if self.hint is not None:
+            return min(self.hint, self.policy.max_retry_after)
         return self.policy.backoff(self.failures)
+
+
+def is_event_stream(response: httpx.Response) -> bool:
+    ctype: str = response.headers.get("Content-Type", "")
+    return ctype.split(";")[0].strip().lower() == "text/event-stream"

@@ -369,36 +369,34 @@ class AsyncClient(_Base):
                     await asyncio.sleep(POLL_INTERVAL)
                 continue
             call = state.stream_call(swarm, instance_key, agent, turn_id)
-            hint: float | None = None
-            started = time.monotonic()
+            state.begin()
             try:
                 auth = self._creds.auth(call.credential)
                 request = core.build_request(self._http, self._settings, call)
                 response = await self._http.send(request, auth=auth, stream=True)
                 try:
-                    if response.status_code == 406:
-                        state.polling = True
-                        continue
                     if not response.is_success:
                         await response.aread()
-                        if response.status_code not in core.RETRY_STATUSES:
-                            raise core.error_from_response(response)
-                        hint = core.retry_after(response)
+                        state.refused(response)
+                    elif not core.is_event_stream(response):
+                        await response.aread()
+                        for event in state.page(response):
+                            yield event
                     else:
                         parser = core.SSEParser()
                         async for line in response.aiter_lines():
-                            msg = parser.feed(line)
-                            new = state.message(msg) if msg is not None else None
+                            new = state.line(line, parser)
                             if new is not None:
                                 yield new
                                 if state.done:
                                     return
+                        state.ended_cleanly = True
                 finally:
                     await response.aclose()
             except httpx.TransportError:
-                pass  # dropped: reconnect after the last seq yielded
-            if not state.done:
-                await asyncio.sleep(state.reconnect_delay(hint, time.monotonic() - started))
+                pass  # dropped, or silent past the read timeout: reconnect after the last seq yielded
+            if not state.done and not state.polling:
+                await asyncio.sleep(state.reconnect_delay())
 
 
 class Client(_Base):
@@ -621,36 +619,33 @@ class Client(_Base):
                     time.sleep(POLL_INTERVAL)
                 continue
             call = state.stream_call(swarm, instance_key, agent, turn_id)
-            hint: float | None = None
-            started = time.monotonic()
+            state.begin()
             try:
                 auth = self._creds.auth(call.credential)
                 request = core.build_request(self._http, self._settings, call)
                 response = self._http.send(request, auth=auth, stream=True)
                 try:
-                    if response.status_code == 406:
-                        state.polling = True
-                        continue
                     if not response.is_success:
                         response.read()
-                        if response.status_code not in core.RETRY_STATUSES:
-                            raise core.error_from_response(response)
-                        hint = core.retry_after(response)
+                        state.refused(response)
+                    elif not core.is_event_stream(response):
+                        response.read()
+                        yield from state.page(response)
                     else:
                         parser = core.SSEParser()
                         for line in response.iter_lines():
-                            msg = parser.feed(line)
-                            new = state.message(msg) if msg is not None else None
+                            new = state.line(line, parser)
                             if new is not None:
                                 yield new
                                 if state.done:
                                     return
+                        state.ended_cleanly = True
                 finally:
                     response.close()
             except httpx.TransportError:
                 pass
-            if not state.done:
-                time.sleep(state.reconnect_delay(hint, time.monotonic() - started))
+            if not state.done and not state.polling:
+                time.sleep(state.reconnect_delay())
 
 
 def _new_turn(detail: Instance | None, ignore: Collection[str]) -> TurnSummary | None:

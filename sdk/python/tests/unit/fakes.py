@@ -89,21 +89,24 @@ def event(seq: int, type_: str, **data: Any) -> dict[str, Any]:
 class DroppingStream(httpx.SyncByteStream, httpx.AsyncByteStream):
     """A body that sends its chunks, then fails as a cut connection does."""
 
-    def __init__(self, *chunks: bytes, drop: bool = True) -> None:
+    def __init__(self, *chunks: bytes, drop: bool = True, error: Exception | None = None) -> None:
         self.chunks = chunks
         self.drop = drop
+        self.error = error or httpx.RemoteProtocolError("peer closed connection without sending complete message body")
 
     def __iter__(self) -> Iterator[bytes]:
         yield from self.chunks
         if self.drop:
-            raise httpx.RemoteProtocolError("peer closed connection without sending complete message body")
+            raise self.error
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         for c in self.chunks:
             yield c
         if self.drop:
-            raise httpx.RemoteProtocolError("peer closed connection without sending complete message body")
+            raise self.error
 
 
-def stream_response(*chunks: bytes, drop: bool = False) -> httpx.Response:
-    return httpx.Response(200, headers={"Content-Type": "text/event-stream"}, stream=DroppingStream(*chunks, drop=drop))
+def stream_response(*chunks: bytes, drop: bool = False, error: Exception | None = None) -> httpx.Response:
+    return httpx.Response(
+        200, headers={"Content-Type": "text/event-stream"}, stream=DroppingStream(*chunks, drop=drop, error=error)
+    )

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
 import httpx
 import pytest
 
+import agentauth
 from agentauth import errors
 
-from .fakes import FakeServer, event, json_response, sse, stream_response
+from .fakes import FAST, FakeServer, error_response, event, json_response, sse, stream_response
 
 PATH = "/v1/instances/default/k/assistant/turns/turn-1/events"
 EVENTS = [
@@ -128,3 +133,136 @@ def test_sync_follow_falls_back_to_polling_on_406(monkeypatch: pytest.MonkeyPatc
         assert [e.seq for e in c.follow_turn("default", "k", "assistant", "turn-1", after=0)] == [1, 2, 3, 4, 5]
     polls = [r.url.params.get("after") for r in fake.calls("GET", PATH)[1:]]
     assert polls == ["0", "2", "4"]
+
+
+def test_a_parked_turn_on_short_lambda_windows_is_followed_past_the_reconnect_budget() -> None:
+    # On Lambda a stream ends 2 s before the invocation's deadline with a
+    # comment asking to reconnect: with a 5 s function timeout, every 3 s,
+    # for as long as the turn stays parked. Those are not failures.
+    def window(request: httpx.Request) -> httpx.Response:
+        return stream_response(b": stream limit reached; reconnect with Last-Event-ID to go on\n\n")
+
+    answers: list[Any] = [lambda r: stream_response(sse(*EVENTS[:4]))]
+    answers += [window] * (FAST.max_reconnects * 3)
+    answers += [lambda r: stream_response(sse(*EVENTS[4:]))]
+    fake = FakeServer().on("GET", PATH, *answers)
+    with fake.client() as c:
+        seqs = [e.seq for e in c.follow_turn("default", "k", "assistant", "turn-1")]
+    assert seqs == [0, 1, 2, 3, 4, 5]
+    assert {r.headers.get("Last-Event-ID") for r in fake.calls("GET", PATH)[1:]} == {"3"}
+
+
+async def test_async_streams_that_were_heard_then_went_silent_are_not_a_failure_streak() -> None:
+    # Each connection gets a keep-alive, then goes silent past the read
+    # timeout (a NAT that forgot it): the server is there, so the follow goes on.
+    def silent(request: httpx.Request) -> httpx.Response:
+        return stream_response(b": keep-alive\n\n", drop=True, error=httpx.ReadTimeout("silent"))
+
+    answers: list[Any] = [silent] * (FAST.max_reconnects * 2) + [lambda r: stream_response(sse(*EVENTS))]
+    fake = FakeServer().on("GET", PATH, *answers)
+    async with fake.async_client() as c:
+        seqs = [e.seq async for e in c.follow_turn("default", "k", "assistant", "turn-1")]
+    assert seqs == [0, 1, 2, 3, 4, 5]
+
+
+def test_silent_connections_that_were_never_heard_count_towards_the_budget() -> None:
+    fake = FakeServer().on("GET", PATH, lambda r: stream_response(drop=True, error=httpx.ReadTimeout("silent")))
+    with fake.client() as c, pytest.raises(errors.StreamFailed):
+        list(c.follow_turn("default", "k", "assistant", "turn-1"))
+    assert len(fake.calls("GET", PATH)) == FAST.max_reconnects + 1
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+def test_a_5xx_on_a_reconnect_is_reconnected(status: int) -> None:
+    fake = FakeServer().on(
+        "GET",
+        PATH,
+        lambda r: stream_response(sse(*EVENTS[:3]), drop=True),
+        error_response(status, "internal" if status == 500 else "unavailable"),
+        lambda r: stream_response(sse(*EVENTS[3:])),
+    )
+    with fake.client() as c:
+        assert [e.seq for e in c.follow_turn("default", "k", "assistant", "turn-1")] == [0, 1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "cls"),
+    [
+        (401, "unauthenticated", errors.Unauthenticated),
+        (403, "forbidden", errors.Forbidden),
+        (404, "notFound", errors.NotFound),
+    ],
+)
+async def test_a_refusal_on_a_reconnect_is_raised_after_the_events_already_yielded(
+    status: int, code: str, cls: type[errors.AgentauthError]
+) -> None:
+    fake = FakeServer().on(
+        "GET", PATH, lambda r: stream_response(sse(*EVENTS[:3]), drop=True), error_response(status, code)
+    )
+    seen: list[int] = []
+
+    async def follow(c: agentauth.AsyncClient) -> None:
+        async for e in c.follow_turn("default", "k", "assistant", "turn-1"):
+            seen.append(e.seq)
+
+    async with fake.async_client() as c:
+        with pytest.raises(cls):
+            await follow(c)
+    assert seen == [0, 1, 2]
+    assert len(fake.calls("GET", PATH)) == 2
+
+
+@pytest.mark.parametrize("sync", [True, False])
+async def test_a_200_that_is_not_a_stream_is_read_as_json_then_polled(
+    sync: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A proxy (or a server) that ignores Accept and answers the JSON form.
+    def answer(request: httpx.Request) -> httpx.Response:
+        after = int(request.url.params.get("after", request.headers.get("Last-Event-ID", "-1")))
+        return json_response(200, {"data": [e for e in EVENTS if after < e["seq"] <= after + 4]})
+
+    monkeypatch.setattr("agentauth.client.POLL_INTERVAL", 0.001)
+    fake = FakeServer().on("GET", PATH, answer)
+    if sync:
+        with fake.client() as sc:
+            seqs = [e.seq for e in sc.follow_turn("default", "k", "assistant", "turn-1")]
+    else:
+        async with fake.async_client() as ac:
+            seqs = [e.seq async for e in ac.follow_turn("default", "k", "assistant", "turn-1")]
+    assert seqs == [0, 1, 2, 3, 4, 5]
+    assert len(fake.calls("GET", PATH)) == 2
+
+
+async def test_cancelling_a_follow_propagates_and_closes_the_stream() -> None:
+    closed = asyncio.Event()
+    started = asyncio.Event()
+
+    class Hanging(httpx.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            yield sse(EVENTS[0])
+            started.set()
+            await asyncio.Event().wait()  # a parked turn: nothing more for a while
+            yield b""
+
+        async def aclose(self) -> None:
+            closed.set()
+
+    fake = FakeServer().on(
+        "GET", PATH, lambda r: httpx.Response(200, headers={"Content-Type": "text/event-stream"}, stream=Hanging())
+    )
+    seen: list[int] = []
+
+    async def follow(c: agentauth.AsyncClient) -> None:
+        async for e in c.follow_turn("default", "k", "assistant", "turn-1"):
+            seen.append(e.seq)
+
+    async with fake.async_client() as c:
+        task = asyncio.create_task(follow(c))
+        await asyncio.wait_for(started.wait(), 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert task.cancelled()
+    assert closed.is_set()
+    assert seen == [0]
+    assert len(fake.calls("GET", PATH)) == 1
