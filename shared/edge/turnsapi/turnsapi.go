@@ -369,8 +369,11 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 // turnView is a turn without its conversation: counters, outcome and the
 // final answer. Its auth context, origin and tool calls stay out.
 type turnView struct {
-	ID             string        `json:"id"`
-	Status         string        `json:"status"`
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	// InputEventID is the id of the event the turn handles (the posted
+	// event's eventId): how a caller that posted one finds its turn.
+	InputEventID   string        `json:"inputEventId"`
 	InputType      string        `json:"inputType"`
 	TraceID        string        `json:"traceId"`
 	BundleRevision string        `json:"bundleRevision,omitempty"`
@@ -385,7 +388,7 @@ type turnView struct {
 }
 
 func viewTurn(t turn.Turn) turnView {
-	return turnView{ID: t.ID, Status: string(t.Status), InputType: t.InputType, TraceID: t.TraceID, BundleRevision: t.BundleRevision,
+	return turnView{ID: t.ID, Status: string(t.Status), InputEventID: t.InputEventID, InputType: t.InputType, TraceID: t.TraceID, BundleRevision: t.BundleRevision,
 		Steps: t.Steps, ToolCalls: t.ToolCalls, Errors: t.Errors, Usage: t.Usage, Error: t.Error,
 		StartedAt: t.StartedAt, EndedAt: t.EndedAt, FinalAnswer: t.Final}
 }

@@ -213,11 +213,11 @@ type inspection struct {
 }
 
 type turnView struct {
-	ID, Status, InputType, TraceID, FinalAnswer string
-	Steps, ToolCalls, Errors                    int
-	Usage                                       struct{ TotalTokens int64 }
-	Error                                       *turn.Failure
-	EndedAt                                     *string
+	ID, Status, InputEventID, InputType, TraceID, FinalAnswer string
+	Steps, ToolCalls, Errors                                  int
+	Usage                                                     struct{ TotalTokens int64 }
+	Error                                                     *turn.Failure
+	EndedAt                                                   *string
 }
 
 type eventList struct {
@@ -244,6 +244,9 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("inspect %+v", in)
 	}
 	tr := in.RecentTurns[0]
+	if tr.InputEventID == "" || tr.InputEventID != posted.EventID {
+		t.Fatalf("the turn's inputEventId %q, want the posted event's id %q", tr.InputEventID, posted.EventID)
+	}
 	if tr.Status != "completed" || tr.FinalAnswer != "done: 42" || tr.Steps != 2 || tr.ToolCalls != 1 || tr.Usage.TotalTokens != 30 || tr.InputType != "user.input" || tr.EndedAt == nil || tr.TraceID == "" {
 		t.Fatalf("turn %+v", tr)
 	}
