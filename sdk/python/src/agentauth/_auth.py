@@ -34,13 +34,36 @@ _AGENT_MISSING = (
 class BearerAuth(httpx.Auth):
     """``Authorization: Bearer <token>``; a callable is asked on every request (a JWT that renews)."""
 
-    def __init__(self, token: Secret | Callable[[], str]) -> None:
+    def __init__(self, token: Secret | Callable[[], str], what: str) -> None:
         self._token = token
+        self._what = what
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        value = self._token.reveal() if isinstance(self._token, Secret) else self._token()
-        request.headers["Authorization"] = f"Bearer {value}"
+        request.headers["Authorization"] = "Bearer " + header_token(self._token, self._what)
         yield request
+
+
+def header_token(token: Secret | Callable[[], str], what: str) -> str:
+    """The token's value, fit for a header: surrounding whitespace (a file's
+    newline) dropped. A value that is still not one refuses the request
+    before it is sent — the HTTP layer's own error would quote the header,
+    token and all."""
+    value = _header_value(token)
+    if value is None:
+        raise errors.MissingCredential(
+            f"{what} is not usable as a bearer token (empty, or it holds a space, a control or a non-ASCII"
+            " character); the value is not shown"
+        )
+    return value
+
+
+def _header_value(token: Secret | Callable[[], str]) -> str | None:
+    # Apart from header_token, so that the frame an error is raised from holds no value.
+    raw = token.reveal() if isinstance(token, Secret) else token()
+    value = raw.strip() if isinstance(raw, str) else ""
+    if not value or not value.isascii() or not value.isprintable() or " " in value:
+        return None
+    return value
 
 
 class SigV4Auth(httpx.Auth):
@@ -54,22 +77,40 @@ class SigV4Auth(httpx.Auth):
         self._credentials = credentials
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        from botocore.auth import SigV4Auth as BotoSigV4
-        from botocore.awsrequest import AWSRequest
-
-        # botocore may refresh expiring credentials here (a role's, from
-        # IMDS or STS): a short blocking call, as every botocore client does.
-        frozen = self._credentials.get_frozen_credentials()
-        headers = {"Host": request.headers["Host"]}
-        if "Content-Type" in request.headers:
-            headers["Content-Type"] = request.headers["Content-Type"]
-        aws = AWSRequest(method=request.method, url=str(request.url), data=request.content, headers=headers)
-        BotoSigV4(frozen, self._service, self._region).add_auth(aws)
-        for name in ("Authorization", "X-Amz-Date", "X-Amz-Security-Token", "X-Amz-Content-SHA256"):
-            value = aws.headers.get(name)
-            if value is not None:
-                request.headers[name] = value
+        failure: str | None = None
+        try:
+            signed = _sign(self._credentials, self._service, self._region, request)
+        except Exception as exc:  # any failure of botocore's, told without its frames
+            failure = f"{type(exc).__name__}: {exc}"
+            signed = {}
+        if failure is not None:
+            # Raised outside the except block, so that neither the botocore
+            # exception nor the frames whose locals hold the credentials
+            # (what error trackers record) travel with the error.
+            raise errors.MissingCredential(f"SigV4 for {self._service}: signing failed ({failure[:300]})")
+        request.headers.update(signed)
         yield request
+
+
+def _sign(credentials: Any, service: str, region: str, request: httpx.Request) -> dict[str, str]:
+    """The SigV4 headers of request, with the credentials of this moment."""
+    from botocore.auth import SigV4Auth as BotoSigV4
+    from botocore.awsrequest import AWSRequest
+
+    # botocore refreshes expiring credentials here (a role's, from IMDS or
+    # STS): a short blocking call, as every botocore client does.
+    frozen = credentials.get_frozen_credentials() if hasattr(credentials, "get_frozen_credentials") else credentials
+    headers = {"Host": request.headers["Host"]}
+    if "Content-Type" in request.headers:
+        headers["Content-Type"] = request.headers["Content-Type"]
+    aws = AWSRequest(method=request.method, url=str(request.url), data=request.content, headers=headers)
+    BotoSigV4(frozen, service, region).add_auth(aws)
+    out: dict[str, str] = {}
+    for name in ("Authorization", "X-Amz-Date", "X-Amz-Security-Token", "X-Amz-Content-SHA256"):
+        value = aws.headers.get(name)
+        if value is not None:
+            out[name] = str(value)
+    return out
 
 
 class Credentials:
@@ -111,11 +152,11 @@ class Credentials:
         if credential == "agent":
             if s.agent_token is None:
                 raise errors.MissingCredential(_AGENT_MISSING)
-            return BearerAuth(s.agent_token)
+            return BearerAuth(s.agent_token, "the agent token (agent_token / AGENTAUTH_AGENT_TOKEN)")
         if s.auth == "sigv4":
             creds, region = self._aws_credentials()
             service = "lambda" if credential == "stream" and s.stream_url else "execute-api"
             return SigV4Auth(service, region, creds)
         if s.runtime_token is None:
             raise errors.MissingCredential(_RUNTIME_MISSING)
-        return BearerAuth(s.runtime_token)
+        return BearerAuth(s.runtime_token, "the runtime token (runtime_token / AGENTAUTH_RUNTIME_TOKEN)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -52,6 +53,9 @@ USER_AGENT = f"agentauth-python/{__version__}"
 
 # The server's bound of one long poll of a session (GET /v1/oauth/sessions/{id}?wait=N).
 MAX_WAIT_CHUNK = 55
+# How long past a wait's deadline its last request may take: a long poll the
+# server holds until the deadline still gets its answer in.
+DEADLINE_GRACE = 2.0
 
 
 # --- settings ----------------------------------------------------------------
@@ -209,12 +213,24 @@ class Op(Generic[T]):
     parse: Callable[[httpx.Response], T]
 
 
-def build_request(client: httpx.Client | httpx.AsyncClient, settings: Settings, call: Call) -> httpx.Request:
+def build_request(
+    client: httpx.Client | httpx.AsyncClient, settings: Settings, call: Call, deadline: float | None = None
+) -> httpx.Request:
+    """The request of call; with a ``deadline`` (``time.monotonic()``), its timeouts end there at the latest."""
     base = settings.base_url
     read = call.read_timeout
     if call.credential == "stream":
         base = settings.stream_url or settings.base_url
         read = read or settings.timeouts.stream_read
+    timeout = settings.timeouts.httpx(read)
+    if deadline is not None:
+        left = max(0.001, deadline - time.monotonic())
+        timeout = httpx.Timeout(
+            connect=min(left, timeout.connect or left),
+            read=min(left, timeout.read or left),
+            write=min(left, timeout.write or left),
+            pool=min(left, timeout.pool or left),
+        )
     headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
     headers.update(call.headers or {})
     kwargs: dict[str, Any] = {}
@@ -227,7 +243,7 @@ def build_request(client: httpx.Client | httpx.AsyncClient, settings: Settings, 
         join_url(base, call.path),
         params=dict(call.query) if call.query else None,
         headers=headers,
-        timeout=settings.timeouts.httpx(read),
+        timeout=timeout,
         **kwargs,
     )
 
@@ -344,7 +360,13 @@ def read_data_list(response: httpx.Response) -> list[dict[str, Any]]:
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 
 
-def retry_delay(policy: RetryPolicy, call: Call, attempt: int, outcome: httpx.Response | Exception) -> float | None:
+def retry_delay(
+    policy: RetryPolicy,
+    call: Call,
+    attempt: int,
+    outcome: httpx.Response | Exception,
+    deadline: float | None = None,
+) -> float | None:
     """How long to wait before trying ``call`` again after ``outcome``, or None to stop.
 
     What is safe to repeat:
@@ -363,7 +385,16 @@ def retry_delay(policy: RetryPolicy, call: Call, attempt: int, outcome: httpx.Re
       may have acted), an event without an ``id`` (it would be queued
       twice), a resume (each queues a wake-up: :func:`lifecycle`), a revoke
       or a delete (a repeat answers 404).
+
+    With a ``deadline`` (``time.monotonic()``), no retry whose wait ends past it.
     """
+    delay = _retry_delay(policy, call, attempt, outcome)
+    if delay is not None and deadline is not None and time.monotonic() + delay >= deadline:
+        return None
+    return delay
+
+
+def _retry_delay(policy: RetryPolicy, call: Call, attempt: int, outcome: httpx.Response | Exception) -> float | None:
     if attempt >= policy.max_attempts:
         return None
     if isinstance(outcome, httpx.Response):
@@ -385,7 +416,9 @@ def connection_error(call: Call, exc: Exception) -> errors.AgentauthError:
     kind = type(exc).__name__
     if isinstance(exc, httpx.TimeoutException):
         return errors.Timeout(f"{call.method} {call.path}: no answer in time ({kind})")
-    return errors.NetworkError(f"{call.method} {call.path}: no answer ({kind}: {exc})")
+    # A LocalProtocolError is about what was sent: its text may quote a header, credential and all.
+    text = "" if isinstance(exc, httpx.LocalProtocolError) else f": {exc}"
+    return errors.NetworkError(f"{call.method} {call.path}: no answer ({kind}{text})")
 
 
 # --- operations ----------------------------------------------------------------

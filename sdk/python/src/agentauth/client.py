@@ -151,28 +151,35 @@ class AsyncClient(_Base):
 
     # --- transport ---
 
-    async def _send(self, call: core.Call) -> httpx.Response:
+    async def _send(self, call: core.Call, deadline: float | None = None) -> httpx.Response:
+        """Send call, again where :func:`agentauth._core.retry_delay` says it is safe;
+        with a ``deadline`` (``time.monotonic()``), no attempt or wait goes past it."""
         policy = self._settings.retry
         attempt = 0
         while True:
             attempt += 1
             auth = self._creds.auth(call.credential)
-            request = core.build_request(self._http, self._settings, call)
+            request = core.build_request(self._http, self._settings, call, deadline)
+            outcome: httpx.Response | httpx.TransportError
             try:
-                response = await self._http.send(request, auth=auth)
+                outcome = await self._http.send(request, auth=auth)
             except httpx.TransportError as exc:
-                delay = core.retry_delay(policy, call, attempt, exc)
-                if delay is None:
-                    raise core.connection_error(call, exc) from exc
+                outcome = exc
+            delay = core.retry_delay(policy, call, attempt, outcome, deadline)
+            if delay is not None:
                 await asyncio.sleep(delay)
                 continue
-            delay = core.retry_delay(policy, call, attempt, response)
-            if delay is None:
-                return response
-            await asyncio.sleep(delay)
+            if isinstance(outcome, httpx.Response):
+                return outcome
+            # Raised here, not in the except block, and without the local:
+            # httpx's exception holds the request, headers and all, and
+            # travels neither chained to the error nor in its frames.
+            error = core.connection_error(call, outcome)
+            del outcome
+            raise error
 
-    async def _run(self, op: Op[T]) -> T:
-        return op.parse(await self._send(op.call))
+    async def _run(self, op: Op[T], deadline: float | None = None) -> T:
+        return op.parse(await self._send(op.call, deadline))
 
     # --- tokens and consent ---
 
@@ -228,14 +235,22 @@ class AsyncClient(_Base):
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
-            wait = max(0, min(core.MAX_WAIT_CHUNK, math.ceil(remaining)))
+            wait = max(0, min(core.MAX_WAIT_CHUNK, math.floor(remaining)))
             started = time.monotonic()
-            status = await self.authorization_status(sid, wait=wait)
-            if status.settled:
+            op = core.authorization_status(sid, wait, self._settings.timeouts)
+            try:
+                # Retries and timeouts within the deadline: a lost long poll is not sent again past it.
+                status = await self._run(op, deadline + core.DEADLINE_GRACE)
+            except errors.Timeout:
+                if time.monotonic() < deadline:
+                    raise
+                status = None
+            if status is not None and status.settled:
                 return core.settle(status)
             if time.monotonic() >= deadline:
                 raise errors.AuthorizationTimeout(
-                    f"auth session {sid} still {status.status} after {timeout:g} s", session_id=sid
+                    f"auth session {sid} still {status.status if status else 'pending'} after {timeout:g} s",
+                    session_id=sid,
                 )
             if time.monotonic() - started < 1:  # a server that does not hold the poll
                 await asyncio.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
@@ -335,16 +350,18 @@ class AsyncClient(_Base):
         (a posted event's turn starts when the worker picks it up)."""
         deadline = time.monotonic() + timeout
         while True:
-            found = _new_turn(await self._get_instance_or_none(swarm, instance_key, agent), ignore)
+            found = _new_turn(await self._get_instance_or_none(swarm, instance_key, agent, deadline), ignore)
             if found is not None:
                 return found
             if time.monotonic() >= deadline:
                 raise errors.Timeout(f"no new turn in {swarm}/{instance_key}/{agent} after {timeout:g} s")
             await asyncio.sleep(TURN_POLL_INTERVAL)
 
-    async def _get_instance_or_none(self, swarm: str, instance_key: str, agent: str) -> Instance | None:
+    async def _get_instance_or_none(
+        self, swarm: str, instance_key: str, agent: str, deadline: float
+    ) -> Instance | None:
         try:
-            return await self.get_instance(swarm, instance_key, agent)
+            return await self._run(core.get_instance(swarm, instance_key, agent), deadline + core.DEADLINE_GRACE)
         except errors.NotFound:
             return None
 
@@ -442,28 +459,35 @@ class Client(_Base):
     def close(self) -> None:
         self._http.close()
 
-    def _send(self, call: core.Call) -> httpx.Response:
+    def _send(self, call: core.Call, deadline: float | None = None) -> httpx.Response:
+        """Send call, again where :func:`agentauth._core.retry_delay` says it is safe;
+        with a ``deadline`` (``time.monotonic()``), no attempt or wait goes past it."""
         policy = self._settings.retry
         attempt = 0
         while True:
             attempt += 1
             auth = self._creds.auth(call.credential)
-            request = core.build_request(self._http, self._settings, call)
+            request = core.build_request(self._http, self._settings, call, deadline)
+            outcome: httpx.Response | httpx.TransportError
             try:
-                response = self._http.send(request, auth=auth)
+                outcome = self._http.send(request, auth=auth)
             except httpx.TransportError as exc:
-                delay = core.retry_delay(policy, call, attempt, exc)
-                if delay is None:
-                    raise core.connection_error(call, exc) from exc
+                outcome = exc
+            delay = core.retry_delay(policy, call, attempt, outcome, deadline)
+            if delay is not None:
                 time.sleep(delay)
                 continue
-            delay = core.retry_delay(policy, call, attempt, response)
-            if delay is None:
-                return response
-            time.sleep(delay)
+            if isinstance(outcome, httpx.Response):
+                return outcome
+            # Raised here, not in the except block, and without the local:
+            # httpx's exception holds the request, headers and all, and
+            # travels neither chained to the error nor in its frames.
+            error = core.connection_error(call, outcome)
+            del outcome
+            raise error
 
-    def _run(self, op: Op[T]) -> T:
-        return op.parse(self._send(op.call))
+    def _run(self, op: Op[T], deadline: float | None = None) -> T:
+        return op.parse(self._send(op.call, deadline))
 
     def get_access_token(
         self,
@@ -504,14 +528,22 @@ class Client(_Base):
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
-            wait = max(0, min(core.MAX_WAIT_CHUNK, math.ceil(remaining)))
+            wait = max(0, min(core.MAX_WAIT_CHUNK, math.floor(remaining)))
             started = time.monotonic()
-            status = self.authorization_status(sid, wait=wait)
-            if status.settled:
+            op = core.authorization_status(sid, wait, self._settings.timeouts)
+            try:
+                # Retries and timeouts within the deadline: a lost long poll is not sent again past it.
+                status = self._run(op, deadline + core.DEADLINE_GRACE)
+            except errors.Timeout:
+                if time.monotonic() < deadline:
+                    raise
+                status = None
+            if status is not None and status.settled:
                 return core.settle(status)
             if time.monotonic() >= deadline:
                 raise errors.AuthorizationTimeout(
-                    f"auth session {sid} still {status.status} after {timeout:g} s", session_id=sid
+                    f"auth session {sid} still {status.status if status else 'pending'} after {timeout:g} s",
+                    session_id=sid,
                 )
             if time.monotonic() - started < 1:
                 time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
@@ -595,7 +627,9 @@ class Client(_Base):
         deadline = time.monotonic() + timeout
         while True:
             try:
-                detail: Instance | None = self.get_instance(swarm, instance_key, agent)
+                detail: Instance | None = self._run(
+                    core.get_instance(swarm, instance_key, agent), deadline + core.DEADLINE_GRACE
+                )
             except errors.NotFound:
                 detail = None
             found = _new_turn(detail, ignore)

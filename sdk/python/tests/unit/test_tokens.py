@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 
 import httpx
 import pytest
 
 import agentauth
+from agentauth import _core as core
 from agentauth import errors
 
 from .fakes import FakeServer, json_response
@@ -197,3 +199,46 @@ def test_pending_authorizations_name_the_whole_resume_target() -> None:
         "instanceKey": "thread-1",
         "agentName": "assistant",
     }
+
+
+def test_wait_for_authorization_bounds_every_long_poll_by_its_deadline() -> None:
+    # A consent that never comes: no poll asks the server to hold, or is
+    # itself let run, past the caller's timeout (and a little grace).
+    seen: list[tuple[int, float]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append((int(request.url.params.get("wait", "0")), request.extensions["timeout"]["read"]))
+        return json_response(200, {"status": "pending"})
+
+    fake = FakeServer().on("GET", "/v1/oauth/sessions/as-1", answer)
+    with fake.client() as c, pytest.raises(errors.AuthorizationTimeout):
+        c.wait_for_authorization("as-1", timeout=2.5)
+    assert seen
+    assert all(wait <= 2.5 and read <= 2.5 + core.DEADLINE_GRACE for wait, read in seen)
+
+
+@pytest.mark.parametrize("answer", [json_response(503, {"error": {"code": "unavailable"}}), httpx.ReadTimeout("lost")])
+async def test_wait_for_authorization_retries_no_poll_past_its_deadline(
+    answer: httpx.Response | Exception, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Retries of a lost poll are the policy's, within the wait's deadline:
+    # 50 tries of up to 0.1 s would take seconds.
+    monkeypatch.setattr(core, "DEADLINE_GRACE", 0.05)
+    many = agentauth.RetryPolicy(max_attempts=50, base_delay=0.1, max_delay=0.1)
+    fake = FakeServer().on("GET", "/v1/oauth/sessions/as-1", answer)
+    started = time.monotonic()
+    async with fake.async_client(retry=many) as c:
+        with pytest.raises(errors.AgentauthError):
+            await c.wait_for_authorization("as-1", timeout=0.3)
+    assert time.monotonic() - started < 1.0
+    assert len(fake.calls("GET", "/v1/oauth/sessions/as-1")) < 10
+
+
+def test_wait_for_turn_retries_no_request_past_its_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(core, "DEADLINE_GRACE", 0.05)
+    many = agentauth.RetryPolicy(max_attempts=50, base_delay=0.1, max_delay=0.1)
+    fake = FakeServer().on("GET", "/v1/instances/default/k/assistant", httpx.ConnectError("refused"))
+    started = time.monotonic()
+    with fake.client(retry=many) as c, pytest.raises(errors.AgentauthError):
+        c.wait_for_turn("default", "k", "assistant", timeout=0.3)
+    assert time.monotonic() - started < 1.0
