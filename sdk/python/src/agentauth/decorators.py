@@ -70,6 +70,7 @@ def requires_access_token(
     # typing cannot say (ParamSpec cannot drop a keyword): it is typed as
     # taking any arguments and returning what the function returns.
     def decorate(fn: Callable[..., R]) -> Callable[..., R]:
+        signature = _signature_without(fn, into)
         if inspect.iscoroutinefunction(fn):
             if not isinstance(client, AsyncClient):
                 raise TypeError("requires_access_token: a coroutine function needs an agentauth.AsyncClient")
@@ -77,6 +78,7 @@ def requires_access_token(
 
             @functools.wraps(fn)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                _refuse_own(kwargs, into)
                 params = request_args(args, kwargs)
                 try:
                     token = await aclient.get_access_token(app, **params)
@@ -89,6 +91,7 @@ def requires_access_token(
                 kwargs[into] = token
                 return await fn(*args, **kwargs)
 
+            _present(async_wrapper, signature, into)
             return cast(Callable[..., R], async_wrapper)
 
         if not isinstance(client, Client):
@@ -97,6 +100,7 @@ def requires_access_token(
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> R:
+            _refuse_own(kwargs, into)
             params = request_args(args, kwargs)
             try:
                 token: AccessToken = sclient.get_access_token(app, **params)
@@ -113,6 +117,44 @@ def requires_access_token(
             kwargs[into] = token
             return fn(*args, **kwargs)
 
+        _present(wrapper, signature, into)
         return wrapper
 
     return decorate
+
+
+def _signature_without(fn: Callable[..., Any], into: str) -> inspect.Signature | None:
+    """fn's signature less ``into``; a TypeError now, not at the first call (after
+    the user was sent to consent), when fn cannot take the token as ``into=``."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin or C callable: nothing to check or show
+        return None
+    param = signature.parameters.get(into)
+    if param is not None:
+        if param.kind in (param.POSITIONAL_ONLY, param.VAR_POSITIONAL):
+            raise TypeError(f"requires_access_token: {into!r} of {fn.__qualname__} must be a keyword parameter")
+        return signature.replace(parameters=[p for p in signature.parameters.values() if p.name != into])
+    if any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()):
+        return signature
+    raise TypeError(
+        f"requires_access_token: {fn.__qualname__} has no parameter {into!r} to take the token"
+        " (name it, or pass into= the one it has)"
+    )
+
+
+def _present(wrapper: Callable[..., Any], signature: inspect.Signature | None, into: str) -> None:
+    """The wrapper shows the signature its callers use: without ``into``, which it
+    fills in. What reads signatures to build a tool's schema for a model
+    (LangChain, the OpenAI Agents SDK, pydantic) never offers the token."""
+    if signature is None:
+        return
+    wrapper.__signature__ = signature  # type: ignore[attr-defined]
+    annotations = dict(getattr(wrapper, "__annotations__", {}))
+    annotations.pop(into, None)
+    wrapper.__annotations__ = annotations  # a copy: functools.wraps shares fn's dict
+
+
+def _refuse_own(kwargs: Mapping[str, Any], into: str) -> None:
+    if into in kwargs:
+        raise TypeError(f"requires_access_token: {into!r} is the token the wrapper passes; the caller must not pass it")

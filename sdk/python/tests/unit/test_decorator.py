@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import json
+import typing
 from typing import Any
 
 import pytest
@@ -77,3 +79,63 @@ def test_client_kind_must_match_the_function() -> None:
         @agentauth.requires_access_token(c, "a", on_authorization_url=print)
         async def f(*, token: agentauth.AccessToken) -> None:
             return None
+
+
+def test_the_wrapper_shows_the_signature_without_the_token() -> None:
+    # A framework that builds a tool's schema from the signature (LangChain,
+    # the OpenAI Agents SDK) must not offer the model a `token` argument.
+    fake = FakeServer().on("POST", "/v1/oauth/token", json_response(200, READY))
+    with fake.client() as c:
+
+        @agentauth.requires_access_token(c, "a", on_authorization_url=print)
+        def lookup(city: str, days: int = 1, *, token: agentauth.AccessToken) -> str:
+            """Weather for a city."""
+            return f"{city}:{days}:{token.token_type}"
+
+        assert list(inspect.signature(lookup).parameters) == ["city", "days"]
+        assert "token" not in typing.get_type_hints(lookup)
+        assert lookup.__doc__ == "Weather for a city."
+        assert lookup("Paris", days=2) == "Paris:2:Bearer"
+        assert "token" in lookup.__wrapped__.__annotations__  # type: ignore[attr-defined]
+
+
+async def test_async_wrapper_shows_the_signature_and_stays_a_coroutine_function() -> None:
+    fake = FakeServer().on("POST", "/v1/oauth/token", json_response(200, READY))
+    async with fake.async_client() as c:
+
+        @agentauth.requires_access_token(c, "a", on_authorization_url=print, into="tok")
+        async def call(x: int, tok: agentauth.AccessToken) -> int:
+            return x + 1
+
+        assert inspect.iscoroutinefunction(call)
+        assert list(inspect.signature(call).parameters) == ["x"]
+        assert await call(1) == 2
+
+
+def test_a_caller_token_is_refused_not_overwritten() -> None:
+    fake = FakeServer().on("POST", "/v1/oauth/token", json_response(200, READY))
+    with fake.client() as c:
+
+        @agentauth.requires_access_token(c, "a", on_authorization_url=print)
+        def f(*, token: Any) -> Any:
+            return token
+
+        with pytest.raises(TypeError, match="token"):
+            f(token="the caller's")
+    assert fake.requests == []  # refused before a token was asked for
+
+
+def test_a_function_without_the_parameter_is_refused_when_decorated() -> None:
+    fake = FakeServer()
+    with fake.client() as c:
+        with pytest.raises(TypeError, match="tok"):
+
+            @agentauth.requires_access_token(c, "a", on_authorization_url=print, into="tok")
+            def f(*, token: agentauth.AccessToken) -> None:
+                return None
+
+        @agentauth.requires_access_token(c, "a", on_authorization_url=print, into="tok")
+        def g(**kwargs: Any) -> None:  # takes it through **kwargs
+            return None
+
+    assert fake.requests == []
