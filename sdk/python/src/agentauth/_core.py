@@ -79,7 +79,8 @@ class Timeouts:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Exponential backoff with full jitter; ``Retry-After`` honoured up to ``max_retry_after``.
+    """Exponential backoff with jitter (each wait between half and all of its step);
+    ``Retry-After`` honoured up to ``max_retry_after``.
 
     ``max_attempts`` counts the first try. A retry happens only where it is
     safe (:func:`retry_delay`).
@@ -265,7 +266,7 @@ def retry_after(response: httpx.Response) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # not str.isdigit alone: "²" is a digit float() refuses
         return float(value)
     try:
         when = parsedate_to_datetime(value)

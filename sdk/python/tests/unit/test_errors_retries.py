@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
+
 import httpx
 import pytest
 
 import agentauth
-from agentauth import errors
+from agentauth import _core, errors
 
 from .fakes import FakeServer, error_response, json_response
 
@@ -220,3 +223,31 @@ def test_a_request_out_of_time_is_a_timeout_and_a_lost_one_a_network_error() -> 
     with fake.client() as c, pytest.raises(errors.NetworkError) as lost:
         c.invoke_tool("whoami")
     assert lost.value.code == "network"
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("7", 7.0),
+        (" 12 ", 12.0),
+        ("²", None),  # a Unicode digit float() refuses
+        ("٣", None),
+        ("-1", None),
+        ("1.5", None),
+        ("soon", None),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0),  # a date gone by: at once
+    ],
+)
+def test_retry_after_reads_seconds_and_dates_and_nothing_else(value: str, seconds: float | None) -> None:
+    raw = value.encode()  # as a server sends it: bytes
+    response = httpx.Response(429, headers=[(b"Retry-After", raw)], request=httpx.Request("GET", "http://x.test/"))
+    assert _core.retry_after(response) == seconds
+    err = _core.error_from_response(response)  # a typed error whatever the header holds
+    assert isinstance(err, errors.RateLimited)
+
+
+def test_retry_after_as_a_future_http_date() -> None:
+    when = datetime.now(timezone.utc) + timedelta(seconds=20)
+    response = httpx.Response(503, headers={"Retry-After": format_datetime(when, usegmt=True)})
+    after = _core.retry_after(response)
+    assert after is not None and 18 <= after <= 20
