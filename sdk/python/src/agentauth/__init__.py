@@ -7,6 +7,7 @@ delivery. Every error is an ``AgentauthError`` with agentauth's code and the
 request id (``agentauth.errors``). Nothing here logs or prints a token.
 """
 
+from ._auth import AwsCredentials
 from ._core import RetryPolicy, Timeouts
 from ._version import __version__
 from .client import AsyncClient, Client
@@ -98,6 +99,7 @@ __all__ = [
     "AuthorizationFailed",
     "AuthorizationRequired",
     "AuthorizationTimeout",
+    "AwsCredentials",
     "Client",
     "ConfigurationError",
     "Conflict",

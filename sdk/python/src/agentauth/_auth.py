@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -29,6 +29,22 @@ _RUNTIME_MISSING = (
 _AGENT_MISSING = (
     "this route takes an agent JWT from your identity provider: set AGENTAUTH_AGENT_TOKEN or pass agent_token=…"
 )
+
+
+class AwsCredentials(Protocol):
+    """AWS credentials for SigV4, as the TypeScript SDK's ``AwsCredentials``:
+    botocore's (``botocore.session.get_session().get_credentials()``; a
+    role's refreshable credentials are read again, refreshed when due, on
+    every request) or a frozen set (``botocore.credentials.ReadOnlyCredentials``)."""
+
+    @property
+    def access_key(self) -> str | None: ...
+
+    @property
+    def secret_key(self) -> str | None: ...
+
+    @property
+    def token(self) -> str | None: ...
 
 
 class BearerAuth(httpx.Auth):
@@ -71,7 +87,7 @@ class SigV4Auth(httpx.Auth):
 
     requires_request_body = True
 
-    def __init__(self, service: str, region: str, credentials: Any) -> None:
+    def __init__(self, service: str, region: str, credentials: AwsCredentials) -> None:
         self._service = service
         self._region = region
         self._credentials = credentials
@@ -92,14 +108,15 @@ class SigV4Auth(httpx.Auth):
         yield request
 
 
-def _sign(credentials: Any, service: str, region: str, request: httpx.Request) -> dict[str, str]:
+def _sign(credentials: AwsCredentials, service: str, region: str, request: httpx.Request) -> dict[str, str]:
     """The SigV4 headers of request, with the credentials of this moment."""
     from botocore.auth import SigV4Auth as BotoSigV4
     from botocore.awsrequest import AWSRequest
 
     # botocore refreshes expiring credentials here (a role's, from IMDS or
     # STS): a short blocking call, as every botocore client does.
-    frozen = credentials.get_frozen_credentials() if hasattr(credentials, "get_frozen_credentials") else credentials
+    refresh = getattr(credentials, "get_frozen_credentials", None)
+    frozen: Any = refresh() if callable(refresh) else credentials
     headers = {"Host": request.headers["Host"]}
     if "Content-Type" in request.headers:
         headers["Content-Type"] = request.headers["Content-Type"]
@@ -116,13 +133,13 @@ def _sign(credentials: Any, service: str, region: str, request: httpx.Request) -
 class Credentials:
     """Picks each request's credential from the settings; botocore is loaded once, when first needed."""
 
-    def __init__(self, settings: Settings, aws_credentials: Any = None) -> None:
+    def __init__(self, settings: Settings, aws_credentials: AwsCredentials | None = None) -> None:
         self._settings = settings
         self._aws = aws_credentials
         self._region = settings.region
         self._lock = threading.Lock()
 
-    def _aws_credentials(self) -> tuple[Any, str]:
+    def _aws_credentials(self) -> tuple[AwsCredentials, str]:
         with self._lock:
             if self._aws is None or self._region is None:
                 try:

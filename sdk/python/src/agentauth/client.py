@@ -21,7 +21,7 @@ import httpx
 
 from . import _core as core
 from . import errors
-from ._auth import Credentials
+from ._auth import AwsCredentials, Credentials
 from ._core import Op, RetryPolicy, Settings, Timeouts
 from .models import (
     AccessToken,
@@ -47,6 +47,8 @@ from .models import (
 __all__ = ["AsyncClient", "Client"]
 
 T = TypeVar("T")
+_A = TypeVar("_A", bound="AsyncClient")
+_C = TypeVar("_C", bound="Client")
 
 AuthLike = TurnAuth | Mapping[str, Any] | None
 ActorLike = Actor | str | Mapping[str, Any] | None
@@ -70,7 +72,7 @@ class _Base:
         timeouts: Timeouts | None,
         retry: RetryPolicy | None,
         env: Mapping[str, str] | None,
-        aws_credentials: Any,
+        aws_credentials: AwsCredentials | None,
     ) -> None:
         self._settings = Settings.resolve(
             base_url=base_url,
@@ -122,7 +124,7 @@ class AsyncClient(_Base):
         retry: RetryPolicy | None = None,
         env: Mapping[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
-        aws_credentials: Any = None,
+        aws_credentials: AwsCredentials | None = None,
     ) -> None:
         super().__init__(
             base_url,
@@ -138,7 +140,7 @@ class AsyncClient(_Base):
         )
         self._http = httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=transport is None)
 
-    async def __aenter__(self) -> AsyncClient:
+    async def __aenter__(self: _A) -> _A:
         return self
 
     async def __aexit__(
@@ -432,7 +434,7 @@ class Client(_Base):
         retry: RetryPolicy | None = None,
         env: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
-        aws_credentials: Any = None,
+        aws_credentials: AwsCredentials | None = None,
     ) -> None:
         super().__init__(
             base_url,
@@ -448,7 +450,7 @@ class Client(_Base):
         )
         self._http = httpx.Client(transport=transport, follow_redirects=False, trust_env=transport is None)
 
-    def __enter__(self) -> Client:
+    def __enter__(self: _C) -> _C:
         return self
 
     def __exit__(

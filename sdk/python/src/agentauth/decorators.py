@@ -28,7 +28,8 @@ __all__ = ["requires_access_token"]
 R = TypeVar("R")
 
 SubjectsArg = Mapping[str, str] | Callable[..., Mapping[str, str]] | None
-UrlCallback = Callable[[str], Any]
+# Its answer is awaited when it is awaitable (an async function's callback), else ignored.
+UrlCallback = Callable[[str], object]
 
 
 def requires_access_token(

@@ -280,3 +280,22 @@ def test_list_instances_without_unreadable_is_an_empty_tuple() -> None:
     with fake.client() as c:
         got = c.list_instances()
     assert len(got.data) == 1 and got.unreadable == ()
+
+
+class TracedClient(agentauth.Client):
+    """A subclass, as an application adds its own helpers (mypy checks what `with` gives)."""
+
+    def traced(self) -> str:
+        return "traced"
+
+
+class TracedAsyncClient(agentauth.AsyncClient):
+    def traced(self) -> str:
+        return "traced"
+
+
+async def test_context_managers_give_the_subclass() -> None:
+    with TracedClient("http://x.test", env={}, transport=FakeServer().transport()) as c:
+        assert c.traced() == "traced"
+    async with TracedAsyncClient("http://x.test", env={}, transport=FakeServer().transport()) as ac:
+        assert ac.traced() == "traced"

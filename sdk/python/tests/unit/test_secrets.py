@@ -125,12 +125,20 @@ def test_a_failed_connection_is_not_chained_to_httpx_exception_and_its_request(
 class ExpiringRole:
     """botocore's refreshable credentials: the refresh (STS, IMDS) fails."""
 
+    access_key: str | None = None
+    secret_key: str | None = None
+    token: str | None = None
+
     def get_frozen_credentials(self) -> object:
         raise RuntimeError("the refresh failed")
 
 
 class Signable:
     """Credentials that load, then a signing that fails: the frames hold them."""
+
+    access_key: str | None = None
+    secret_key: str | None = None
+    token: str | None = None
 
     def get_frozen_credentials(self) -> object:
         from botocore.credentials import ReadOnlyCredentials
@@ -140,7 +148,7 @@ class Signable:
 
 @pytest.mark.parametrize("creds", [ExpiringRole(), Signable()])
 def test_a_sigv4_failure_is_a_missing_credential_that_carries_no_credential(
-    creds: object, monkeypatch: pytest.MonkeyPatch
+    creds: agentauth.AwsCredentials, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from botocore.auth import SigV4Auth
 
