@@ -81,6 +81,16 @@ class Secret:
         # A secret is not copied into pickles (caches, multiprocessing) by accident.
         raise TypeError("agentauth.Secret cannot be pickled: reveal() it on purpose")
 
+    # Copies stay in the process, and a Secret is immutable: a copy is itself.
+    # Without these, copy and deepcopy would go through __reduce__ and fail —
+    # and with them dataclasses.asdict(token) and frameworks that deep-copy
+    # the arguments they pass on.
+    def __copy__(self) -> Secret:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Secret:
+        return self
+
 
 _FRACTION = re.compile(r"\.(\d+)")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import pickle
 from datetime import timezone
 
@@ -41,3 +43,12 @@ def test_parse_time(text: str, micro: int) -> None:
 
 def test_parse_time_garbage() -> None:
     assert parse_time("yesterday") is None and parse_time(None) is None
+
+
+def test_a_token_copies_and_converts_with_its_secret_still_redacted() -> None:
+    t = AccessToken.from_json({"status": "ready", "accessToken": "abc123secret"})
+    assert copy.copy(t.access_token) is t.access_token
+    assert copy.deepcopy(t) == t
+    as_dict = dataclasses.asdict(t)  # deep-copies each field
+    assert as_dict["access_token"].reveal() == "abc123secret"
+    assert "abc123secret" not in repr(as_dict)
