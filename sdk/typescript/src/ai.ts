@@ -21,14 +21,32 @@ export interface AiToolsOptions {
   onAuthorizationRequired?: (required: AuthorizationRequired, toolName: string) => unknown;
 }
 
+/** What the model reads for a tool that needs consent (the default of onAuthorizationRequired). */
+export interface AuthorizationRequiredResult {
+  status: "authorization_required";
+  authorizationUrl: string;
+  /** ISO 8601; absent when the server gave no expiry. */
+  expiresAt: string | undefined;
+  message: string;
+}
+
+/** An agentauth tool as an AI SDK tool: the manifest's JSON Schema as input, the tool's result as output. */
+export type AgentauthAiTool = Tool<Record<string, unknown>, unknown>;
+
 /** The default answer to the model for a tool that needs consent. */
-export function authorizationRequiredResult(required: AuthorizationRequired): Record<string, unknown> {
+export function authorizationRequiredResult(required: AuthorizationRequired): AuthorizationRequiredResult {
   return {
     status: "authorization_required",
     authorizationUrl: required.authorizationUrl,
     expiresAt: required.expiresAt?.toISOString(),
-    message: `${required.message} Ask the user to open the link and consent, then call the tool again.`,
+    message: `${sentence(required.message)} Ask the user to open the link and consent, then call the tool again.`,
   };
+}
+
+// The server's messages are sentences; the SDK's default one is not.
+function sentence(text: string): string {
+  const t = text.trimEnd();
+  return /[.!?]$/.test(t) ? t : `${t}.`;
 }
 
 /**
@@ -41,8 +59,8 @@ export function toAiTools(
   client: AgentauthClient,
   manifest: readonly ToolManifestEntry[],
   opts: AiToolsOptions = {},
-): Record<string, Tool> {
-  const tools: Record<string, Tool> = {};
+): Record<string, AgentauthAiTool> {
+  const tools: Record<string, AgentauthAiTool> = {};
   for (const entry of manifest) {
     if (opts.filter && !opts.filter(entry)) continue;
     if (Object.hasOwn(tools, entry.name)) continue;
@@ -75,7 +93,7 @@ export function toAiTools(
 export async function aiTools(
   client: AgentauthClient,
   opts: AiToolsOptions & { signal?: AbortSignal } = {},
-): Promise<Record<string, Tool>> {
+): Promise<Record<string, AgentauthAiTool>> {
   const manifest = await client.listTools(opts.signal ? { signal: opts.signal } : {});
   return toAiTools(client, manifest, opts);
 }

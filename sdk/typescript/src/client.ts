@@ -24,7 +24,7 @@ import {
   makeSigV4Signer,
   type RequestSigner,
 } from "./sigv4.js";
-import { readSse } from "./sse.js";
+import { readSse, SseParser } from "./sse.js";
 import { AccessToken, type ReadyTokenWire } from "./token.js";
 import {
   type Actor,
@@ -109,7 +109,10 @@ export interface FollowTurnOptions {
   /** Start after this seq (the last one seen); default from the first event. */
   after?: number;
   signal?: AbortSignal;
-  /** Quick reconnects in a row (each connection failing within 5 s, without a new event) before giving up (default 8). */
+  /**
+   * Failed reconnects in a row (a cut or a refused request within 5 s, without a new event)
+   * before giving up (default 8). A stream the server ends before the turn does is no failure.
+   */
   maxReconnects?: number;
   /** A stream silent for this long (no event, no keep-alive) is dropped and reconnected (default 45,000 ms). */
   idleTimeoutMs?: number;
@@ -125,6 +128,12 @@ export interface WaitForTurnOptions extends CallOptions {
 }
 
 const maxSessionWaitSeconds = 55;
+
+/** The longest Retry-After a follow's reconnect waits for. */
+const maxReconnectAfterMs = 60_000;
+
+/** How long past a wait's deadline the answer of its last request is waited for. */
+const deadlineGraceMs = 2_000;
 
 const inspectSymbol = Symbol.for("nodejs.util.inspect.custom");
 
@@ -312,17 +321,31 @@ export class AgentauthClient {
     for (;;) {
       const left = deadline - Date.now();
       const wait = Math.max(0, Math.min(maxSessionWaitSeconds, Math.ceil(left / 1000)));
-      const st = await this.#send<AuthSessionStatus>(
-        {
-          method: "GET",
-          path: `/v1/oauth/sessions/${segment(sessionId, "sessionId")}`,
-          query: { wait },
-          credential: "runtime",
-          idempotent: true,
-          timeoutMs: wait * 1000 + 30_000,
-        },
-        { signal: opts.signal },
-      );
+      let st: AuthSessionStatus;
+      try {
+        st = await this.#send<AuthSessionStatus>(
+          {
+            method: "GET",
+            path: `/v1/oauth/sessions/${segment(sessionId, "sessionId")}`,
+            query: { wait },
+            credential: "runtime",
+            idempotent: true,
+            timeoutMs: wait * 1000 + 30_000,
+            // No poll, nor a retry of one, outlives the wait: the last
+            // poll's answer gets a little time to arrive, no more.
+            deadline: deadline + deadlineGraceMs,
+          },
+          { signal: opts.signal },
+        );
+      } catch (err) {
+        if (err instanceof AgentauthTimeoutError && Date.now() >= deadline) {
+          throw new AgentauthTimeoutError({
+            code: "timeout",
+            message: `auth session ${sessionId}: no answer that it left pending within ${timeoutMs} ms`,
+          });
+        }
+        throw err;
+      }
       switch (st.status) {
         case "completed":
           return st;
@@ -635,8 +658,11 @@ export class AgentauthClient {
    * A turn's events as they happen, from the stream route (Server-Sent
    * Events), ending after the turn's last event (`turn.completed`,
    * `turn.failed` or `turn.interrupted`). A dropped connection is
-   * reconnected with Last-Event-ID (backing off, at most maxReconnects
-   * times in a row without a new event); no event is yielded twice. Where
+   * reconnected with Last-Event-ID (backing off, after a Retry-After, at
+   * most maxReconnects times in a row without a new event); a stream the
+   * server ends before the turn (its time limit, a buffered window) is
+   * asked again, at the stream's `retry:` or the poll interval's pace,
+   * and is no failure. No event is yielded twice. Where
    * streams are not served (406, API Gateway with no stream URL) it polls
    * the JSON form instead. Break out of the loop or abort the signal to
    * stop.
@@ -651,6 +677,7 @@ export class AgentauthClient {
     const path = turnEventsPath(swarm, instanceKey, agent, turnId);
     const maxReconnects = opts.maxReconnects ?? 8;
     const idleMs = opts.idleTimeoutMs ?? 45_000;
+    const pollMs = opts.pollIntervalMs ?? 1000;
     let last = opts.after ?? -1;
     let failures = 0;
     let first = true;
@@ -670,7 +697,7 @@ export class AgentauthClient {
           yield ev;
           if (TURN_END_TYPES.has(ev.type)) return;
         }
-        await sleep(opts.pollIntervalMs ?? 1000, opts.signal);
+        await sleep(pollMs, opts.signal);
         continue;
       }
       const headers: Record<string, string> = { Accept: "text/event-stream" };
@@ -679,6 +706,13 @@ export class AgentauthClient {
       }
       let progressed = false;
       let opened = 0;
+      // The server ended the stream (no error, no turn end): its time
+      // limit, or a buffered window (an answer sent whole) with nothing new.
+      let ended = false;
+      // A refused reconnect's Retry-After, in ms.
+      let hintMs: number | undefined;
+      const started = Date.now();
+      const parser = new SseParser();
       try {
         const res = await this.#http.open({
           method: "GET",
@@ -719,6 +753,7 @@ export class AgentauthClient {
               message: `GET ${path}: the stream was silent for ${idleMs} ms`,
             }),
           opts.signal,
+          parser,
         )) {
           let ev: TurnEvent;
           try {
@@ -736,7 +771,7 @@ export class AgentauthClient {
           yield ev;
           if (TURN_END_TYPES.has(ev.type)) return;
         }
-        // The stream ended before the turn did: its time limit, or a cut.
+        ended = true;
       } catch (err) {
         if (opts.signal?.aborted) {
           throw aborted(opts.signal);
@@ -750,9 +785,27 @@ export class AgentauthClient {
         if (err instanceof AgentauthError && !reconnectable(err)) {
           throw err;
         }
+        if (err instanceof AgentauthError && err.retryAfter !== undefined) {
+          hintMs = Math.min(err.retryAfter * 1000, maxReconnectAfterMs);
+        }
       }
       if (opts.signal?.aborted) {
         throw aborted(opts.signal);
+      }
+      if (!progressed && ended) {
+        // Not a failure: the server ends streams on purpose (its
+        // 10-minute limit; behind a buffering proxy, every few seconds —
+        // and such an answer's headers come at its end, so how long it
+        // seemed to last says nothing). Ask again after the stream's
+        // `retry:`, else at once — at the poll interval's pace when it
+        // came back at once.
+        failures = 0;
+        const lived = Date.now() - started;
+        const wait = parser.retryMs ?? Math.max(0, pollMs - lived);
+        if (wait > 0) {
+          await sleep(wait, opts.signal);
+        }
+        continue;
       }
       if (!progressed) {
         // A connection that lived — a parked turn's stream that reached its
@@ -768,7 +821,7 @@ export class AgentauthClient {
             message: `GET ${path}: the stream failed ${failures} times in a row without a new event`,
           });
         }
-        await sleep(backoff(failures - 1, 250, 5_000), opts.signal);
+        await sleep(hintMs ?? backoff(failures - 1, 250, 5_000), opts.signal);
       }
     }
   }

@@ -20,6 +20,8 @@ export interface AgentauthErrorInit {
   status?: number;
   requestId?: string | undefined;
   details?: Record<string, unknown> | undefined;
+  /** The answer's Retry-After, in seconds. */
+  retryAfter?: number | undefined;
   cause?: unknown;
 }
 
@@ -33,6 +35,8 @@ export class AgentauthError extends Error {
   readonly requestId: string | undefined;
   /** `details` of the error body, where the route has more to say. */
   readonly details: Record<string, unknown> | undefined;
+  /** The answer's `Retry-After`, in seconds (a 429 or 503): when to ask again. */
+  readonly retryAfter: number | undefined;
 
   constructor(init: AgentauthErrorInit) {
     super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
@@ -41,6 +45,7 @@ export class AgentauthError extends Error {
     this.status = init.status ?? 0;
     this.requestId = init.requestId;
     this.details = init.details;
+    this.retryAfter = init.retryAfter;
   }
 }
 
@@ -244,6 +249,7 @@ export function errorFromBody(
   status: number,
   body: ErrorBody | undefined,
   headerRequestId?: string | null,
+  retryAfter?: number,
 ): AgentauthError {
   const code = body?.code || codeOfStatus[status] || `http_${status}`;
   const message = body?.message || `HTTP ${status}`;
@@ -253,6 +259,7 @@ export function errorFromBody(
     status,
     requestId: body?.requestId || headerRequestId || undefined,
     details: body?.details,
+    retryAfter,
   };
   if (code === "scopeNotGranted") {
     return new ScopeNotGrantedError({ ...init, scopes: body?.scopes });

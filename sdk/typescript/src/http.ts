@@ -60,7 +60,22 @@ export interface RequestSpec {
   stream?: boolean;
   headers?: Record<string, string>;
   timeoutMs?: number | undefined;
+  /**
+   * When the whole call must be over (epoch ms), retries included: no
+   * attempt's time limit runs past it, and no retry waits past it.
+   */
+  deadline?: number | undefined;
   signal?: AbortSignal | undefined;
+}
+
+/**
+ * One attempt's answer, its time limit and the caller's signal still
+ * armed: read (the body, under them) then done (clears the timer).
+ */
+interface Exchange {
+  res: Response;
+  read(): Promise<string>;
+  done(): void;
 }
 
 const retryableStatus = new Set([429, 502, 503, 504]);
@@ -158,9 +173,17 @@ export class Transport {
 
   /** send, with the answer's X-Request-Id (for errors a 200 carries, as a token request's). */
   async sendWithId<T>(spec: RequestSpec): Promise<{ data: T; requestId: string | undefined }> {
-    const res = await this.open(spec);
+    const ex = await this.#exchange(spec);
+    const res = ex.res;
     const requestId = res.headers.get("X-Request-Id") ?? undefined;
-    const text = await readText(res, spec);
+    let text: string;
+    try {
+      // The time limit and the signal cover the body too: a body that
+      // stalls after its headers must not hang the call.
+      text = await ex.read();
+    } finally {
+      ex.done();
+    }
     if (text === "") {
       return { data: undefined as T, requestId };
     }
@@ -171,7 +194,7 @@ export class Transport {
         code: "unexpectedResponse",
         message: `${spec.method} ${spec.path}: the answer is not JSON (HTTP ${res.status})`,
         status: res.status,
-        requestId: res.headers.get("X-Request-Id") ?? undefined,
+        requestId,
       });
     }
   }
@@ -182,31 +205,48 @@ export class Transport {
    * caller reads the body with its own limits.
    */
   async open(spec: RequestSpec): Promise<Response> {
+    const ex = await this.#exchange(spec);
+    ex.done();
+    return ex.res;
+  }
+
+  async #exchange(spec: RequestSpec): Promise<Exchange> {
     const cfg = this.#cfg;
     for (let attempt = 0; ; attempt++) {
       const canRetry = attempt < cfg.maxRetries;
-      let res: Response;
+      // Whether a wait of ms before the next attempt still ends before the deadline.
+      const fits = (ms: number) => spec.deadline === undefined || Date.now() + ms < spec.deadline;
+      let ex: Exchange;
       try {
-        res = await this.#attempt(spec);
+        ex = await this.#attempt(spec);
       } catch (err) {
         if (
           canRetry &&
           spec.idempotent &&
           (err instanceof NetworkError || err instanceof AgentauthTimeoutError)
         ) {
-          await sleep(backoff(attempt, cfg.backoffBaseMs, cfg.backoffMaxMs), spec.signal);
-          continue;
+          const wait = backoff(attempt, cfg.backoffBaseMs, cfg.backoffMaxMs);
+          if (fits(wait)) {
+            await sleep(wait, spec.signal);
+            continue;
+          }
         }
         throw err;
       }
-      if (res.ok) {
-        return res;
+      if (ex.res.ok) {
+        return ex;
       }
-      const err = await errorOf(res, spec);
-      if (canRetry && retryableStatus.has(res.status) && (spec.idempotent || res.status === 429)) {
-        const after = retryAfterMs(res.headers.get("Retry-After"));
-        if (after === undefined || after <= cfg.maxRetryAfterMs) {
-          await sleep(after ?? backoff(attempt, cfg.backoffBaseMs, cfg.backoffMaxMs), spec.signal);
+      let err: AgentauthError;
+      try {
+        err = await errorOf(ex, spec);
+      } finally {
+        ex.done();
+      }
+      if (canRetry && retryableStatus.has(ex.res.status) && (spec.idempotent || ex.res.status === 429)) {
+        const after = retryAfterMs(ex.res.headers.get("Retry-After"));
+        const wait = after ?? backoff(attempt, cfg.backoffBaseMs, cfg.backoffMaxMs);
+        if ((after === undefined || after <= cfg.maxRetryAfterMs) && fits(wait)) {
+          await sleep(wait, spec.signal);
           continue;
         }
       }
@@ -214,7 +254,7 @@ export class Transport {
     }
   }
 
-  async #attempt(spec: RequestSpec): Promise<Response> {
+  async #attempt(spec: RequestSpec): Promise<Exchange> {
     const cfg = this.#cfg;
     const useStream = spec.stream === true && cfg.streamUrl !== undefined;
     const base = (useStream ? (cfg.streamUrl as string) : cfg.url).replace(/\/+$/, "");
@@ -234,8 +274,11 @@ export class Transport {
       body = JSON.stringify(spec.body);
       headers["Content-Type"] = "application/json";
     }
+    const secrets: string[] = [];
     if (spec.credential === "agent") {
-      headers.Authorization = `Bearer ${await this.#agentToken(spec)}`;
+      const token = await this.#agentToken(spec);
+      secrets.push(token);
+      headers.Authorization = `Bearer ${token}`;
     } else if (cfg.signer) {
       const signer = await cfg.signer();
       const signed = await signer.sign(useStream ? "lambda" : "execute-api", {
@@ -245,7 +288,13 @@ export class Transport {
         body,
       });
       Object.assign(headers, signed);
+      for (const [k, v] of Object.entries(signed)) {
+        if (k.toLowerCase() === "x-amz-security-token" || k.toLowerCase() === "authorization") {
+          secrets.push(v);
+        }
+      }
     } else if (cfg.runtimeToken) {
+      secrets.push(cfg.runtimeToken);
       headers.Authorization = `Bearer ${cfg.runtimeToken}`;
     } else {
       throw new MissingCredentialError({
@@ -253,7 +302,20 @@ export class Transport {
         message: `${spec.method} ${spec.path} takes the runtime credential: pass runtimeToken (AGENTAUTH_RUNTIME_TOKEN), or auth: "sigv4" (AGENTAUTH_AUTH=sigv4) for the AWS deployment`,
       });
     }
-    const timeoutMs = spec.timeoutMs ?? cfg.timeoutMs;
+    let timeoutMs = spec.timeoutMs ?? cfg.timeoutMs;
+    if (spec.deadline !== undefined) {
+      timeoutMs = Math.min(timeoutMs, spec.deadline - Date.now());
+    }
+    const what = `${spec.method} ${url.pathname}`;
+    const timeoutError = (cause?: unknown) =>
+      new AgentauthTimeoutError({
+        code: "timeout",
+        message: `${what}: no answer within ${Math.max(0, timeoutMs)} ms`,
+        cause: cause === undefined ? undefined : safeCause(cause, secrets),
+      });
+    if (timeoutMs <= 0) {
+      throw timeoutError();
+    }
     const ctl = new AbortController();
     let timedOut = false;
     const timer = setTimeout(() => {
@@ -265,28 +327,41 @@ export class Transport {
     if (spec.signal?.aborted) {
       ctl.abort();
     }
-    try {
-      return await cfg.fetch(url.toString(), { method: spec.method, headers, body, signal: ctl.signal });
-    } catch (err) {
-      if (spec.signal?.aborted) {
-        throw aborted(spec.signal);
-      }
-      if (timedOut) {
-        throw new AgentauthTimeoutError({
-          code: "timeout",
-          message: `${spec.method} ${url.pathname}: no answer within ${timeoutMs} ms`,
-          cause: err,
-        });
-      }
-      throw new NetworkError({
-        code: "network",
-        message: `${spec.method} ${url.pathname}: ${describe(err)}`,
-        cause: err,
-      });
-    } finally {
+    const done = () => {
       clearTimeout(timer);
       spec.signal?.removeEventListener("abort", onAbort);
+    };
+    // What a failed fetch or body read is: the caller's abort, the time
+    // limit, or the connection. Its cause is a copy without the request
+    // (a fetch error may carry it, headers and all) and without a token.
+    const failure = (err: unknown, during: string): AgentauthError => {
+      if (spec.signal?.aborted) {
+        return aborted(spec.signal);
+      }
+      if (timedOut) {
+        return timeoutError(err);
+      }
+      return new NetworkError({
+        code: "network",
+        message: redact(`${what}: ${during}${describe(err)}`, secrets),
+        cause: safeCause(err, secrets),
+      });
+    };
+    let res: Response;
+    try {
+      res = await cfg.fetch(url.toString(), { method: spec.method, headers, body, signal: ctl.signal });
+    } catch (err) {
+      done();
+      throw failure(err, "");
     }
+    const read = async (): Promise<string> => {
+      try {
+        return await readBody(res, ctl.signal);
+      } catch (err) {
+        throw failure(err, "the answer was cut: ");
+      }
+    };
+    return { res, read, done };
   }
 
   async #agentToken(spec: RequestSpec): Promise<string> {
@@ -310,27 +385,85 @@ function describe(err: unknown): string {
   return String(err);
 }
 
-async function readText(res: Response, spec: RequestSpec): Promise<string> {
-  try {
-    return await res.text();
-  } catch (err) {
-    if (spec.signal?.aborted) {
-      throw aborted(spec.signal);
+/** text with each secret (a token, a signature) replaced. */
+function redact(text: string, secrets: readonly string[]): string {
+  let out = text;
+  for (const s of secrets) {
+    if (s.length >= 4) {
+      out = out.split(s).join("[redacted]");
     }
-    throw new NetworkError({
-      code: "network",
-      message: `${spec.method} ${spec.path}: the answer was cut: ${describe(err)}`,
-      status: res.status,
-      cause: err,
-    });
+  }
+  return out;
+}
+
+/**
+ * A copy of a fetch error for `cause`: its name and message (secrets
+ * redacted), and its causes' likewise — none of its other properties, as
+ * a fetch error may hold the request with its Authorization header.
+ */
+function safeCause(err: unknown, secrets: readonly string[], depth = 0): Error {
+  const src = err instanceof Error ? err : undefined;
+  const inner = src ? (src as { cause?: unknown }).cause : undefined;
+  const copy = new Error(
+    redact(src ? src.message : String(err), secrets),
+    inner !== undefined && depth < 4 ? { cause: safeCause(inner, secrets, depth + 1) } : undefined,
+  );
+  copy.name = src?.name ?? "Error";
+  const code = src ? (src as { code?: unknown }).code : undefined;
+  if (typeof code === "string") {
+    Object.defineProperty(copy, "code", { value: code, enumerable: true });
+  }
+  // The copy's stack is this SDK's, not the original's (which may quote the message).
+  copy.stack = `${copy.name}: ${copy.message}`;
+  return copy;
+}
+
+/**
+ * The body as text, given up when signal aborts (the time limit, the
+ * caller's abort): the read is cancelled, the connection released.
+ */
+async function readBody(res: Response, signal: AbortSignal): Promise<string> {
+  if (!res.body) {
+    return "";
+  }
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  const onAbort = () => {
+    reader.cancel(signal.reason).catch(() => undefined);
+  };
+  signal.addEventListener("abort", onAbort, { once: true });
+  let out = "";
+  try {
+    for (;;) {
+      if (signal.aborted) {
+        throw signal.reason ?? new Error("aborted");
+      }
+      const r = await reader.read();
+      if (signal.aborted) {
+        throw signal.reason ?? new Error("aborted");
+      }
+      if (r.done) {
+        return out + decoder.decode();
+      }
+      out += decoder.decode(r.value, { stream: true });
+    }
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+    if (signal.aborted) {
+      reader.cancel().catch(() => undefined);
+    }
   }
 }
 
-async function errorOf(res: Response, spec: RequestSpec): Promise<AgentauthError> {
+async function errorOf(ex: Exchange, spec: RequestSpec): Promise<AgentauthError> {
+  const res = ex.res;
   let text = "";
   try {
-    text = await res.text();
-  } catch {
+    text = await ex.read();
+  } catch (err) {
+    if (spec.signal?.aborted) {
+      throw err;
+    }
     // The status alone still says what failed.
   }
   let body: ErrorBody | undefined;
@@ -345,7 +478,13 @@ async function errorOf(res: Response, spec: RequestSpec): Promise<AgentauthError
   } catch {
     // Not JSON (a proxy's page): the status alone says what failed.
   }
-  const err = errorFromBody(res.status, body, res.headers.get("X-Request-Id"));
+  const after = retryAfterMs(res.headers.get("Retry-After"));
+  const err = errorFromBody(
+    res.status,
+    body,
+    res.headers.get("X-Request-Id"),
+    after === undefined ? undefined : after / 1000,
+  );
   if (!body?.message) {
     Object.defineProperty(err, "message", { value: `${spec.method} ${spec.path}: HTTP ${res.status}` });
   }

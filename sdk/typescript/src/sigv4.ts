@@ -47,6 +47,40 @@ async function load<T>(name: string, what: string): Promise<T> {
   }
 }
 
+/** How long before their expiration credentials are asked for again. */
+const refreshBeforeMs = 5 * 60_000;
+
+/**
+ * provider, asked once and again only when its credentials are within
+ * five minutes of their expiration (never, for credentials without one).
+ * Concurrent callers share one call; a failed call is not kept.
+ */
+export function memoizeCredentials(
+  provider: AwsCredentialProvider,
+  now: () => number = Date.now,
+): AwsCredentialProvider {
+  let current: AwsCredentials | undefined;
+  let pending: Promise<AwsCredentials> | undefined;
+  return () => {
+    const exp = current?.expiration?.getTime();
+    if (current && (exp === undefined || exp - now() > refreshBeforeMs)) {
+      return Promise.resolve(current);
+    }
+    pending ??= provider().then(
+      (c) => {
+        current = c;
+        pending = undefined;
+        return c;
+      },
+      (err: unknown) => {
+        pending = undefined;
+        throw err;
+      },
+    );
+    return pending;
+  };
+}
+
 interface SignatureV4Ctor {
   new (init: {
     service: string;
@@ -92,6 +126,12 @@ export async function makeSigV4Signer(
       "the default AWS credential chain",
     );
     creds = defaultProvider();
+  }
+  if (typeof creds === "function") {
+    // SignatureV4 asks a provider on every request; the AWS SDK's own
+    // clients memoize it first (fromIni reads files, fromTemporaryCredentials
+    // calls STS), and so does this.
+    creds = memoizeCredentials(creds);
   }
   const signers = new Map<string, InstanceType<SignatureV4Ctor>>();
   const signerFor = (service: string) => {

@@ -16,9 +16,20 @@ export class SseParser {
   #event = "";
   #id: string | undefined;
   #sawCr = false;
+  #retry: number | undefined;
+
+  /** The last `retry:` field's reconnection time, in ms; undefined until one came. */
+  get retryMs(): number | undefined {
+    return this.#retry;
+  }
 
   /** The events complete after chunk. */
   push(chunk: string): SseEvent[] {
+    if (chunk === "") {
+      // A read that decoded to nothing (half of a UTF-8 character) is no
+      // boundary: a CR before it still pairs with an LF after it.
+      return [];
+    }
     let text = chunk;
     if (this.#sawCr && text.startsWith("\n")) {
       // The \n of a \r\n split across two chunks.
@@ -74,8 +85,13 @@ export class SseParser {
           this.#id = value;
         }
         break;
+      case "retry":
+        if (/^\d+$/.test(value)) {
+          this.#retry = Number(value);
+        }
+        break;
       default:
-        // retry and unknown fields: agentauth sends none that matter here.
+        // Unknown fields are ignored, as the spec says.
         break;
     }
     return undefined;
@@ -87,17 +103,18 @@ export class SseParser {
  * line when the body ends is dropped, as the spec says (the stream was
  * cut mid-event). idleMs: a body that sends nothing — not even a
  * keep-alive comment — for that long is cancelled and onIdle is thrown;
- * so is it when signal aborts (the signal's reason is thrown).
+ * so is it when signal aborts (the signal's reason is thrown). parser
+ * is the caller's when it wants the stream's `retry:` afterwards.
  */
 export async function* readSse(
   body: ReadableStream<Uint8Array>,
   idleMs: number,
   onIdle: () => Error,
   signal?: AbortSignal,
+  parser: SseParser = new SseParser(),
 ): AsyncGenerator<SseEvent> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
-  const parser = new SseParser();
   try {
     for (;;) {
       let timer: ReturnType<typeof setTimeout> | undefined;
