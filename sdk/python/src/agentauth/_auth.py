@@ -12,14 +12,16 @@ the identity provider on both. A route whose credential is missing raises
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import AsyncGenerator, Generator
 from typing import Any, Protocol
 
 import httpx
 
 from . import errors
-from ._core import Credential, Settings
+from ._core import Credential, Settings, TokenSource
 from .models import Secret
 
 _RUNTIME_MISSING = (
@@ -50,21 +52,34 @@ class AwsCredentials(Protocol):
 class BearerAuth(httpx.Auth):
     """``Authorization: Bearer <token>``; a callable is asked on every request (a JWT that renews)."""
 
-    def __init__(self, token: Secret | Callable[[], str], what: str) -> None:
+    def __init__(self, token: Secret | TokenSource, what: str) -> None:
         self._token = token
         self._what = what
 
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        request.headers["Authorization"] = "Bearer " + header_token(self._token, self._what)
+    def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        raw = self._token.reveal() if isinstance(self._token, Secret) else self._token()
+        if inspect.isawaitable(raw):
+            if inspect.iscoroutine(raw):
+                raw.close()
+            raise errors.MissingCredential(f"{self._what} is an async function: it takes an agentauth.AsyncClient")
+        value = _header_value(raw)
+        del raw  # the frames an error is raised through hold no token
+        request.headers["Authorization"] = "Bearer " + _usable(value, self._what)
+        yield request
+
+    async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        raw = self._token.reveal() if isinstance(self._token, Secret) else self._token()
+        if inspect.isawaitable(raw):
+            raw = await raw
+        value = _header_value(raw)
+        del raw  # the frames an error is raised through hold no token
+        request.headers["Authorization"] = "Bearer " + _usable(value, self._what)
         yield request
 
 
-def header_token(token: Secret | Callable[[], str], what: str) -> str:
-    """The token's value, fit for a header: surrounding whitespace (a file's
-    newline) dropped. A value that is still not one refuses the request
-    before it is sent — the HTTP layer's own error would quote the header,
-    token and all."""
-    value = _header_value(token)
+def _usable(value: str | None, what: str) -> str:
+    """A token that is no header value refuses the request before it is sent:
+    the HTTP layer's own error would quote the header, token and all."""
     if value is None:
         raise errors.MissingCredential(
             f"{what} is not usable as a bearer token (empty, or it holds a space, a control or a non-ASCII"
@@ -73,9 +88,8 @@ def header_token(token: Secret | Callable[[], str], what: str) -> str:
     return value
 
 
-def _header_value(token: Secret | Callable[[], str]) -> str | None:
-    # Apart from header_token, so that the frame an error is raised from holds no value.
-    raw = token.reveal() if isinstance(token, Secret) else token()
+def _header_value(raw: object) -> str | None:
+    """The token fit for a header, surrounding whitespace (a file's newline) dropped; None when it is not."""
     value = raw.strip() if isinstance(raw, str) else ""
     if not value or not value.isascii() or not value.isprintable() or " " in value:
         return None
@@ -83,19 +97,34 @@ def _header_value(token: Secret | Callable[[], str]) -> str | None:
 
 
 class SigV4Auth(httpx.Auth):
-    """AWS Signature Version 4 with botocore's standard credential chain (``agentauth[aws]``)."""
+    """AWS Signature Version 4 with botocore's standard credential chain (``agentauth[aws]``).
+
+    The credentials are read for every request (botocore refreshes a role's
+    when due: a blocking call to STS or the instance metadata), so an
+    AsyncClient signs in a worker thread, never on the event loop.
+    """
 
     requires_request_body = True
 
-    def __init__(self, service: str, region: str, credentials: AwsCredentials) -> None:
+    def __init__(self, service: str, resolver: Credentials) -> None:
         self._service = service
-        self._region = region
-        self._credentials = credentials
+        self._resolver = resolver
 
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+    def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.read()
+        request.headers.update(self._signed(request))
+        yield request
+
+    async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        await request.aread()
+        request.headers.update(await asyncio.to_thread(self._signed, request))
+        yield request
+
+    def _signed(self, request: httpx.Request) -> dict[str, str]:
+        credentials, region = self._resolver.aws()
         failure: str | None = None
         try:
-            signed = _sign(self._credentials, self._service, self._region, request)
+            signed = _sign(credentials, self._service, region, request)
         except Exception as exc:  # any failure of botocore's, told without its frames
             failure = f"{type(exc).__name__}: {exc}"
             signed = {}
@@ -104,8 +133,7 @@ class SigV4Auth(httpx.Auth):
             # exception nor the frames whose locals hold the credentials
             # (what error trackers record) travel with the error.
             raise errors.MissingCredential(f"SigV4 for {self._service}: signing failed ({failure[:300]})")
-        request.headers.update(signed)
-        yield request
+        return signed
 
 
 def _sign(credentials: AwsCredentials, service: str, region: str, request: httpx.Request) -> dict[str, str]:
@@ -113,8 +141,6 @@ def _sign(credentials: AwsCredentials, service: str, region: str, request: httpx
     from botocore.auth import SigV4Auth as BotoSigV4
     from botocore.awsrequest import AWSRequest
 
-    # botocore refreshes expiring credentials here (a role's, from IMDS or
-    # STS): a short blocking call, as every botocore client does.
     refresh = getattr(credentials, "get_frozen_credentials", None)
     frozen: Any = refresh() if callable(refresh) else credentials
     headers = {"Host": request.headers["Host"]}
@@ -139,7 +165,8 @@ class Credentials:
         self._region = settings.region
         self._lock = threading.Lock()
 
-    def _aws_credentials(self) -> tuple[AwsCredentials, str]:
+    def aws(self) -> tuple[AwsCredentials, str]:
+        """The credentials and region SigV4 signs with, found once (botocore's chain)."""
         with self._lock:
             if self._aws is None or self._region is None:
                 try:
@@ -171,9 +198,8 @@ class Credentials:
                 raise errors.MissingCredential(_AGENT_MISSING)
             return BearerAuth(s.agent_token, "the agent token (agent_token / AGENTAUTH_AGENT_TOKEN)")
         if s.auth == "sigv4":
-            creds, region = self._aws_credentials()
-            service = "lambda" if credential == "stream" and s.stream_url else "execute-api"
-            return SigV4Auth(service, region, creds)
+            # Found when the request is signed: an AsyncClient looks for them off the event loop.
+            return SigV4Auth("lambda" if credential == "stream" and s.stream_url else "execute-api", self)
         if s.runtime_token is None:
             raise errors.MissingCredential(_RUNTIME_MISSING)
         return BearerAuth(s.runtime_token, "the runtime token (runtime_token / AGENTAUTH_RUNTIME_TOKEN)")

@@ -12,7 +12,7 @@ import json
 import os
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
@@ -104,13 +104,17 @@ NO_RETRY = RetryPolicy(max_attempts=1)
 
 AuthMode = Literal["token", "sigv4"]
 
+# The agent JWT as a function asked on every request (a JWT that renews);
+# an AsyncClient's may be a coroutine function.
+TokenSource = Callable[[], "str | Awaitable[str]"]
+
 
 @dataclass(frozen=True)
 class Settings:
     base_url: str
     auth: AuthMode
     runtime_token: Secret | None
-    agent_token: Secret | Callable[[], str] | None
+    agent_token: Secret | TokenSource | None
     stream_url: str | None
     region: str | None
     timeouts: Timeouts = field(default_factory=Timeouts)
@@ -122,7 +126,7 @@ class Settings:
         *,
         base_url: str | None,
         runtime_token: str | Secret | None,
-        agent_token: str | Secret | Callable[[], str] | None,
+        agent_token: str | Secret | TokenSource | None,
         auth: str | None,
         stream_url: str | None,
         region: str | None,
@@ -140,7 +144,7 @@ class Settings:
                 code="invalidConfiguration",
             )
         rt = _secret(runtime_token) or _secret(env.get("AGENTAUTH_RUNTIME_TOKEN"))
-        at: Secret | Callable[[], str] | None
+        at: Secret | TokenSource | None
         at = agent_token if callable(agent_token) else _secret(agent_token) or _secret(env.get("AGENTAUTH_AGENT_TOKEN"))
         stream = stream_url or env.get("AGENTAUTH_STREAM_URL") or None
         reg = region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None

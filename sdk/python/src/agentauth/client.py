@@ -22,7 +22,7 @@ import httpx
 from . import _core as core
 from . import errors
 from ._auth import AwsCredentials, Credentials
-from ._core import Op, RetryPolicy, Settings, Timeouts
+from ._core import Op, RetryPolicy, Settings, Timeouts, TokenSource
 from .models import (
     AccessToken,
     Actor,
@@ -65,7 +65,7 @@ class _Base:
         base_url: str | None,
         *,
         runtime_token: str | Secret | None,
-        agent_token: str | Secret | Callable[[], str] | None,
+        agent_token: str | Secret | TokenSource | None,
         auth: str | None,
         stream_url: str | None,
         region: str | None,
@@ -105,7 +105,7 @@ class AsyncClient(_Base):
     Arguments override the environment: ``base_url`` (``AGENTAUTH_URL``,
     default ``http://127.0.0.1:8080``), ``runtime_token``
     (``AGENTAUTH_RUNTIME_TOKEN``), ``agent_token`` (``AGENTAUTH_AGENT_TOKEN``;
-    a callable is asked on every request), ``auth`` (``AGENTAUTH_AUTH``:
+    a callable, or a coroutine function, is asked on every request), ``auth`` (``AGENTAUTH_AUTH``:
     ``token`` or ``sigv4``), ``stream_url`` (``AGENTAUTH_STREAM_URL``) and
     ``region`` (``AWS_REGION``). Use it as ``async with AsyncClient() as c:``
     or call :meth:`aclose`.
@@ -116,7 +116,7 @@ class AsyncClient(_Base):
         base_url: str | None = None,
         *,
         runtime_token: str | Secret | None = None,
-        agent_token: str | Secret | Callable[[], str] | None = None,
+        agent_token: str | Secret | TokenSource | None = None,
         auth: str | None = None,
         stream_url: str | None = None,
         region: str | None = None,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 
 import pytest
 
@@ -299,3 +301,82 @@ async def test_context_managers_give_the_subclass() -> None:
         assert c.traced() == "traced"
     async with TracedAsyncClient("http://x.test", env={}, transport=FakeServer().transport()) as ac:
         assert ac.traced() == "traced"
+
+
+async def test_async_client_awaits_an_async_agent_token_source() -> None:
+    # As the TypeScript SDK's agentToken: () => string | Promise<string>.
+    issued: list[str] = []
+
+    async def renew() -> str:
+        await asyncio.sleep(0)
+        issued.append(f"jwt-{len(issued) + 1}")
+        return issued[-1]
+
+    fake = FakeServer().on("GET", "/v1/agents/tools", json_response(200, {"data": []}))
+    async with fake.async_client(agent_token=renew) as c:
+        await c.list_tools()
+        await c.list_tools()
+    assert [r.headers["Authorization"] for r in fake.requests] == ["Bearer jwt-1", "Bearer jwt-2"]
+
+
+def test_sync_client_refuses_an_async_agent_token_source() -> None:
+    async def renew() -> str:
+        return "jwt"
+
+    fake = FakeServer().on("GET", "/v1/agents/tools", json_response(200, {"data": []}))
+    with fake.client(agent_token=renew) as c, pytest.raises(errors.MissingCredential, match="AsyncClient"):
+        c.list_tools()
+    assert fake.requests == []
+
+
+class RotatingRole:
+    """A role's credentials: botocore refreshes them when due (a blocking call to STS)."""
+
+    access_key: str | None = None
+    secret_key: str | None = None
+    token: str | None = None
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+        self.reads = 0
+
+    def get_frozen_credentials(self) -> object:
+        from botocore.credentials import ReadOnlyCredentials
+
+        time.sleep(self.delay)
+        self.reads += 1
+        return ReadOnlyCredentials(f"AKID{self.reads}", "secret", f"session-{self.reads}")
+
+
+def test_sigv4_reads_the_credentials_again_for_every_request() -> None:
+    role = RotatingRole()
+    fake = FakeServer().on("GET", "/v1/instances", json_response(200, {"data": []}))
+    with agentauth.Client(
+        "http://x.test", auth="sigv4", region="eu-west-1", env={}, transport=fake.transport(), aws_credentials=role
+    ) as c:
+        c.list_instances()
+        c.list_instances()
+    assert [r.headers["X-Amz-Security-Token"] for r in fake.requests] == ["session-1", "session-2"]
+    assert "Credential=AKID2/" in fake.requests[1].headers["Authorization"]
+
+
+async def test_async_sigv4_signs_off_the_event_loop() -> None:
+    # A refresh that blocks for 0.3 s must not stop the other tasks of the loop.
+    role = RotatingRole(delay=0.3)
+    fake = FakeServer().on("GET", "/v1/instances", json_response(200, {"data": []}))
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    async with agentauth.AsyncClient(
+        "http://x.test", auth="sigv4", region="eu-west-1", env={}, transport=fake.transport(), aws_credentials=role
+    ) as c:
+        task = asyncio.create_task(ticker())
+        await c.list_instances()
+        task.cancel()
+    assert ticks >= 10, ticks
+    assert fake.requests[0].headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKID1/")
