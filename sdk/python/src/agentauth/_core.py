@@ -419,6 +419,8 @@ def _retry_delay(policy: RetryPolicy, call: Call, attempt: int, outcome: httpx.R
 
 def connection_error(call: Call, exc: Exception) -> errors.AgentauthError:
     kind = type(exc).__name__
+    if isinstance(exc, httpx.DecodingError):
+        return errors.UnexpectedResponse(f"{call.method} {call.path}: an answer that cannot be decoded ({kind}: {exc})")
     if isinstance(exc, httpx.TimeoutException):
         return errors.Timeout(f"{call.method} {call.path}: no answer in time ({kind})")
     # A LocalProtocolError is about what was sent: its text may quote a header, credential and all.

@@ -162,10 +162,10 @@ class AsyncClient(_Base):
             attempt += 1
             auth = self._creds.auth(call.credential)
             request = core.build_request(self._http, self._settings, call, deadline)
-            outcome: httpx.Response | httpx.TransportError
+            outcome: httpx.Response | httpx.RequestError
             try:
                 outcome = await self._http.send(request, auth=auth)
-            except httpx.TransportError as exc:
+            except httpx.RequestError as exc:  # a TransportError, or an answer httpx could not decode
                 outcome = exc
             delay = core.retry_delay(policy, call, attempt, outcome, deadline)
             if delay is not None:
@@ -470,10 +470,10 @@ class Client(_Base):
             attempt += 1
             auth = self._creds.auth(call.credential)
             request = core.build_request(self._http, self._settings, call, deadline)
-            outcome: httpx.Response | httpx.TransportError
+            outcome: httpx.Response | httpx.RequestError
             try:
                 outcome = self._http.send(request, auth=auth)
-            except httpx.TransportError as exc:
+            except httpx.RequestError as exc:  # a TransportError, or an answer httpx could not decode
                 outcome = exc
             delay = core.retry_delay(policy, call, attempt, outcome, deadline)
             if delay is not None:

@@ -15,7 +15,7 @@ import pytest
 import agentauth
 from agentauth import errors
 
-from .fakes import FakeServer, json_response
+from .fakes import DroppingStream, FakeServer, json_response
 
 JWT = "eyJhbGciOiJSUzI1NiJ9.payload-very-secret.sig"
 AWS_SECRET = "aws-secret-key-very-secret"
@@ -188,3 +188,16 @@ def test_sigv4_takes_frozen_credentials_too() -> None:
     ) as c:
         assert c.list_instances().data == ()
     assert fake.requests[0].headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDTEST/")
+
+
+async def test_an_answer_httpx_cannot_decode_is_an_unexpected_response_without_the_request() -> None:
+    def broken(request: httpx.Request) -> httpx.Response:
+        body = DroppingStream(b"not gzip at all", drop=False)
+        return httpx.Response(200, headers={"Content-Encoding": "gzip"}, stream=body)
+
+    fake = FakeServer().on("GET", "/v1/agents/tools", broken)
+    async with fake.async_client(agent_token=JWT) as c:
+        with pytest.raises(errors.UnexpectedResponse) as info:
+            await c.list_tools()
+    assert info.value.__cause__ is None and info.value.__context__ is None
+    assert JWT not in everything_told(info.value)
