@@ -389,6 +389,7 @@ class AsyncClient(_Base):
                 continue
             call = state.stream_call(swarm, instance_key, agent, turn_id)
             state.begin()
+            undecodable = False
             try:
                 auth = self._creds.auth(call.credential)
                 request = core.build_request(self._http, self._settings, call)
@@ -414,6 +415,10 @@ class AsyncClient(_Base):
                     await response.aclose()
             except httpx.TransportError:
                 pass  # dropped, or silent past the read timeout: reconnect after the last seq yielded
+            except httpx.DecodingError:
+                undecodable = True
+            if undecodable:  # raised here: httpx's exception, which holds the request, is not chained
+                raise core.connection_error(call, httpx.DecodingError("the event stream cannot be decoded"))
             if not state.done and not state.polling:
                 await asyncio.sleep(state.reconnect_delay())
 
@@ -656,6 +661,7 @@ class Client(_Base):
                 continue
             call = state.stream_call(swarm, instance_key, agent, turn_id)
             state.begin()
+            undecodable = False
             try:
                 auth = self._creds.auth(call.credential)
                 request = core.build_request(self._http, self._settings, call)
@@ -680,6 +686,10 @@ class Client(_Base):
                     response.close()
             except httpx.TransportError:
                 pass
+            except httpx.DecodingError:
+                undecodable = True
+            if undecodable:
+                raise core.connection_error(call, httpx.DecodingError("the event stream cannot be decoded"))
             if not state.done and not state.polling:
                 time.sleep(state.reconnect_delay())
 

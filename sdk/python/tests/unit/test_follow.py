@@ -12,7 +12,7 @@ import pytest
 import agentauth
 from agentauth import errors
 
-from .fakes import FAST, FakeServer, error_response, event, json_response, sse, stream_response
+from .fakes import FAST, DroppingStream, FakeServer, error_response, event, json_response, sse, stream_response
 
 PATH = "/v1/instances/default/k/assistant/turns/turn-1/events"
 EVENTS = [
@@ -266,3 +266,16 @@ async def test_cancelling_a_follow_propagates_and_closes_the_stream() -> None:
     assert closed.is_set()
     assert seen == [0]
     assert len(fake.calls("GET", PATH)) == 1
+
+
+def test_a_stream_that_cannot_be_decoded_is_an_unexpected_response() -> None:
+    def broken(request: httpx.Request) -> httpx.Response:
+        body = DroppingStream(b"not gzip at all", drop=False)
+        return httpx.Response(
+            200, headers={"Content-Type": "text/event-stream", "Content-Encoding": "gzip"}, stream=body
+        )
+
+    fake = FakeServer().on("GET", PATH, broken)
+    with fake.client() as c, pytest.raises(errors.UnexpectedResponse) as info:
+        list(c.follow_turn("default", "k", "assistant", "turn-1"))
+    assert info.value.__cause__ is None and info.value.__context__ is None
