@@ -321,6 +321,7 @@ export class AgentauthClient {
     for (;;) {
       const left = deadline - Date.now();
       const wait = Math.max(0, Math.min(maxSessionWaitSeconds, Math.ceil(left / 1000)));
+      const polled = Date.now();
       let st: AuthSessionStatus;
       try {
         st = await this.#send<AuthSessionStatus>(
@@ -359,8 +360,9 @@ export class AgentauthClient {
               message: `auth session ${sessionId} still ${st.status} after ${timeoutMs} ms`,
             });
           }
-          if (wait === 0) {
-            await sleep(1000, opts.signal);
+          if (Date.now() - polled < 1000) {
+            // A server (or proxy) that does not hold the poll: no busy loop.
+            await sleep(Math.min(1000, Math.max(0, deadline - Date.now())), opts.signal);
           }
       }
     }
@@ -632,7 +634,17 @@ export class AgentauthClient {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       try {
-        const inst = await this.getInstance(swarm, instanceKey, agent, { signal: opts.signal });
+        const inst = await this.#send<Instance>(
+          {
+            method: "GET",
+            path: instancePath(swarm, instanceKey, agent),
+            credential: "runtime",
+            idempotent: true,
+            // No request, nor a retry of one, outlives the wait.
+            deadline: deadline + deadlineGraceMs,
+          },
+          { signal: opts.signal },
+        );
         const ids = [inst.activeTurn?.id, ...(inst.recentTurns ?? []).map((t) => t.id)];
         const id = ids.find((t) => t !== undefined && !ignore.has(t));
         if (id) {

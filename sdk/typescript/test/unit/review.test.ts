@@ -97,6 +97,32 @@ describe("waitForAuthorization's total deadline", () => {
   });
 });
 
+describe("waitForAuthorization against a server that does not hold the poll", () => {
+  it("asks about once a second, not in a busy loop", async () => {
+    let n = 0;
+    const fetch = async () => {
+      n++;
+      return json(200, { status: "pending", expiresAt: "2026-11-28T11:00:00Z" });
+    };
+    const c = client(fetch);
+    await assert.rejects(c.waitForAuthorization("s1", { timeoutMs: 1_500 }), AgentauthTimeoutError);
+    assert.ok(n <= 3, `${n} requests in 1.5 s`);
+  });
+});
+
+describe("waitForTurn's deadline", () => {
+  it("holds when the server never answers", async () => {
+    const c = client(hangingFetch);
+    const started = Date.now();
+    await assert.rejects(
+      c.waitForTurn("default", "k", "assistant", { timeoutMs: 300 }),
+      AgentauthTimeoutError,
+    );
+    const took = Date.now() - started;
+    assert.ok(took < 4_000, `took ${took} ms`);
+  });
+});
+
 describe("followTurn: a stream that ends cleanly before the turn does", () => {
   it("is not a failure: buffered windows with nothing new go on past maxReconnects", async () => {
     const answers: Response[] = [sse(turnEvent(0, "turn.started"), turnEvent(1, "turn.parked"))];
