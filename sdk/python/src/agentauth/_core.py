@@ -890,6 +890,18 @@ class FollowState:
             raise errors.UnexpectedResponse(f"turn event stream: an event that is not a turn event ({exc})") from exc
         return event if self.accept(event) else None
 
+    def poll_failed(self, err: errors.AgentauthError) -> float:
+        """The wait before the next poll after err (a poll of the JSON form that
+        failed past its retries); err raised when asking again would not change it."""
+        reconnectable = isinstance(err, (errors.NetworkError, errors.Timeout)) or (
+            err.status is not None and (err.status == 429 or err.status >= 500)
+        )
+        if not reconnectable:
+            raise err
+        self.begin()
+        self.hint = err.retry_after
+        return self.reconnect_delay()
+
     def reconnect_delay(self) -> float:
         """The wait before the next connection; raises StreamFailed past the budget."""
         if self.progressed or self.heard:

@@ -381,7 +381,15 @@ class AsyncClient(_Base):
         state = core.FollowState(after, self._settings.retry)
         while not state.done:
             if state.polling:
-                for event in await self.turn_events(swarm, instance_key, agent, turn_id, after=state.last):
+                try:
+                    events = await self.turn_events(swarm, instance_key, agent, turn_id, after=state.last)
+                except errors.AgentauthError as err:
+                    # A poll that failed past its retries is a failed connection, in
+                    # the same budget; a refusal (401, 404, …) is raised.
+                    await asyncio.sleep(state.poll_failed(err))
+                    continue
+                state.failures = 0
+                for event in events:
                     if state.accept(event):
                         yield event
                 if not state.done:
@@ -653,7 +661,15 @@ class Client(_Base):
         state = core.FollowState(after, self._settings.retry)
         while not state.done:
             if state.polling:
-                for event in self.turn_events(swarm, instance_key, agent, turn_id, after=state.last):
+                try:
+                    events = self.turn_events(swarm, instance_key, agent, turn_id, after=state.last)
+                except errors.AgentauthError as err:
+                    # A poll that failed past its retries is a failed connection, in
+                    # the same budget; a refusal (401, 404, …) is raised.
+                    time.sleep(state.poll_failed(err))
+                    continue
+                state.failures = 0
+                for event in events:
                     if state.accept(event):
                         yield event
                 if not state.done:

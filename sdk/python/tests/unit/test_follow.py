@@ -279,3 +279,36 @@ def test_a_stream_that_cannot_be_decoded_is_an_unexpected_response() -> None:
     with fake.client() as c, pytest.raises(errors.UnexpectedResponse) as info:
         list(c.follow_turn("default", "k", "assistant", "turn-1"))
     assert info.value.__cause__ is None and info.value.__context__ is None
+
+
+@pytest.mark.parametrize("sync", [True, False])
+async def test_polling_goes_on_past_a_failed_poll_and_raises_a_refusal(
+    sync: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Behind API Gateway (406, no stream URL) a parked turn is polled for
+    # minutes: a poll lost past its retries is reconnected, in the budget.
+    monkeypatch.setattr("agentauth.client.POLL_INTERVAL", 0.001)
+    polls = {"n": 0}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.headers.get("Accept") == "text/event-stream":
+            return error_response(406, "notAcceptable")
+        polls["n"] += 1
+        if 2 <= polls["n"] <= 2 + FAST.max_attempts * 2:  # two polls lost after all their tries
+            return error_response(503, "unavailable")
+        after = int(request.url.params.get("after", "-1"))
+        return json_response(200, {"data": [e for e in EVENTS if after < e["seq"] <= after + 2]})
+
+    fake = FakeServer().on("GET", PATH, answer)
+    if sync:
+        with fake.client() as sc:
+            seqs = [e.seq for e in sc.follow_turn("default", "k", "assistant", "turn-1")]
+    else:
+        async with fake.async_client() as ac:
+            seqs = [e.seq async for e in ac.follow_turn("default", "k", "assistant", "turn-1")]
+    assert seqs == [0, 1, 2, 3, 4, 5]
+
+    gone = FakeServer().on("GET", PATH, error_response(406, "notAcceptable"))
+    gone.on("GET", PATH, lambda r: error_response(406 if r.headers.get("Accept") == "text/event-stream" else 404, "x"))
+    with gone.client() as c, pytest.raises(errors.NotFound):
+        list(c.follow_turn("default", "k", "assistant", "turn-1"))
