@@ -919,8 +919,8 @@ class FollowState:
         self.failures += 1
         if self.failures > self.policy.max_reconnects:
             raise errors.StreamFailed(
-                f"turn event stream: {self.policy.max_reconnects} reconnects in a row without a new event"
-                f" (last seq {self.last})"
+                f"turn event stream: {self.policy.max_reconnects} reconnects in a row failed with nothing heard"
+                f" from the server (last seq {self.last})"
             )
         if self.hint is not None:
             return min(self.hint, self.policy.max_retry_after)
