@@ -184,19 +184,23 @@ export class Transport {
     } finally {
       ex.done();
     }
-    if (text === "") {
-      return { data: undefined as T, requestId };
-    }
+    let data: unknown;
     try {
-      return { data: JSON.parse(text) as T, requestId };
+      data = JSON.parse(text);
     } catch {
+      // "" too: every route answers a JSON object.
+    }
+    if (typeof data !== "object" || data === null || Array.isArray(data)) {
+      // Not the documented object (a proxy's empty 200, a page): typed,
+      // rather than a TypeError where a route method reads a field of it.
       throw new UnexpectedResponseError({
         code: "unexpectedResponse",
-        message: `${spec.method} ${spec.path}: the answer is not JSON (HTTP ${res.status})`,
+        message: `${spec.method} ${spec.path}: the answer is not a JSON object (HTTP ${res.status}${text === "" ? ", empty" : ""})`,
         status: res.status,
         requestId,
       });
     }
+    return { data: data as T, requestId };
   }
 
   /**

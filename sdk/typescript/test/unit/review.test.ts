@@ -14,6 +14,7 @@ import {
   NetworkError,
   type TurnEvent,
   UnavailableError,
+  UnexpectedResponseError,
 } from "../../src/index.js";
 import { makeSigV4Signer } from "../../src/sigv4.js";
 import { SseParser } from "../../src/sse.js";
@@ -108,6 +109,21 @@ describe("waitForAuthorization against a server that does not hold the poll", ()
     await assert.rejects(c.waitForAuthorization("s1", { timeoutMs: 1_500 }), AgentauthTimeoutError);
     assert.ok(n <= 3, `${n} requests in 1.5 s`);
   });
+});
+
+describe("an answer that is not a JSON object", () => {
+  for (const [name, body] of [
+    ["empty", ""],
+    ["null", "null"],
+    ["an array", "[]"],
+  ] as const) {
+    it(`${name} is an UnexpectedResponseError, not a TypeError`, async () => {
+      const { fetch } = scriptedFetch([
+        new Response(body, { status: 200, headers: { "Content-Type": "application/json" } }),
+      ]);
+      await assert.rejects(client(fetch).listTools(), UnexpectedResponseError);
+    });
+  }
 });
 
 describe("waitForTurn's deadline", () => {
