@@ -699,10 +699,28 @@ export class AgentauthClient {
         throw aborted(opts.signal);
       }
       if (poll) {
-        const evs = await this.turnEvents(swarm, instanceKey, agent, turnId, {
-          after: last,
-          signal: opts.signal,
-        });
+        let evs: TurnEvent[];
+        try {
+          evs = await this.turnEvents(swarm, instanceKey, agent, turnId, {
+            after: last,
+            signal: opts.signal,
+          });
+        } catch (err) {
+          // The same budget as the stream's reconnects: an outage of a few
+          // seconds does not end a follow that polls.
+          if (opts.signal?.aborted || !reconnectable(err) || ++failures > maxReconnects) {
+            throw err;
+          }
+          const after = err instanceof AgentauthError ? err.retryAfter : undefined;
+          await sleep(
+            after !== undefined
+              ? Math.min(after * 1000, maxReconnectAfterMs)
+              : backoff(failures - 1, 250, 5_000),
+            opts.signal,
+          );
+          continue;
+        }
+        failures = 0;
         for (const ev of evs) {
           if (ev.seq <= last) continue;
           last = ev.seq;

@@ -182,6 +182,24 @@ describe("followTurn: a stream that ends cleanly before the turn does", () => {
   });
 });
 
+describe("followTurn polling (406)", () => {
+  it("rides out a few failed polls, within maxReconnects", async () => {
+    const down = () => json(503, { error: { code: "unavailable", message: "down" } });
+    const { fetch } = scriptedFetch([
+      json(406, { error: { code: "notAcceptable", message: "use the stream URL" } }),
+      json(200, { data: [turnEvent(0, "turn.started")] }),
+      ...Array.from({ length: 6 }, down),
+      json(200, { data: [turnEvent(0, "turn.started"), turnEvent(1, "turn.completed")] }),
+    ]);
+    const c = client(fetch, { maxRetries: 1 });
+    const seqs: number[] = [];
+    for await (const ev of c.followTurn("default", "k", "assistant", "t", { pollIntervalMs: 1 })) {
+      seqs.push(ev.seq);
+    }
+    assert.deepEqual(seqs, [0, 1]);
+  });
+});
+
 describe("secrets in errors", () => {
   it("a fetch error carrying the request (and the token in its message) does not reach the thrown error", async () => {
     const fetch = async (input: string, init: RequestInit): Promise<Response> => {
