@@ -12,6 +12,7 @@ import json
 import os
 import random
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -384,11 +385,10 @@ def retry_delay(
       whose repeat changes nothing (``Call.idempotent``): the GETs;
       ``POST /v1/oauth/token`` (asked again before consent it answers the
       same pending session, README *HTTP API*; a ready token is read again);
-      an event posted with an ``id`` (the queue takes it once,
-      docs/turns.md *Posting an event*); pause and terminate (again changes
+      a posted event (each carries an ``id``, the caller's or the SDK's:
+      the queue takes it once, docs/turns.md *Posting an event*); pause and terminate (again changes
       nothing, docs/turns.md *Lifecycle*). Never a tool invocation (the tool
-      may have acted), an event without an ``id`` (it would be queued
-      twice), a resume (each queues a wake-up: :func:`lifecycle`), a revoke
+      may have acted), a resume (each queues a wake-up: :func:`lifecycle`), a revoke
       or a delete (a repeat answers 404).
 
     With a ``deadline`` (``time.monotonic()``), no retry whose wait ends past it.
@@ -685,13 +685,16 @@ def post_event(
     agent: str | None,
     properties: Mapping[str, str] | None,
 ) -> Op[PostedEvent]:
-    body: dict[str, Any] = {"auth": _auth_json(auth)}
+    # Every post carries an id, the caller's or one of its own (as the
+    # TypeScript SDK's), so that a post whose answer was lost is sent again
+    # safely: the queue takes an id once (docs/turns.md, Posting an event).
+    body: dict[str, Any] = {"auth": _auth_json(auth), "id": id if id is not None else f"sdk-{uuid.uuid4()}"}
     if text is not None:
         body["text"] = text
     for key, mapping in (("origin", origin), ("properties", properties)):
         if mapping is not None:
             body[key] = dict(mapping)
-    for key, value in (("id", id), ("type", type), ("agent", agent)):
+    for key, value in (("type", type), ("agent", agent)):
         if value is not None:
             body[key] = value
     return Op(
@@ -699,8 +702,7 @@ def post_event(
             "POST",
             instance_path(swarm, instance_key) + "/events",
             "runtime",
-            # With an id the queue takes the event once however often it is posted.
-            idempotent=id is not None,
+            idempotent=True,
             body=body,
             has_body=True,
         ),

@@ -299,8 +299,9 @@ class AsyncClient(_Base):
         properties: Mapping[str, str] | None = None,
     ) -> PostedEvent:
         """Queue an event (a user's message) for an agent instance; the swarm's ingress rules
-        pick the agent. ``auth`` is who the turn acts for (``TurnAuth()`` for no one); with
-        ``id`` a retried post queues the event once."""
+        pick the agent. ``auth`` is who the turn acts for (``TurnAuth()`` for no one). ``id``
+        (default: ``sdk-<uuid>``, one per call) makes a repeated post queue the event once:
+        the SDK's own retry after a lost answer, and yours when you pass the same id."""
         return await self._run(
             core.post_event(
                 swarm,

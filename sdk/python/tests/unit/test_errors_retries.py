@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 
@@ -155,18 +156,26 @@ def test_429_with_a_long_retry_after_is_raised() -> None:
     assert len(fake.calls("POST", INVOKE)) == 1
 
 
-@pytest.mark.parametrize(("event_id", "tries"), [("msg-1", 2), (None, 1)])
-def test_an_event_is_retried_only_with_an_id(event_id: str | None, tries: int) -> None:
+@pytest.mark.parametrize("event_id", ["msg-1", None])
+def test_a_posted_event_always_has_an_id_and_is_retried_with_it(event_id: str | None) -> None:
+    # As the TypeScript SDK: a post without an id gets one of the SDK's, so
+    # that a post whose answer was lost is sent again and queued once.
     posted = {"eventId": "in:msg-1@abc", "swarm": "default", "instanceKey": "k", "agent": "assistant"}
     path = "/v1/instances/default/k/events"
-    fake = FakeServer().on("POST", path, error_response(503, "unavailable"), json_response(202, posted))
+    fake = FakeServer().on(
+        "POST", path, error_response(503, "unavailable"), httpx.ReadError("reset"), json_response(202, posted)
+    )
     with fake.client() as c:
-        try:
-            got = c.post_event("default", "k", "hi", auth=agentauth.TurnAuth(), id=event_id)
-            assert got.event_id == "in:msg-1@abc"
-        except errors.Unavailable:
-            assert event_id is None
-    assert len(fake.calls("POST", path)) == tries
+        got = c.post_event("default", "k", "hi", auth=agentauth.TurnAuth(), id=event_id)
+        assert got.event_id == "in:msg-1@abc"
+    ids = [json.loads(r.content)["id"] for r in fake.calls("POST", path)]
+    assert len(ids) == 3 and len(set(ids)) == 1
+    assert ids[0] == event_id if event_id else ids[0].startswith("sdk-")
+    with fake.client() as c:
+        c.post_event("default", "k", "hi", auth=agentauth.TurnAuth())
+        c.post_event("default", "k", "hi", auth=agentauth.TurnAuth())
+    later = [json.loads(r.content)["id"] for r in fake.calls("POST", path)[3:]]
+    assert event_id is not None or len(set(later)) == 2  # one id per call, not per client
 
 
 INSTANCE = "/v1/instances/default/k/assistant"
