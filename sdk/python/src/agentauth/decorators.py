@@ -45,6 +45,7 @@ def requires_access_token(
     resume: ResumeTarget | None = None,
     into: str = "token",
     wait_timeout: float = 600.0,
+    max_consents: int = 2,
 ) -> Callable[[Callable[..., R]], Callable[..., R]]:
     """Decorate a function so that it is called with ``app``'s token as ``into=``.
 
@@ -53,7 +54,10 @@ def requires_access_token(
     gets the consent link (it may be a coroutine function for an async
     function); the wrapper then waits up to ``wait_timeout`` seconds for the
     consent (``AuthorizationFailed``, ``AuthorizationExpired`` or
-    ``AuthorizationTimeout`` when it does not come).
+    ``AuthorizationTimeout`` when it does not come). A token still not ready
+    after ``max_consents`` consents (default 2, as the TypeScript SDK's
+    ``maxConsents``: a consent, and one more when the grant went away at
+    once) raises the last ``AuthorizationRequired``.
     """
 
     def request_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -81,14 +85,19 @@ def requires_access_token(
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 _refuse_own(kwargs, into)
                 params = request_args(args, kwargs)
-                try:
-                    token = await aclient.get_access_token(app, **params)
-                except AuthorizationRequired as needed:
-                    shown = on_authorization_url(needed.authorization_url)
-                    if inspect.isawaitable(shown):
-                        await shown
-                    await aclient.wait_for_authorization(needed, wait_timeout)
-                    token = await aclient.get_access_token(app, **params)
+                consents = 0
+                while True:
+                    try:
+                        token = await aclient.get_access_token(app, **params)
+                        break
+                    except AuthorizationRequired as needed:
+                        if consents >= max_consents:
+                            raise
+                        consents += 1
+                        shown = on_authorization_url(needed.authorization_url)
+                        if inspect.isawaitable(shown):
+                            await shown
+                        await aclient.wait_for_authorization(needed, wait_timeout)
                 kwargs[into] = token
                 return await fn(*args, **kwargs)
 
@@ -103,18 +112,23 @@ def requires_access_token(
         def wrapper(*args: Any, **kwargs: Any) -> R:
             _refuse_own(kwargs, into)
             params = request_args(args, kwargs)
-            try:
-                token: AccessToken = sclient.get_access_token(app, **params)
-            except AuthorizationRequired as needed:
-                shown = on_authorization_url(needed.authorization_url)
-                if inspect.isawaitable(shown):
-                    if inspect.iscoroutine(shown):
-                        shown.close()
-                    raise TypeError(
-                        "requires_access_token: on_authorization_url of a sync function must not be async"
-                    ) from needed
-                sclient.wait_for_authorization(needed, wait_timeout)
-                token = sclient.get_access_token(app, **params)
+            consents = 0
+            while True:
+                try:
+                    token: AccessToken = sclient.get_access_token(app, **params)
+                    break
+                except AuthorizationRequired as needed:
+                    if consents >= max_consents:
+                        raise
+                    consents += 1
+                    shown = on_authorization_url(needed.authorization_url)
+                    if inspect.isawaitable(shown):
+                        if inspect.iscoroutine(shown):
+                            shown.close()
+                        raise TypeError(
+                            "requires_access_token: on_authorization_url of a sync function must not be async"
+                        ) from needed
+                    sclient.wait_for_authorization(needed, wait_timeout)
             kwargs[into] = token
             return fn(*args, **kwargs)
 

@@ -139,3 +139,28 @@ def test_a_function_without_the_parameter_is_refused_when_decorated() -> None:
             return None
 
     assert fake.requests == []
+
+
+@pytest.mark.parametrize(("pendings", "ok"), [(2, True), (3, False)])
+def test_a_grant_gone_at_once_is_consented_again_up_to_max_consents(pendings: int, ok: bool) -> None:
+    # As the TypeScript SDK's maxConsents (default 2): a consent, and one more
+    # when the token is still not ready after it.
+    answers = [json_response(200, PENDING)] * pendings + [json_response(200, READY)]
+    fake = (
+        FakeServer()
+        .on("POST", "/v1/oauth/token", *answers)
+        .on("GET", "/v1/oauth/sessions/as-1", json_response(200, {"status": "completed"}))
+    )
+    shown: list[str] = []
+    with fake.client() as c:
+
+        @agentauth.requires_access_token(c, "a", on_authorization_url=shown.append)
+        def f(*, token: agentauth.AccessToken) -> str:
+            return token.access_token.reveal()
+
+        if ok:
+            assert f() == "tok-very-secret"
+        else:
+            with pytest.raises(agentauth.AuthorizationRequired):
+                f()
+    assert len(shown) == 2
