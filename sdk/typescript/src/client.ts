@@ -142,6 +142,23 @@ function defaultEnv(): Record<string, string | undefined> {
   return p?.env ?? {};
 }
 
+// A URL without its scheme ("localhost:8080") parses as one with the
+// scheme "localhost:"; it would fail each request, retried, as a network error.
+function checkUrl(url: string, what: string): void {
+  let u: URL | undefined;
+  try {
+    u = new URL(url);
+  } catch {
+    // Named below.
+  }
+  if (!u || (u.protocol !== "http:" && u.protocol !== "https:") || !u.hostname) {
+    throw new AgentauthError({
+      code: "invalidOption",
+      message: `${what} must be an http(s) URL, not ${JSON.stringify(url)}`,
+    });
+  }
+}
+
 function appRef(app: ObjectRef): ObjectRef {
   if (typeof app === "string" && !app.includes("/")) {
     return `OAuthApp/${app}`;
@@ -174,6 +191,12 @@ export class AgentauthClient {
         message: "agentauth's URL is unknown: pass url, or set AGENTAUTH_URL",
       });
     }
+    checkUrl(url, "url (AGENTAUTH_URL)");
+    // "" is "none": streamUrl: "" keeps the streams on url even when AGENTAUTH_STREAM_URL is set.
+    const streamUrl = (options.streamUrl ?? env.AGENTAUTH_STREAM_URL) || undefined;
+    if (streamUrl !== undefined) {
+      checkUrl(streamUrl, "streamUrl (AGENTAUTH_STREAM_URL)");
+    }
     const authEnv = env.AGENTAUTH_AUTH;
     const auth = options.auth ?? (authEnv === "sigv4" ? "sigv4" : "token");
     if (options.auth === undefined && authEnv && authEnv !== "sigv4" && authEnv !== "token") {
@@ -202,8 +225,7 @@ export class AgentauthClient {
     }
     this.#http = new Transport({
       url,
-      // "" is "none": streamUrl: "" keeps the streams on url even when AGENTAUTH_STREAM_URL is set.
-      streamUrl: (options.streamUrl ?? env.AGENTAUTH_STREAM_URL) || undefined,
+      streamUrl,
       runtimeToken: (options.runtimeToken ?? env.AGENTAUTH_RUNTIME_TOKEN) || undefined,
       agentToken: (options.agentToken ?? env.AGENTAUTH_AGENT_TOKEN) || undefined,
       signer,

@@ -9,6 +9,8 @@ import { inspect } from "node:util";
 import { authorizationRequiredResult } from "../../src/ai.js";
 import {
   AbortedError,
+  AgentauthClient,
+  AgentauthError,
   AgentauthTimeoutError,
   AuthorizationRequired,
   NetworkError,
@@ -197,6 +199,24 @@ describe("followTurn polling (406)", () => {
       seqs.push(ev.seq);
     }
     assert.deepEqual(seqs, [0, 1]);
+  });
+});
+
+describe("the client's URLs", () => {
+  it("a URL that is not http(s) is refused when the client is made, naming the setting", () => {
+    for (const [opts, what] of [
+      [{ url: "localhost:8080" }, /url \(AGENTAUTH_URL\) must be an http\(s\) URL, not "localhost:8080"/],
+      [{ url: "agentauth.internal" }, /url \(AGENTAUTH_URL\)/],
+      [{ url: "http://ok.test", streamUrl: "ftp://x.test" }, /streamUrl \(AGENTAUTH_STREAM_URL\)/],
+    ] as const) {
+      assert.throws(
+        () => new AgentauthClient({ env: false, runtimeToken: "t", ...opts }),
+        (e: unknown) => e instanceof AgentauthError && e.code === "invalidOption" && what.test(e.message),
+      );
+    }
+    assert.doesNotThrow(
+      () => new AgentauthClient({ env: false, url: "https://x.test/_aws/execute-api/a/$default" }),
+    );
   });
 });
 
