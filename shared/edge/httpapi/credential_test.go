@@ -25,9 +25,19 @@ func TestRuntimeRouteNamesItsCredential(t *testing.T) {
 			}
 		}
 	}
-	// Any other wrong token keeps the plain message.
-	rec := f.do("POST", "/v1/oauth/token", `{}`, map[string]string{"Authorization": "Bearer nope"})
-	if msg := decode(t, rec)["error"].(map[string]any)["message"]; rec.Code != 401 || msg != "a valid runtime credential is required (Authorization: Bearer <runtime token>)" {
+	// Any other bearer token is not this server's: the answer says where
+	// the right one is, and never echoes the one sent.
+	rec := f.do("POST", "/v1/oauth/token", `{}`, map[string]string{"Authorization": "Bearer aat_stale-export-value"})
+	if msg, _ := decode(t, rec)["error"].(map[string]any)["message"].(string); rec.Code != 401 ||
+		!strings.HasPrefix(msg, "the bearer token sent is not this server's runtime token: `agentauth runtime-token` prints the one it takes") ||
+		strings.Contains(rec.Body.String(), "stale-export-value") || strings.Contains(f.logs.String(), "stale-export-value") {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	// No credential at all keeps the plain message.
+	for _, h := range []map[string]string{{"Authorization": ""}, {"Authorization": "Basic dXNlcjpwdw=="}, {"Authorization": "Bearer"}} {
+		rec := f.do("POST", "/v1/oauth/token", `{}`, h)
+		if msg := decode(t, rec)["error"].(map[string]any)["message"]; rec.Code != 401 || msg != "a valid runtime credential is required (Authorization: Bearer <runtime token>)" {
+			t.Fatalf("%v: %d %s", h, rec.Code, rec.Body)
+		}
 	}
 }

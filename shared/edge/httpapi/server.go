@@ -30,6 +30,10 @@ type BearerToken struct{ Token domain.Secret }
 // ErrUnauthenticated: no valid caller credential.
 var ErrUnauthenticated = errors.New("unauthenticated")
 
+// ErrNotThisRuntimeToken: a bearer token was sent, but not the one this
+// server takes (a stale export after a reset, another home's).
+var ErrNotThisRuntimeToken = fmt.Errorf("%w: not this server's runtime token", ErrUnauthenticated)
+
 // Authenticate checks "Authorization: Bearer <token>".
 func (b BearerToken) Authenticate(r *http.Request) error {
 	h := r.Header.Get("Authorization")
@@ -38,7 +42,7 @@ func (b BearerToken) Authenticate(r *http.Request) error {
 		return ErrUnauthenticated
 	}
 	if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(b.Token.Reveal())) != 1 {
-		return ErrUnauthenticated
+		return ErrNotThisRuntimeToken
 	}
 	return nil
 }
@@ -206,7 +210,11 @@ func RequireCaller(caller CallerAuth, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := caller.Authenticate(r); err != nil {
 			msg := httpx.RuntimeToken.Refusal(r) // an agent JWT sent here says so
-			if msg == "" {
+			switch {
+			case msg != "":
+			case errors.Is(err, ErrNotThisRuntimeToken):
+				msg = "the bearer token sent is not this server's runtime token: `agentauth runtime-token` prints the one it takes (AGENTAUTH_RUNTIME_TOKEN, else <home>/runtime-token; a reset makes a new one)"
+			default:
 				msg = "a valid runtime credential is required (Authorization: Bearer <runtime token>)"
 			}
 			httpx.WriteError(w, r, http.StatusUnauthorized, httpx.CodeUnauthenticated, msg)
