@@ -312,8 +312,19 @@ func TestInvokeThroughHooks(t *testing.T) {
 	}
 	// alice cannot see delete: not in her catalog.
 	rec, m = call(t, h, "POST", "/v1/tools/invoke", "alice", `{"toolName":"delete","args":{}}`)
-	if m["result"].(map[string]any)["error"].(map[string]any)["code"] != toolhooks.CodeNotInCatalog {
+	if e := m["result"].(map[string]any)["error"].(map[string]any); e["code"] != toolhooks.CodeNotInCatalog ||
+		e["message"] != `tool "delete" is not among the tools this caller may see` || e["suggestion"] != toolhooks.SuggestionNotVisible {
 		t.Fatalf("outside the catalog: %d %v", rec.Code, m)
+	}
+	// A near miss of a tool she may see is named; one she may not see
+	// (delete, for "delet") never is.
+	_, m = call(t, h, "POST", "/v1/tools/invoke", "alice", `{"toolName":"ecoh","args":{}}`)
+	if e := m["result"].(map[string]any)["error"].(map[string]any); e["message"] != `tool "ecoh" is not among the tools this caller may see (did you mean "echo"?)` {
+		t.Fatalf("a near miss: %v", m)
+	}
+	_, m = call(t, h, "POST", "/v1/tools/invoke", "alice", `{"toolName":"delet","args":{}}`)
+	if e := m["result"].(map[string]any)["error"].(map[string]any); strings.Contains(e["message"].(string), "did you mean") {
+		t.Fatalf("a near miss of a tool alice may not see was suggested: %v", m)
 	}
 	// Burst 2 per (principal, tool): the third echo is rate limited, the
 	// limit of another principal is untouched.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentauth/agentauth/shared/domain"
 	"log/slog"
 	"slices"
 	"strings"
@@ -220,8 +221,18 @@ func (h *Hooks) Invoke(ctx context.Context, call Call, tool Tool, run Invoker) O
 	// Outside the catalog first: a caller who may not see a tool learns
 	// nothing about it (not even its required scopes).
 	if call.Catalog != nil && !slices.Contains(call.Catalog, call.ToolName) {
-		r := ErrorResult("ToolNotInCatalog", CodeNotInCatalog, fmt.Sprintf("tool %q is not in this step's catalog", call.ToolName), tool.ErrorMessageLimit)
-		r.Error.Suggestion = SuggestionNotInCatalog
+		msg, suggestion := fmt.Sprintf("tool %q is not in this step's catalog", call.ToolName), SuggestionNotInCatalog
+		if call.Via != ViaTurn {
+			// A direct call (the tool routes, MCP) has no step: its
+			// catalog is what the caller may see.
+			msg, suggestion = fmt.Sprintf("tool %q is not among the tools this caller may see", call.ToolName), SuggestionNotVisible
+		}
+		// The nearest name the caller may see, never one it may not.
+		if near := domain.Suggest(call.ToolName, call.Catalog); near != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", near)
+		}
+		r := ErrorResult("ToolNotInCatalog", CodeNotInCatalog, msg, tool.ErrorMessageLimit)
+		r.Error.Suggestion = suggestion
 		return finish(VerdictError, &r)
 	}
 	if !authorized(tool.RequiredScopes, call.GrantedScopes) {

@@ -37,6 +37,12 @@ const (
 const SuggestionNotInCatalog = "call only the tools listed in this step's tool catalog (step.tools); " +
 	"a tool is listed only when the agent's tools select it and the caller may see it"
 
+// SuggestionNotVisible is the suggestion of an E_TOOL_NOT_IN_CATALOG
+// result of a direct call (the tool routes, MCP): where the caller finds
+// the tools it may call.
+const SuggestionNotVisible = "call one of the tools this caller may see (GET /v1/agents/tools, or MCP tools/list); " +
+	"which tools a caller sees is decided by the bundle's access policies on its claims"
+
 // DefaultErrorMessageLimit is the spec's default errorMessageLimit (§12.3.1).
 const DefaultErrorMessageLimit = 1000
 

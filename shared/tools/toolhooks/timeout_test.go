@@ -127,7 +127,7 @@ func TestTimeoutMessage(t *testing.T) {
 // result the model reads.
 func TestNotInCatalogSuggests(t *testing.T) {
 	h := &Hooks{}
-	out := h.Invoke(context.Background(), Call{ToolName: "order", Catalog: []string{"echo"}}, Tool{Name: "order"},
+	out := h.Invoke(context.Background(), Call{ToolName: "order", Catalog: []string{"echo"}, Via: ViaTurn}, Tool{Name: "order"},
 		func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, nil })
 	if out.Result == nil || out.Result.Error == nil || out.Result.Error.Code != CodeNotInCatalog {
 		t.Fatalf("result %+v", out.Result)
@@ -140,6 +140,13 @@ func TestNotInCatalogSuggests(t *testing.T) {
 	}
 	if err := json.Unmarshal(raw, &r); err != nil || !strings.Contains(r.Error.Suggestion, "step.tools") {
 		t.Fatalf("result %s: want error.suggestion naming step.tools", raw)
+	}
+	// A direct call has no step: its refusal names what the caller may
+	// see, and the nearest of those names.
+	out = h.Invoke(context.Background(), Call{ToolName: "ecoh", Catalog: []string{"echo", "order"}}, Tool{Name: "ecoh"},
+		func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, nil })
+	if e := out.Result.Error; e == nil || e.Suggestion != SuggestionNotVisible || e.Message != `tool "ecoh" is not among the tools this caller may see (did you mean "echo"?)` {
+		t.Fatalf("a direct call's refusal: %+v", out.Result)
 	}
 	// Other error results carry none.
 	out = h.Invoke(context.Background(), Call{ToolName: "echo"}, Tool{Name: "echo"},
