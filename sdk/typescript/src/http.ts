@@ -353,7 +353,10 @@ export class Transport {
     };
     let res: Response;
     try {
-      res = await cfg.fetch(url.toString(), { method: spec.method, headers, body, signal: ctl.signal });
+      // Called unbound: a browser's fetch passed as `fetch: window.fetch`
+      // throws "Illegal invocation" when called as a method of another object.
+      const fetchFn = cfg.fetch;
+      res = await fetchFn(url.toString(), { method: spec.method, headers, body, signal: ctl.signal });
     } catch (err) {
       done();
       throw failure(err, "");

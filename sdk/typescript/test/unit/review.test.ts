@@ -220,6 +220,21 @@ describe("the client's URLs", () => {
   });
 });
 
+describe("the fetch option", () => {
+  it("is called unbound, as a browser's window.fetch must be", async () => {
+    const { fetch: scripted } = scriptedFetch([json(200, { data: [], unreadable: [] })]);
+    // A browser's fetch refuses a this that is not the window (or undefined).
+    const browserLike = function (this: unknown, input: string, init: RequestInit): Promise<Response> {
+      if (this !== undefined && this !== globalThis) {
+        throw new TypeError("Failed to execute 'fetch' on 'Window': Illegal invocation");
+      }
+      return (scripted as (i: string, n: RequestInit) => Promise<Response>)(input, init);
+    };
+    const c = client(browserLike, { maxRetries: 0 });
+    assert.deepEqual(await c.listInstances(), { data: [], unreadable: [] });
+  });
+});
+
 describe("secrets in errors", () => {
   it("a fetch error carrying the request (and the token in its message) does not reach the thrown error", async () => {
     const fetch = async (input: string, init: RequestInit): Promise<Response> => {
