@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -200,6 +201,21 @@ func (m *Manager) prepareApp(app *bundle.OAuthApp) (*appRuntime, error) {
 	return rt, nil
 }
 
+// appNotFound says that ref names no OAuthApp of the bundle, and which
+// one it likely misspells (the caller is a trusted runtime, which may
+// know the bundle's app names).
+func (m *Manager) appNotFound(ref domain.ObjectRef) string {
+	msg := fmt.Sprintf("%s is not in the bundle", ref)
+	if ref.Kind != "OAuthApp" {
+		return msg + " (an OAuthApp reference is OAuthApp/<name>)"
+	}
+	names := slices.Sorted(maps.Keys(m.apps))
+	if near := domain.Suggest(ref.Name, names); near != "" {
+		msg += fmt.Sprintf(" (did you mean OAuthApp/%s?)", near)
+	}
+	return msg
+}
+
 // app returns the runtime of the OAuthApp ref names, or nil.
 func (m *Manager) app(ref domain.ObjectRef) *appRuntime {
 	if ref.Kind != "OAuthApp" {
@@ -220,7 +236,7 @@ func (m *Manager) providerCtx(ctx context.Context) (context.Context, context.Can
 func (m *Manager) GetAccessToken(ctx context.Context, req TokenRequest) Result {
 	rt := m.app(req.AppRef)
 	if rt == nil {
-		return ErrorResult(CodeOAuthAppNotFound, fmt.Sprintf("%s is not in the bundle", req.AppRef))
+		return ErrorResult(CodeOAuthAppNotFound, m.appNotFound(req.AppRef))
 	}
 	app := rt.app
 	minTTL := DefaultMinTTLSeconds

@@ -97,6 +97,18 @@ func TestGetAccessTokenErrors(t *testing.T) {
 			}
 		})
 	}
+	t.Run("an unknown app names the app it likely misspells", func(t *testing.T) {
+		for ref, want := range map[domain.ObjectRef]string{
+			appRef("globl"):                "OAuthApp/globl is not in the bundle (did you mean OAuthApp/global?)",
+			appRef("nope"):                 "OAuthApp/nope is not in the bundle",
+			{Kind: "Tool", Name: "global"}: "Tool/global is not in the bundle (an OAuthApp reference is OAuthApp/<name>)",
+		} {
+			res := h.request("global", func(r *TokenRequest) { r.AppRef = ref })
+			if res.Status != StatusError || res.Error.Code != CodeOAuthAppNotFound || res.Error.Message != want {
+				t.Fatalf("%v: got %+v, want %q", ref, res.Error, want)
+			}
+		}
+	})
 	t.Run("user app needs the user subject", func(t *testing.T) {
 		res := h.request("user", func(r *TokenRequest) { r.Auth = auth("demo:team:T1", "") })
 		if res.Status != StatusError || res.Error.Code != CodeSubjectUnavailable || !strings.Contains(res.Error.Message, "subjects.user") {
