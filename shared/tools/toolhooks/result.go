@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -170,8 +172,36 @@ func ValidateArgs(schema *jsonschema.Schema, args json.RawMessage) *ToolError {
 		return &ToolError{Name: "InvalidArguments", Code: CodeInvalidArgs,
 			Message: fmt.Sprintf("arguments at %s: missing required property %q", loc, req.Missing[0])}
 	}
-	return &ToolError{Name: "InvalidArguments", Code: CodeInvalidArgs,
-		Message: fmt.Sprintf("arguments at %s: %s", loc, kindOf(leaf))}
+	msg := fmt.Sprintf("arguments at %s: %s", loc, kindOf(leaf))
+	if _, ok := leaf.ErrorKind.(*kind.AdditionalProperties); ok {
+		// The caller's extra names are its content (the audit is content
+		// free): say what the schema takes instead.
+		if at := schemaAt(schema, leaf.InstanceLocation); at != nil {
+			names := slices.Sorted(maps.Keys(at.Properties))
+			if len(names) == 0 {
+				msg += " (it takes no properties)"
+			} else {
+				msg += fmt.Sprintf(" (the properties it takes: %s)", strings.Join(names, ", "))
+			}
+		}
+	}
+	return &ToolError{Name: "InvalidArguments", Code: CodeInvalidArgs, Message: msg}
+}
+
+// schemaAt follows an instance location down a schema's properties: the
+// schema an object there is checked against, or nil where the path leaves
+// plain properties (items, pattern properties, references).
+func schemaAt(s *jsonschema.Schema, location []string) *jsonschema.Schema {
+	for _, seg := range location {
+		if s == nil {
+			return nil
+		}
+		s = s.Properties[seg]
+	}
+	if s != nil && s.Ref != nil {
+		s = s.Ref
+	}
+	return s
 }
 
 // firstLeaf descends to the most specific cause.

@@ -71,7 +71,7 @@ func TestValidateArgs(t *testing.T) {
 		{"missing property", `{"channel":"C1"}`, `missing required property "text"`},
 		{"wrong type, nested", `{"channel":"C1","text":"hi","opts":{"count":"sk-secretvalue12345"}}`, "/opts/count"},
 		{"too long", `{"channel":"C1","text":"sk-secret-canary-value"}`, "/text"},
-		{"extra property", `{"channel":"C1","text":"hi","x":1}`, "additionalProperties"},
+		{"extra property", `{"channel":"C1","text":"hi","x-secret-name":1}`, "arguments at /: fails additionalProperties (the properties it takes: channel, opts, text)"},
 		{"not JSON", `{"channel":`, "not valid JSON"},
 		{"not an object", `[1]`, "fails type"},
 	} {
@@ -90,6 +90,15 @@ func TestValidateArgs(t *testing.T) {
 				t.Fatalf("an argument value leaked into %q", te.Message)
 			}
 		})
+	}
+	// A nested object without additional properties, and one that takes none.
+	nested := compile(t, `{"type":"object","properties":{"opts":{"type":"object","properties":{"count":{"type":"integer"}},"additionalProperties":false}}}`)
+	if te := ValidateArgs(nested, json.RawMessage(`{"opts":{"count":1,"z":2}}`)); te == nil || te.Message != "arguments at /opts: fails additionalProperties (the properties it takes: count)" {
+		t.Fatalf("nested extra property: %+v", te)
+	}
+	none := compile(t, `{"type":"object","additionalProperties":false}`)
+	if te := ValidateArgs(none, json.RawMessage(`{"x":1}`)); te == nil || te.Message != "arguments at /: fails additionalProperties (it takes no properties)" {
+		t.Fatalf("a tool that takes no properties: %+v", te)
 	}
 	if ValidateArgs(nil, json.RawMessage(`{"x":1}`)) != nil {
 		t.Fatal("no schema, no validation")
