@@ -716,6 +716,8 @@ export class AgentauthClient {
     let failures = 0;
     let first = true;
     let poll = false;
+    // The last `retry:` a stream of this follow sent (it holds for later streams).
+    let retryMs: number | undefined;
     for (;;) {
       if (opts.signal?.aborted) {
         throw aborted(opts.signal);
@@ -852,8 +854,9 @@ export class AgentauthClient {
         // `retry:`, else at once — at the poll interval's pace when it
         // came back at once.
         failures = 0;
+        retryMs = parser.retryMs ?? retryMs;
         const lived = Date.now() - started;
-        const wait = parser.retryMs ?? Math.max(0, pollMs - lived);
+        const wait = retryMs ?? Math.max(0, pollMs - lived);
         if (wait > 0) {
           await sleep(wait, opts.signal);
         }

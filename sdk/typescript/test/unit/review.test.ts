@@ -353,6 +353,19 @@ describe("SSE retry and bytes", () => {
     assert.ok(Date.now() - started >= 280);
   });
 
+  it("a retry: holds for the follow's later streams too", async () => {
+    const { fetch } = scriptedFetch([
+      new Response("retry: 300\n\n", { headers: { "Content-Type": "text/event-stream" } }),
+      new Response(": nothing new\n\n", { headers: { "Content-Type": "text/event-stream" } }),
+      sse(turnEvent(0, "turn.completed")),
+    ]);
+    const started = Date.now();
+    for await (const _ of client(fetch).followTurn("default", "k", "assistant", "t", { pollIntervalMs: 1 })) {
+      // one event
+    }
+    assert.ok(Date.now() - started >= 580);
+  });
+
   it("a multi-byte character split across reads", async () => {
     const ev = { ...turnEvent(0, "turn.completed"), data: { text: "héllo 👋" } };
     const bytes = new TextEncoder().encode(
