@@ -4,6 +4,7 @@
 // asked once per expiry, a chunk that decodes to nothing.
 
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import { inspect } from "node:util";
 import { authorizationRequiredResult } from "../../src/ai.js";
@@ -217,6 +218,19 @@ describe("the client's URLs", () => {
     assert.doesNotThrow(
       () => new AgentauthClient({ env: false, url: "https://x.test/_aws/execute-api/a/$default" }),
     );
+  });
+});
+
+describe("package.json", () => {
+  it("each subpath export's types resolve under moduleResolution node10 too (typesVersions)", () => {
+    const pkg = JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as {
+      exports: Record<string, { types?: string } | string>;
+      typesVersions?: Record<string, Record<string, string[]>>;
+    };
+    for (const [sub, target] of Object.entries(pkg.exports)) {
+      if (sub === "." || typeof target === "string" || !target.types) continue;
+      assert.deepEqual(pkg.typesVersions?.["*"]?.[sub.slice(2)], [target.types], sub);
+    }
   });
 });
 
