@@ -64,9 +64,10 @@ DEADLINE_GRACE = 2.0
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Seconds. ``read`` bounds one wait for bytes; long polls add their wait to it;
-    a stream's ``stream_read`` is longer than the server's 15 s keep-alive, so a
-    silent stream is a dropped one."""
+    """Seconds. ``read`` bounds one wait for bytes; long polls add their wait to it,
+    and a tool call :data:`TOOL_READ_MARGIN` (the server's own call of an http
+    tool may take 20 s); a stream's ``stream_read`` is longer than the server's
+    15 s keep-alive, so a silent stream is a dropped one."""
 
     connect: float = 5.0
     read: float = 30.0
@@ -90,7 +91,8 @@ class RetryPolicy:
     max_attempts: int = 4
     base_delay: float = 0.25
     max_delay: float = 8.0
-    max_retry_after: float = 30.0
+    # As the TypeScript SDK's: a longer Retry-After is not waited for (the error is raised).
+    max_retry_after: float = 60.0
     # follow_turn(): connections in a row that fail with nothing heard from the
     # server (no event, no keep-alive) before it gives up.
     max_reconnects: int = 8
@@ -110,6 +112,9 @@ AuthMode = Literal["token", "sigv4"]
 TokenSource = Callable[[], "str | Awaitable[str]"]
 
 
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
 @dataclass(frozen=True)
 class Settings:
     base_url: str
@@ -120,6 +125,25 @@ class Settings:
     region: str | None
     timeouts: Timeouts = field(default_factory=Timeouts)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # Where base_url and stream_url came from: "base_url" (the argument),
+    # "AGENTAUTH_URL" or "default"; "stream_url" or "AGENTAUTH_STREAM_URL".
+    base_url_from: str = "base_url"
+    stream_url_from: str = "stream_url"
+
+    def __repr__(self) -> str:
+        # No user:pass@ of a URL (tokens are Secrets, which redact themselves).
+        stream = redact_url(self.stream_url) if self.stream_url else None
+        return (
+            f"Settings(base_url={redact_url(self.base_url)!r}, auth={self.auth!r}, stream_url={stream!r},"
+            f" region={self.region!r}, runtime_token={self.runtime_token!r}, agent_token={self.agent_token!r})"
+        )
+
+    def origin_of(self, credential: Credential) -> tuple[str, str]:
+        """The address a request with ``credential`` goes to, as scheme://host[:port]
+        (never a path, query or userinfo), and the setting it came from."""
+        if credential == "stream" and self.stream_url:
+            return origin(self.stream_url), self.stream_url_from
+        return origin(self.base_url), self.base_url_from
 
     @classmethod
     def resolve(
@@ -137,7 +161,8 @@ class Settings:
     ) -> Settings:
         """Arguments first, then ``AGENTAUTH_*`` (and ``AWS_REGION``) from ``env`` (default ``os.environ``)."""
         env = os.environ if env is None else env
-        url = base_url or env.get("AGENTAUTH_URL") or "http://127.0.0.1:8080"
+        url_from = "base_url" if base_url else "AGENTAUTH_URL" if env.get("AGENTAUTH_URL") else "default"
+        url = base_url or env.get("AGENTAUTH_URL") or DEFAULT_URL
         mode = (auth or env.get("AGENTAUTH_AUTH") or "token").strip().lower()
         if mode not in ("token", "sigv4"):
             raise errors.AgentauthError(
@@ -148,6 +173,7 @@ class Settings:
         at: Secret | TokenSource | None
         at = agent_token if callable(agent_token) else _secret(agent_token) or _secret(env.get("AGENTAUTH_AGENT_TOKEN"))
         stream = stream_url or env.get("AGENTAUTH_STREAM_URL") or None
+        stream_from = "stream_url" if stream_url else "AGENTAUTH_STREAM_URL"
         reg = region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None
         return cls(
             base_url=_check_url(url, "base_url (AGENTAUTH_URL)"),
@@ -158,6 +184,8 @@ class Settings:
             region=reg,
             timeouts=timeouts or Timeouts(),
             retry=retry or RetryPolicy(),
+            base_url_from=url_from,
+            stream_url_from=stream_from,
         )
 
 
@@ -171,10 +199,53 @@ def _secret(value: str | Secret | None) -> Secret | None:
 
 
 def _check_url(url: str, what: str) -> str:
-    parsed = httpx.URL(url)
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise errors.AgentauthError(f"{what} must be an http(s) URL, not {url!r}", code="invalidConfiguration")
+    try:
+        parsed: httpx.URL | None = httpx.URL(url)
+    except httpx.InvalidURL:
+        parsed = None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+        raise errors.AgentauthError(
+            f"{what} must be an http(s) URL, not {redact_url(url, invalid=True)!r}", code="invalidConfiguration"
+        )
     return url.rstrip("/")
+
+
+def redact_url(url: str, *, invalid: bool = False) -> str:
+    """url as it may be shown: the userinfo of its authority (``user:pass@``)
+    reads ``[redacted]@``; of an ``invalid`` URL, all up to its last ``@``."""
+    scheme, sep, tail = url.partition("://")
+    if not sep:
+        scheme, tail = "", url
+    head = scheme + sep
+    ends = [i for i in (tail.find(c) for c in "/?#") if i >= 0]
+    end = min(ends) if ends else len(tail)
+    authority, rest = tail[:end], tail[end:]
+    if "@" in authority:
+        return head + "[redacted]@" + authority.rpartition("@")[2] + rest
+    if invalid and "@" in tail:  # a password with a "/" in it ends the authority early
+        return head + "[redacted]@" + tail.rpartition("@")[2]
+    return url
+
+
+def origin(url: str) -> str:
+    """scheme://host[:port] of url: no path, query or userinfo."""
+    parsed = httpx.URL(url)
+    return f"{parsed.scheme}://{parsed.netloc.decode('ascii', 'replace')}"
+
+
+def where(settings: Settings, credential: Credential) -> tuple[str, str, str]:
+    """The address a request goes to (scheme://host[:port]), the setting it came
+    from as a message says it, and the question that setting's value raises."""
+    address, source = settings.origin_of(credential)
+    if source == "default":
+        return (
+            address,
+            "the default: AGENTAUTH_URL is not set",
+            "set AGENTAUTH_URL (or pass base_url) to agentauth's address",
+        )
+    if source in ("stream_url", "AGENTAUTH_STREAM_URL"):
+        return address, source, f"is {source} the turn function's URL (TurnStreamUrl)?"
+    return address, source, f"is {source} agentauth's address?"
 
 
 def join_url(base: str, path: str) -> str:
@@ -417,15 +488,56 @@ def _retry_delay(policy: RetryPolicy, call: Call, attempt: int, outcome: httpx.R
     return None
 
 
-def connection_error(call: Call, exc: Exception) -> errors.AgentauthError:
+def connection_error(call: Call, exc: Exception, settings: Settings | None = None) -> errors.AgentauthError:
+    """The error of a request that got no answer: it names the address tried
+    (scheme://host[:port], never a path, query or userinfo) and the setting it came from."""
     kind = type(exc).__name__
+    at = ""
+    running = ""
+    if settings is not None:
+        address, source, _ = where(settings, call.credential)
+        at = f" from {address} ({source})"
+        if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+            running = ": is agentauth running there?"
     if isinstance(exc, httpx.DecodingError):
         return errors.UnexpectedResponse(f"{call.method} {call.path}: an answer that cannot be decoded ({kind}: {exc})")
     if isinstance(exc, httpx.TimeoutException):
-        return errors.Timeout(f"{call.method} {call.path}: no answer in time ({kind})")
+        return errors.Timeout(f"{call.method} {call.path}: no answer{at} in time{running} ({kind})")
     # A LocalProtocolError is about what was sent: its text may quote a header, credential and all.
     text = "" if isinstance(exc, httpx.LocalProtocolError) else f": {exc}"
-    return errors.NetworkError(f"{call.method} {call.path}: no answer ({kind}{text})")
+    return errors.NetworkError(f"{call.method} {call.path}: no answer{at}{running} ({kind}{text})")
+
+
+# The headers an answer of agentauth (or of its AWS deployment's API Gateway
+# and function URLs, whose own answers carry no agentauth error body) has.
+_AGENTAUTH_HEADERS = ("X-Request-Id", "x-amzn-requestid", "apigw-requestid")
+
+
+def foreign_answer(
+    response: httpx.Response, settings: Settings, credential: Credential
+) -> errors.AgentauthError | None:
+    """An error answer that is not agentauth's — neither its error body
+    (``{"error": {"code": …}}``) nor an ``X-Request-Id`` — as an
+    :class:`~agentauth.errors.UnexpectedResponse` that names the address and
+    its setting (another server there: a 404 that is not agentauth's
+    ``notFound``); None for agentauth's answers."""
+    if response.is_success or any(response.headers.get(h) for h in _AGENTAUTH_HEADERS):
+        return None
+    try:
+        body = response.json()
+    except (ValueError, UnicodeDecodeError):
+        body = None
+    if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping) and "code" in body["error"]:
+        return None
+    address, source, question = where(settings, credential)
+    request = response.request
+    reason = response.reason_phrase or "error"
+    return errors.UnexpectedResponse(
+        f"{request.method} {request.url.path}: the server at {address} ({source}) did not answer as agentauth"
+        f" (HTTP {response.status_code} {reason}, with no X-Request-Id and no agentauth error body): {question}",
+        status=response.status_code,
+        retry_after=retry_after(response),
+    )
 
 
 # --- operations ----------------------------------------------------------------
@@ -657,13 +769,20 @@ def parse_tool_result(response: httpx.Response) -> ToolInvocation:
     )
 
 
-def invoke_tool(tool_name: str, args: Mapping[str, Any] | None, call_id: str | None) -> Op[ToolInvocation]:
+# How much longer than Timeouts.read a tool call's answer may take: the
+# server gives an http tool's request 20 s, a refresh included.
+TOOL_READ_MARGIN = 15.0
+
+
+def invoke_tool(
+    tool_name: str, args: Mapping[str, Any] | None, call_id: str | None, timeouts: Timeouts
+) -> Op[ToolInvocation]:
     body: dict[str, Any] = {"toolName": tool_name, "args": dict(args or {})}
     if call_id:
         body["callId"] = call_id
-    # 20 s for an http tool's request on the server, a refresh included: read a little longer.
+    read = timeouts.read + TOOL_READ_MARGIN
     return Op(
-        Call("POST", "/v1/tools/invoke", "agent", idempotent=False, body=body, has_body=True, read_timeout=45.0),
+        Call("POST", "/v1/tools/invoke", "agent", idempotent=False, body=body, has_body=True, read_timeout=read),
         parse_tool_result,
     )
 
@@ -784,12 +903,17 @@ class SSEMessage:
 
 
 class SSEParser:
-    """The text/event-stream grammar, one line at a time (comments and ``retry`` ignored)."""
+    """The text/event-stream grammar, one line at a time (comments ignored).
+
+    ``retry`` is the last ``retry:`` field's reconnection time (seconds; None
+    until one came), as the TypeScript SDK's parser keeps it.
+    """
 
     def __init__(self) -> None:
         self._data: list[str] = []
         self._event = ""
         self._id: str | None = None
+        self.retry: float | None = None
 
     def feed(self, line: str) -> SSEMessage | None:
         if line == "":
@@ -809,6 +933,8 @@ class SSEParser:
             self._event = value
         elif name == "id" and "\x00" not in value:
             self._id = value
+        elif name == "retry" and value.isascii() and value.isdigit():
+            self.retry = int(value) / 1000
         return None
 
 
@@ -826,13 +952,17 @@ class FollowState:
     ``RetryPolicy.max_reconnects``.
     """
 
-    def __init__(self, after: int | None, policy: RetryPolicy) -> None:
+    def __init__(self, after: int | None, policy: RetryPolicy, settings: Settings | None = None) -> None:
         self.last = after if after is not None else -1
         self.done = False
         self.failures = 0
         self.quiet = 0
         self.policy = policy
+        self.settings = settings
         self.polling = False
+        # The last ``retry:`` a stream of this follow sent (seconds): it holds
+        # for the follow's later streams, as the SSE spec's reconnection time does.
+        self.retry: float | None = None
         self.begin()
 
     def begin(self) -> None:
@@ -867,13 +997,20 @@ class FollowState:
         elif status == 429 or status >= 500:
             self.hint = retry_after(response)
         else:
-            raise error_from_response(response)
+            foreign = foreign_answer(response, self.settings, "stream") if self.settings is not None else None
+            raise foreign or error_from_response(response)
 
     def page(self, response: httpx.Response) -> list[TurnEvent]:
         """A 200 that is not an event stream (a server or proxy that answered the
         JSON form): its new events, and the follow goes on by polling."""
         self.polling = True
         return [e for e in (TurnEvent.from_json(d) for d in read_data_list(response)) if self.accept(e)]
+
+    def ended(self, parser: SSEParser) -> None:
+        """The server ended the stream (no cut): its ``retry:``, if any, is kept."""
+        self.ended_cleanly = True
+        if parser.retry is not None:
+            self.retry = parser.retry
 
     def line(self, line: str, parser: SSEParser) -> TurnEvent | None:
         """One line of the stream: the event it completes when that event is new."""
@@ -913,10 +1050,13 @@ class FollowState:
         if self.heard and self.ended_cleanly:
             # The server ended a stream that worked: carry on where it
             # stopped — at once, then within a second when it keeps ending
-            # with nothing new (a parked turn on Lambda).
+            # with nothing new (a parked turn on Lambda); after the
+            # stream's ``retry:`` when it sent one (as the TypeScript SDK).
             if self.progressed:
                 return 0.0
             self.quiet += 1
+            if self.retry is not None:
+                return min(self.retry, self.policy.max_retry_after)
             return min(1.0, self.policy.backoff(self.quiet - 1)) if self.quiet > 1 else 0.0
         self.failures += 1
         if self.failures > self.policy.max_reconnects:

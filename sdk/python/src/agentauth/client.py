@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Collection, Generator, Mapping, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, TypeVar
@@ -96,7 +96,8 @@ class _Base:
         return self._settings.stream_url
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self.base_url!r}, auth={self._settings.auth!r})"
+        # A base_url's user:pass@ stays out (as it does out of every error).
+        return f"{type(self).__name__}(base_url={core.redact_url(self.base_url)!r}, auth={self._settings.auth!r})"
 
 
 class AsyncClient(_Base):
@@ -107,8 +108,8 @@ class AsyncClient(_Base):
     (``AGENTAUTH_RUNTIME_TOKEN``), ``agent_token`` (``AGENTAUTH_AGENT_TOKEN``;
     a callable, or a coroutine function, is asked on every request), ``auth`` (``AGENTAUTH_AUTH``:
     ``token`` or ``sigv4``), ``stream_url`` (``AGENTAUTH_STREAM_URL``) and
-    ``region`` (``AWS_REGION``). Use it as ``async with AsyncClient() as c:``
-    or call :meth:`aclose`.
+    ``region`` (``AWS_REGION``): ``help(AsyncClient.__init__)`` says more.
+    Use it as ``async with AsyncClient() as c:`` or call :meth:`aclose`.
     """
 
     def __init__(
@@ -126,6 +127,46 @@ class AsyncClient(_Base):
         transport: httpx.AsyncBaseTransport | None = None,
         aws_credentials: AwsCredentials | None = None,
     ) -> None:
+        """Where agentauth is and which credentials to use.
+
+        Each argument left out (None) is read from the environment variable
+        named with it. Use it as ``async with AsyncClient() as client:``, or
+        call :meth:`aclose`.
+
+        Args:
+            base_url: agentauth's address (``AGENTAUTH_URL``; default
+                ``http://127.0.0.1:8080``, ``make run``'s). On AWS, the stack's ``ApiUrl``.
+            runtime_token: ``agentauth serve``'s runtime token
+                (``AGENTAUTH_RUNTIME_TOKEN``; ``agentauth runtime-token`` prints
+                it): the OAuth routes (``get_access_token``, …) and the turn
+                routes (``post_event``, ``follow_turn``, …).
+            agent_token: an agent JWT from your identity provider
+                (``AGENTAUTH_AGENT_TOKEN``): the tool routes (``list_tools``,
+                ``search_skills``, ``invoke_tool``). A JWT expires (``make
+                run``'s after 1 h): a callable (or a coroutine function) is
+                asked on every request, for a JWT that renews.
+            auth: ``"token"`` (default: the runtime token) or ``"sigv4"``: the
+                AWS deployment, whose runtime routes IAM authorizes
+                (``AGENTAUTH_AUTH``; the ``aws`` extra).
+            stream_url: on AWS, the turn function's URL (``TurnStreamUrl``), where
+                live turn events stream from (``AGENTAUTH_STREAM_URL``; default:
+                ``base_url``).
+            region: the region SigV4 signs for (``AWS_REGION``, else ``AWS_DEFAULT_REGION``).
+            timeouts: :class:`~agentauth.Timeouts`, in seconds (default: connect 5,
+                read 30, a tool call 45, a silent stream 45).
+            retry: :class:`~agentauth.RetryPolicy` (default: 4 tries with backoff,
+                a ``Retry-After`` of up to 60 s honoured).
+            env: the mapping read instead of ``os.environ``.
+            transport: an ``httpx.AsyncBaseTransport`` to send through (tests,
+                a proxy of yours).
+            aws_credentials: SigV4's credentials (default: botocore's standard chain).
+
+        Raises:
+            AgentauthError: ``invalidConfiguration``: a URL that is not http(s),
+                an ``auth`` other than ``token`` and ``sigv4``. A missing
+                credential is raised (``MissingCredential``) by the first call
+                of a route that needs it, before anything is sent.
+        """
         super().__init__(
             base_url,
             runtime_token=runtime_token,
@@ -172,11 +213,14 @@ class AsyncClient(_Base):
                 await asyncio.sleep(delay)
                 continue
             if isinstance(outcome, httpx.Response):
+                foreign = core.foreign_answer(outcome, self._settings, call.credential)
+                if foreign is not None:  # another server at the address: not a bare NotFound
+                    raise foreign
                 return outcome
             # Raised here, not in the except block, and without the local:
             # httpx's exception holds the request, headers and all, and
             # travels neither chained to the error nor in its frames.
-            error = core.connection_error(call, outcome)
+            error = core.connection_error(call, outcome, self._settings)
             del outcome
             raise error
 
@@ -201,10 +245,32 @@ class AsyncClient(_Base):
         """A token of ``app`` (``name`` or ``OAuthApp/name``) for ``subjects`` (``{"user": …}``).
 
         Raises :class:`~agentauth.errors.AuthorizationRequired` when the user
-        must consent first, or the error result's typed error
-        (``ScopeNotAllowed``, ``RefreshFailed``, …). ``min_ttl`` (seconds,
-        default 300 on the server) is the least life the token must have
-        left; ``resume`` names the agent instance the consent wakes.
+        must consent first (its ``authorization_url`` is the link to show
+        them; :meth:`wait_for_authorization` waits for it), or the error
+        result's typed error (``ScopeNotAllowed``, ``RefreshFailed``, …).
+        Takes the runtime token (or SigV4).
+
+        Args:
+            app: the OAuthApp of the bundle.
+            subjects: whose grant: ``{"user": "<subject>"}`` for a per-user
+                app, ``{"global": …}`` for a shared one — the OAuth subject your
+                runtime vouches for.
+            scopes: fewer scopes than the app's (default: all of them).
+            min_ttl: the least life, in seconds (or a ``timedelta``), the token
+                must have left; default 300 (the server's).
+            resume: the agent instance (:class:`~agentauth.ResumeTarget`) an
+                ``auth.granted`` event wakes once the user consents.
+            actor: who asks (``TurnAuth.actor``): an :class:`~agentauth.Actor`,
+                a user id (``str``) or its JSON. With ``resume``, the woken turn
+                acts for it.
+            claims: the user's verified claims (``{"sub": …, "scope": …}``):
+                the tenant a claim names, and with ``resume`` the woken turn's
+                access policies, are read from them.
+            auth: the same as one :class:`~agentauth.TurnAuth` (``actor``,
+                ``subjects``, ``claims``; a ``post_event``'s may be passed as it
+                is); ``subjects``, ``actor`` and ``claims`` given as well replace its.
+            origin: where the request came from (``{"connector": …, "channel":
+                …}``): with ``resume``, where the resumed turn's outcome goes.
         """
         return await self._run(
             core.get_access_token(
@@ -231,7 +297,9 @@ class AsyncClient(_Base):
 
         Returns the ``completed`` session; raises ``AuthorizationFailed`` or
         ``AuthorizationExpired`` (with ``reason``) when it ended otherwise, and
-        ``AuthorizationTimeout`` when it is still pending after ``timeout`` seconds.
+        ``AuthorizationTimeout`` when it is still pending after ``timeout``
+        seconds (default 600: 10 minutes). ``session`` is the
+        ``AuthorizationRequired`` raised, or its ``session_id``.
         """
         sid = core.session_id_of(session)
         deadline = time.monotonic() + timeout
@@ -269,19 +337,28 @@ class AsyncClient(_Base):
     # --- tools ---
 
     async def list_tools(self) -> list[ToolManifestEntry]:
-        """The tools the agent JWT's claims may see (the manifest)."""
+        """The tools the agent JWT's claims may see (the manifest).
+
+        Takes the agent JWT (``agent_token`` / ``AGENTAUTH_AGENT_TOKEN``), not the runtime token."""
         return await self._run(core.list_tools())
 
     async def search_skills(self, query: str, *, top_k: int | None = None) -> list[Skill]:
-        """The skills the agent may read, ranked for ``query``."""
+        """The skills the agent may read that match a word of ``query``, best first
+        (at most ``top_k``; the server's default without it).
+
+        Takes the agent JWT (``agent_token`` / ``AGENTAUTH_AGENT_TOKEN``), not the runtime token."""
         return await self._run(core.search_skills(query, top_k))
 
     async def invoke_tool(
         self, tool_name: str, args: Mapping[str, Any] | None = None, *, call_id: str | None = None
     ) -> ToolInvocation:
         """Call a tool through agentauth's tool hooks. Raises ``AuthorizationRequired`` when
-        the tool's OAuth app needs the user's consent; a tool's error is a result."""
-        return await self._run(core.invoke_tool(tool_name, args, call_id))
+        the tool's OAuth app needs the user's consent; a tool's error is a result.
+
+        Takes the agent JWT (``agent_token`` / ``AGENTAUTH_AGENT_TOKEN``), not the
+        runtime token. Never sent twice (the tool may have acted); its answer
+        is waited for ``Timeouts.read`` + 15 s (45 s by default)."""
+        return await self._run(core.invoke_tool(tool_name, args, call_id, self._settings.timeouts))
 
     # --- turns ---
 
@@ -347,17 +424,36 @@ class AsyncClient(_Base):
         return await self._run(core.turn_events(swarm, instance_key, agent, turn_id, after))
 
     async def wait_for_turn(
-        self, swarm: str, instance_key: str, agent: str, *, ignore: Collection[str] = (), timeout: float = 30.0
+        self,
+        swarm: str,
+        instance_key: str,
+        agent: str,
+        *,
+        event_id: str | None = None,
+        ignore: Collection[str] = (),
+        timeout: float = 60.0,
     ) -> TurnSummary:
-        """The instance's newest turn whose id is not in ``ignore``, once there is one
-        (a posted event's turn starts when the worker picks it up)."""
+        """The turn of a posted event, once the worker has started it.
+
+        With ``event_id`` (``posted.event_id``, what :meth:`post_event`
+        answered): the turn whose ``input_event_id`` is that id — never
+        another, though the instance's newest turn may still be an earlier
+        message's while this one waits in the backlog (a parked turn ahead of
+        it, a paused instance, a busy worker). Without it: the instance's
+        newest turn whose id is not in ``ignore``. Raises
+        :class:`~agentauth.errors.Timeout` after ``timeout`` seconds (default
+        60), its requests and their retries included.
+        """
         deadline = time.monotonic() + timeout
+        seen = _TurnsSeen()
         while True:
-            found = _new_turn(await self._get_instance_or_none(swarm, instance_key, agent, deadline), ignore)
+            found = _new_turn(
+                await self._get_instance_or_none(swarm, instance_key, agent, deadline), event_id, ignore, seen
+            )
             if found is not None:
                 return found
             if time.monotonic() >= deadline:
-                raise errors.Timeout(f"no new turn in {swarm}/{instance_key}/{agent} after {timeout:g} s")
+                raise _no_turn(swarm, instance_key, agent, event_id, timeout, seen)
             await asyncio.sleep(TURN_POLL_INTERVAL)
 
     async def _get_instance_or_none(
@@ -370,7 +466,7 @@ class AsyncClient(_Base):
 
     async def follow_turn(
         self, swarm: str, instance_key: str, agent: str, turn_id: str, *, after: int | None = None
-    ) -> AsyncIterator[TurnEvent]:
+    ) -> AsyncGenerator[TurnEvent, None]:
         """A turn's events as they happen, until it ends (``turn.completed``, ``turn.failed``,
         ``turn.interrupted``).
 
@@ -378,8 +474,12 @@ class AsyncClient(_Base):
         after a dropped connection it reconnects with ``Last-Event-ID``
         (bounded backoff), and it never yields an event twice. Where streams
         are refused (406: API Gateway buffers), it polls the JSON form.
+
+        To leave it before the turn ends (a ``break``, an exception), use
+        ``async with contextlib.aclosing(client.follow_turn(…)) as events:``:
+        its connection is closed there, not when the generator is collected.
         """
-        state = core.FollowState(after, self._settings.retry)
+        state = core.FollowState(after, self._settings.retry, self._settings)
         while not state.done:
             if state.polling:
                 try:
@@ -419,7 +519,7 @@ class AsyncClient(_Base):
                                 yield new
                                 if state.done:
                                     return
-                        state.ended_cleanly = True
+                        state.ended(parser)
                 finally:
                     await response.aclose()
             except httpx.TransportError:
@@ -427,13 +527,19 @@ class AsyncClient(_Base):
             except httpx.DecodingError:
                 undecodable = True
             if undecodable:  # raised here: httpx's exception, which holds the request, is not chained
-                raise core.connection_error(call, httpx.DecodingError("the event stream cannot be decoded"))
+                raise core.connection_error(
+                    call, httpx.DecodingError("the event stream cannot be decoded"), self._settings
+                )
             if not state.done and not state.polling:
                 await asyncio.sleep(state.reconnect_delay())
 
 
 class Client(_Base):
-    """agentauth over ``httpx.Client``: the same surface as :class:`AsyncClient`, blocking."""
+    """agentauth over ``httpx.Client``: the same surface as :class:`AsyncClient`, blocking.
+
+    ``help(Client.__init__)`` lists its arguments and the environment variables
+    they override. Use it as ``with Client() as client:`` or call :meth:`close`.
+    """
 
     def __init__(
         self,
@@ -450,6 +556,43 @@ class Client(_Base):
         transport: httpx.BaseTransport | None = None,
         aws_credentials: AwsCredentials | None = None,
     ) -> None:
+        """Where agentauth is and which credentials to use.
+
+        Each argument left out (None) is read from the environment variable
+        named with it. Use it as ``with Client() as client:``, or call :meth:`close`.
+
+        Args:
+            base_url: agentauth's address (``AGENTAUTH_URL``; default
+                ``http://127.0.0.1:8080``, ``make run``'s). On AWS, the stack's ``ApiUrl``.
+            runtime_token: ``agentauth serve``'s runtime token
+                (``AGENTAUTH_RUNTIME_TOKEN``; ``agentauth runtime-token`` prints
+                it): the OAuth routes (``get_access_token``, …) and the turn
+                routes (``post_event``, ``follow_turn``, …).
+            agent_token: an agent JWT from your identity provider
+                (``AGENTAUTH_AGENT_TOKEN``): the tool routes (``list_tools``,
+                ``search_skills``, ``invoke_tool``). A JWT expires (``make
+                run``'s after 1 h): a callable is asked on every request, for a JWT that renews.
+            auth: ``"token"`` (default: the runtime token) or ``"sigv4"``: the
+                AWS deployment, whose runtime routes IAM authorizes
+                (``AGENTAUTH_AUTH``; the ``aws`` extra).
+            stream_url: on AWS, the turn function's URL (``TurnStreamUrl``), where
+                live turn events stream from (``AGENTAUTH_STREAM_URL``; default:
+                ``base_url``).
+            region: the region SigV4 signs for (``AWS_REGION``, else ``AWS_DEFAULT_REGION``).
+            timeouts: :class:`~agentauth.Timeouts`, in seconds (default: connect 5,
+                read 30, a tool call 45, a silent stream 45).
+            retry: :class:`~agentauth.RetryPolicy` (default: 4 tries with backoff,
+                a ``Retry-After`` of up to 60 s honoured).
+            env: the mapping read instead of ``os.environ``.
+            transport: an ``httpx.BaseTransport`` to send through (tests, a proxy of yours).
+            aws_credentials: SigV4's credentials (default: botocore's standard chain).
+
+        Raises:
+            AgentauthError: ``invalidConfiguration``: a URL that is not http(s),
+                an ``auth`` other than ``token`` and ``sigv4``. A missing
+                credential is raised (``MissingCredential``) by the first call
+                of a route that needs it, before anything is sent.
+        """
         super().__init__(
             base_url,
             runtime_token=runtime_token,
@@ -494,11 +637,14 @@ class Client(_Base):
                 time.sleep(delay)
                 continue
             if isinstance(outcome, httpx.Response):
+                foreign = core.foreign_answer(outcome, self._settings, call.credential)
+                if foreign is not None:  # another server at the address: not a bare NotFound
+                    raise foreign
                 return outcome
             # Raised here, not in the except block, and without the local:
             # httpx's exception holds the request, headers and all, and
             # travels neither chained to the error nor in its frames.
-            error = core.connection_error(call, outcome)
+            error = core.connection_error(call, outcome, self._settings)
             del outcome
             raise error
 
@@ -571,15 +717,18 @@ class Client(_Base):
         return self._run(core.revoke(app, subject))
 
     def list_tools(self) -> list[ToolManifestEntry]:
+        """The tools the agent JWT may see; takes the agent JWT. See :meth:`AsyncClient.list_tools`."""
         return self._run(core.list_tools())
 
     def search_skills(self, query: str, *, top_k: int | None = None) -> list[Skill]:
+        """The skills the agent may read, best first; takes the agent JWT. See :meth:`AsyncClient.search_skills`."""
         return self._run(core.search_skills(query, top_k))
 
     def invoke_tool(
         self, tool_name: str, args: Mapping[str, Any] | None = None, *, call_id: str | None = None
     ) -> ToolInvocation:
-        return self._run(core.invoke_tool(tool_name, args, call_id))
+        """Call a tool; takes the agent JWT. See :meth:`AsyncClient.invoke_tool`."""
+        return self._run(core.invoke_tool(tool_name, args, call_id, self._settings.timeouts))
 
     def post_event(
         self,
@@ -637,10 +786,18 @@ class Client(_Base):
         return self._run(core.turn_events(swarm, instance_key, agent, turn_id, after))
 
     def wait_for_turn(
-        self, swarm: str, instance_key: str, agent: str, *, ignore: Collection[str] = (), timeout: float = 30.0
+        self,
+        swarm: str,
+        instance_key: str,
+        agent: str,
+        *,
+        event_id: str | None = None,
+        ignore: Collection[str] = (),
+        timeout: float = 60.0,
     ) -> TurnSummary:
-        """See :meth:`AsyncClient.wait_for_turn`."""
+        """See :meth:`AsyncClient.wait_for_turn`: with ``event_id``, the turn of that event only."""
         deadline = time.monotonic() + timeout
+        seen = _TurnsSeen()
         while True:
             try:
                 detail: Instance | None = self._run(
@@ -648,18 +805,18 @@ class Client(_Base):
                 )
             except errors.NotFound:
                 detail = None
-            found = _new_turn(detail, ignore)
+            found = _new_turn(detail, event_id, ignore, seen)
             if found is not None:
                 return found
             if time.monotonic() >= deadline:
-                raise errors.Timeout(f"no new turn in {swarm}/{instance_key}/{agent} after {timeout:g} s")
+                raise _no_turn(swarm, instance_key, agent, event_id, timeout, seen)
             time.sleep(TURN_POLL_INTERVAL)
 
     def follow_turn(
         self, swarm: str, instance_key: str, agent: str, turn_id: str, *, after: int | None = None
-    ) -> Iterator[TurnEvent]:
-        """See :meth:`AsyncClient.follow_turn`."""
-        state = core.FollowState(after, self._settings.retry)
+    ) -> Generator[TurnEvent, None, None]:
+        """See :meth:`AsyncClient.follow_turn`; a generator (``contextlib.closing`` for leaving it early)."""
+        state = core.FollowState(after, self._settings.retry, self._settings)
         while not state.done:
             if state.polling:
                 try:
@@ -698,7 +855,7 @@ class Client(_Base):
                                 yield new
                                 if state.done:
                                     return
-                        state.ended_cleanly = True
+                        state.ended(parser)
                 finally:
                     response.close()
             except httpx.TransportError:
@@ -706,17 +863,48 @@ class Client(_Base):
             except httpx.DecodingError:
                 undecodable = True
             if undecodable:
-                raise core.connection_error(call, httpx.DecodingError("the event stream cannot be decoded"))
+                raise core.connection_error(
+                    call, httpx.DecodingError("the event stream cannot be decoded"), self._settings
+                )
             if not state.done and not state.polling:
                 time.sleep(state.reconnect_delay())
 
 
-def _new_turn(detail: Instance | None, ignore: Collection[str]) -> TurnSummary | None:
+class _TurnsSeen:
+    """What wait_for_turn saw: whether any turn named its input event (a server
+    before inputEventId names none)."""
+
+    def __init__(self) -> None:
+        self.turns = 0
+        self.with_input_event = 0
+
+
+def _new_turn(
+    detail: Instance | None, event_id: str | None, ignore: Collection[str], seen: _TurnsSeen
+) -> TurnSummary | None:
     if detail is None:
         return None
-    if detail.active_turn is not None and detail.active_turn.id not in ignore:
-        return detail.active_turn
-    for summary in detail.recent_turns:  # newest first
-        if summary.id not in ignore:
+    turns = ([detail.active_turn] if detail.active_turn is not None else []) + list(detail.recent_turns)  # newest first
+    seen.turns += len(turns)
+    seen.with_input_event += sum(1 for t in turns if t.input_event_id)
+    for summary in turns:
+        if summary.id in ignore:
+            continue
+        if event_id is None or summary.input_event_id == event_id:
             return summary
     return None
+
+
+def _no_turn(
+    swarm: str, instance_key: str, agent: str, event_id: str | None, timeout: float, seen: _TurnsSeen
+) -> errors.Timeout:
+    where = f"{swarm}/{instance_key}/{agent}"
+    if event_id is None:
+        return errors.Timeout(f"no new turn in {where} after {timeout:g} s")
+    hint = ""
+    if seen.turns and not seen.with_input_event:
+        hint = " (this server names no turn's inputEventId: it is older than the SDK; pass ignore= instead)"
+    return errors.Timeout(
+        f"no turn of event {event_id} in {where} after {timeout:g} s (it may still wait in the instance's"
+        f" backlog: a paused instance, a parked turn ahead of it){hint}"
+    )

@@ -499,7 +499,12 @@ class InstanceList:
 
 @dataclass(frozen=True)
 class TurnSummary:
-    """A turn without its conversation: counters, outcome and the final answer."""
+    """A turn without its conversation: counters, outcome and the final answer.
+
+    ``input_event_id`` is the id of the event the turn handles — the
+    ``event_id`` its post answered (:class:`PostedEvent`): how the poster
+    finds its turn. None from a server that does not name it.
+    """
 
     id: str
     status: str
@@ -512,6 +517,7 @@ class TurnSummary:
     ended_at: datetime | None
     final_answer: str | None
     error: dict[str, Any] | None
+    input_event_id: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -529,6 +535,7 @@ class TurnSummary:
             ended_at=parse_time(body.get("endedAt")),
             final_answer=_str(body.get("finalAnswer")) or None,
             error=dict(err) if isinstance(err, Mapping) else None,
+            input_event_id=_str(body.get("inputEventId")) or None,
             raw=dict(body),
         )
 

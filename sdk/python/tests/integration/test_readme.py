@@ -147,7 +147,7 @@ async def test_lifecycle(
     ns = names(contract, harness, unique("py-rlife"), [])
     posted = await client.post_event(contract.swarm, ns["instance_key"], "hello", auth=agentauth.TurnAuth())
     ns["agent"] = posted.agent
-    await client.wait_for_turn(contract.swarm, ns["instance_key"], posted.agent, timeout=60)
+    await client.wait_for_turn(contract.swarm, ns["instance_key"], posted.agent, event_id=posted.event_id)
     await run("lifecycle", ns)
     out = capsys.readouterr().out
     assert "paused" in out and "instanceTerminated" in out

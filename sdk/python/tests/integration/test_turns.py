@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import re
 import time
 from typing import Any
 
@@ -54,7 +55,8 @@ async def test_turn_followed_through_park_drop_consent_completion(contract: Cont
         again = await client.post_event(contract.swarm, key, "who am I?", auth=auth, origin=origin, id=message_id)
         assert again.event_id == posted.event_id
 
-        turn = await client.wait_for_turn(contract.swarm, key, posted.agent, timeout=60)
+        turn = await client.wait_for_turn(contract.swarm, key, posted.agent, event_id=posted.event_id)
+        assert turn.input_event_id == posted.event_id
         events: list[agentauth.TurnEvent] = []
         dropped = 0
         async for event in client.follow_turn(contract.swarm, key, posted.agent, turn.id):
@@ -92,7 +94,7 @@ async def test_lifecycle(client: agentauth.AsyncClient, contract: Contract) -> N
     # No one: the agent sees no tool; the turn runs, parks on nothing and ends.
     posted = await client.post_event(contract.swarm, key, "hello", auth=agentauth.TurnAuth())
     agent = posted.agent
-    await client.wait_for_turn(contract.swarm, key, agent, timeout=60)
+    await client.wait_for_turn(contract.swarm, key, agent, event_id=posted.event_id)
 
     assert (await client.pause_instance(contract.swarm, key, agent)).status == "paused"
     assert (await client.get_instance(contract.swarm, key, agent)).status == "paused"
@@ -113,10 +115,39 @@ async def test_lifecycle(client: agentauth.AsyncClient, contract: Contract) -> N
         await client.get_instance(contract.swarm, key, agent)
 
 
+async def test_the_turn_of_a_message_is_found_by_its_event_id_not_as_the_newest(
+    client: agentauth.AsyncClient, contract: Contract
+) -> None:
+    """The newcomer's race, made certain: a message posted to a paused
+    instance waits in its backlog while the newest turn is an earlier
+    message's; wait_for_turn(event_id=…) waits for the turn of this one."""
+    key = unique("py-event")
+    first = await client.post_event(contract.swarm, key, "hello", auth=agentauth.TurnAuth())
+    agent = first.agent
+    turn1 = await client.wait_for_turn(contract.swarm, key, agent, event_id=first.event_id)
+    assert turn1.input_event_id == first.event_id
+    assert [e async for e in client.follow_turn(contract.swarm, key, agent, turn1.id)][-1].terminal
+
+    await client.pause_instance(contract.swarm, key, agent)
+    second = await client.post_event(contract.swarm, key, "hello again", auth=agentauth.TurnAuth())
+    assert second.event_id != first.event_id
+    # The newest turn is still the first message's: what a wait without event_id returns.
+    assert (await client.wait_for_turn(contract.swarm, key, agent, timeout=5)).id == turn1.id
+    with pytest.raises(errors.Timeout, match=re.escape(f"no turn of event {second.event_id}")):
+        await client.wait_for_turn(contract.swarm, key, agent, event_id=second.event_id, timeout=1)
+
+    await client.resume_instance(contract.swarm, key, agent)
+    turn2 = await client.wait_for_turn(contract.swarm, key, agent, event_id=second.event_id)
+    assert turn2.id != turn1.id and turn2.input_event_id == second.event_id
+    assert [e async for e in client.follow_turn(contract.swarm, key, agent, turn2.id)][-1].terminal
+    await client.delete_instance(contract.swarm, key, agent)
+
+
 def test_lifecycle_sync(sync_client: agentauth.Client, contract: Contract) -> None:
     key = unique("py-life-sync")
     posted = sync_client.post_event(contract.swarm, key, "hello", auth=agentauth.TurnAuth())
-    turn = sync_client.wait_for_turn(contract.swarm, key, posted.agent, timeout=60)
+    turn = sync_client.wait_for_turn(contract.swarm, key, posted.agent, event_id=posted.event_id)
+    assert turn.input_event_id == posted.event_id
     events = list(sync_client.follow_turn(contract.swarm, key, posted.agent, turn.id))
     assert [e.seq for e in events] == list(range(len(events)))
     assert events[-1].terminal
@@ -202,7 +233,7 @@ async def test_follow_polls_where_the_api_buffers(contract: Contract) -> None:
     async with agentauth.AsyncClient(env=env, transport=recorder) as client:
         assert client.stream_url is None
         posted = await client.post_event(contract.swarm, key, "hello", auth=agentauth.TurnAuth())
-        turn = await client.wait_for_turn(contract.swarm, key, posted.agent, timeout=60)
+        turn = await client.wait_for_turn(contract.swarm, key, posted.agent, event_id=posted.event_id)
         events = [e async for e in client.follow_turn(contract.swarm, key, posted.agent, turn.id)]
         await client.delete_instance(contract.swarm, key, posted.agent)
     assert [e.seq for e in events] == list(range(len(events)))
