@@ -44,19 +44,27 @@ import {
   type ToolManifestEntry,
   TURN_END_TYPES,
   type TurnEvent,
+  type TurnSummary,
 } from "./types.js";
 
 export interface ClientOptions {
-  /** agentauth's base URL (`AGENTAUTH_URL`): `agentauth serve`'s, or the API's on AWS. */
+  /**
+   * agentauth's base URL (`AGENTAUTH_URL`): `agentauth serve`'s, or the API's on AWS.
+   * Default `http://127.0.0.1:8080` (`make run`'s address), as the Python SDK's.
+   */
   url?: string;
   /**
    * Where turn event streams are served when not at url (`AGENTAUTH_STREAM_URL`): on
    * AWS, the turn function's URL (TurnStreamUrl), signed for `lambda`. `""` for none.
    */
   streamUrl?: string;
-  /** The runtime token for the runtime routes (`AGENTAUTH_RUNTIME_TOKEN`). */
+  /** The runtime token for the runtime routes: tokens, consent, turns, instances (`AGENTAUTH_RUNTIME_TOKEN`). */
   runtimeToken?: string;
-  /** An agent JWT for the tool routes (`AGENTAUTH_AGENT_TOKEN`), or a function that returns a fresh one. */
+  /**
+   * An agent JWT for the tool routes — listTools, searchSkills, invokeTool
+   * (`AGENTAUTH_AGENT_TOKEN`) — or a function that returns a fresh one
+   * (asked on each request: a JWT expires, `make run`'s after 1 h).
+   */
   agentToken?: string | (() => string | Promise<string>);
   /** `"token"` (default) or `"sigv4"` (`AGENTAUTH_AUTH`): the runtime routes signed with AWS credentials. */
   auth?: "token" | "sigv4";
@@ -88,7 +96,17 @@ export interface GetAccessTokenOptions extends CallOptions {
   app: ObjectRef;
   /** The subjects the token belongs to (`user` and/or `global`, as the app's subjectMode asks). */
   subjects?: Subjects;
+  /**
+   * Who asks (the user, a service): recorded with the consent session and
+   * the audit, and the actor of the turn a consent resumes. The runtime
+   * vouches for it, as for subjects.
+   */
   actor?: Actor;
+  /**
+   * The end user's verified claims (`{sub, scope, …}`), which the bundle's
+   * access policies match; kept with the consent for the turn it resumes.
+   * Not the agent JWT: the tool routes take that (agentToken).
+   */
   claims?: Record<string, unknown>;
   /** Scopes to ask for; default the app's. */
   scopes?: string[];
@@ -101,7 +119,7 @@ export interface GetAccessTokenOptions extends CallOptions {
 }
 
 export interface WaitOptions extends CallOptions {
-  /** How long to wait in all, in ms (default 15 minutes); the wait is long polls of at most 55 s. */
+  /** How long to wait in all, in ms (default 10 minutes, as the Python SDK's); the wait is long polls of at most 55 s. */
   timeoutMs?: number;
 }
 
@@ -121,13 +139,114 @@ export interface FollowTurnOptions {
 }
 
 export interface WaitForTurnOptions extends CallOptions {
-  /** Turn ids to pass over (turns that existed before the event was posted). */
+  /**
+   * The posted event's id (`eventId` of postEvent's answer): wait for the
+   * turn that handles it (its `inputEventId`), never another.
+   */
+  eventId?: string;
+  /** Without eventId: turn ids to pass over (turns that existed before the event was posted). */
   ignore?: Iterable<string>;
-  /** How long to wait, in ms (default 60,000). */
+  /** How long to wait, in ms (default 60,000, as the Python SDK's). */
   timeoutMs?: number;
 }
 
 const maxSessionWaitSeconds = 55;
+
+/** The default of url (`make run`'s address, the Python SDK's default). */
+const defaultUrl = "http://127.0.0.1:8080";
+
+// The keys each options object takes, for JavaScript callers that no
+// type checker tells about a typo: an unknown key is a TypeError (a
+// misspelt option would otherwise be ignored, its default used).
+const clientOptionKeys: Record<keyof ClientOptions, true> = {
+  url: true,
+  streamUrl: true,
+  runtimeToken: true,
+  agentToken: true,
+  auth: true,
+  region: true,
+  credentials: true,
+  env: true,
+  fetch: true,
+  timeoutMs: true,
+  maxRetries: true,
+  retryBaseMs: true,
+};
+
+export const getAccessTokenOptionKeys: Record<keyof GetAccessTokenOptions, true> = {
+  app: true,
+  subjects: true,
+  actor: true,
+  claims: true,
+  scopes: true,
+  minTtlSeconds: true,
+  resume: true,
+  origin: true,
+  signal: true,
+  timeoutMs: true,
+};
+
+const waitForTurnOptionKeys: Record<keyof WaitForTurnOptions, true> = {
+  eventId: true,
+  ignore: true,
+  timeoutMs: true,
+  signal: true,
+};
+
+/** Throws a TypeError naming an unknown key of opts and the known one nearest to it. */
+export function checkOptionKeys(what: string, opts: unknown, known: readonly string[]): void {
+  if (opts === undefined) {
+    return;
+  }
+  if (opts === null || typeof opts !== "object" || Array.isArray(opts)) {
+    throw new TypeError(`${what} takes an options object, not ${describeValue(opts)}`);
+  }
+  for (const key of Object.keys(opts)) {
+    if (!known.includes(key)) {
+      throw new TypeError(
+        `${what}: unknown option ${JSON.stringify(key)} (did you mean ${nearest(key, known)}?)`,
+      );
+    }
+  }
+}
+
+/** The known name nearest to key: edit distance, case-insensitive; a name containing key (or key it) first. */
+function nearest(key: string, known: readonly string[]): string {
+  const k = key.toLowerCase();
+  let best = known[0] ?? "";
+  let bestScore = Number.POSITIVE_INFINITY;
+  for (const name of known) {
+    const n = name.toLowerCase();
+    const contains = n.includes(k) || k.includes(n);
+    const score = editDistance(k, n) - (contains ? 100 : 0);
+    if (score < bestScore) {
+      best = name;
+      bestScore = score;
+    }
+  }
+  return best;
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const sub = (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1);
+      cur.push(Math.min((prev[j] ?? 0) + 1, (cur[j - 1] ?? 0) + 1, sub));
+    }
+    prev = cur;
+  }
+  return prev[b.length] ?? 0;
+}
+
+/** A value's kind for a TypeError: a string's value is not repeated (it may be a secret). */
+function describeValue(v: unknown): string {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "an array";
+  if (typeof v === "object") return `an object (${(v as object).constructor?.name ?? "Object"})`;
+  return `a ${typeof v}`;
+}
 
 /** The longest Retry-After a follow's reconnect waits for. */
 const maxReconnectAfterMs = 60_000;
@@ -183,17 +302,17 @@ export class AgentauthClient {
   readonly #auth: "token" | "sigv4";
 
   constructor(options: ClientOptions = {}) {
+    checkOptionKeys("new AgentauthClient", options, Object.keys(clientOptionKeys));
     const env = options.env === false ? {} : (options.env ?? defaultEnv());
-    const url = options.url ?? env.AGENTAUTH_URL;
-    if (!url) {
-      throw new AgentauthError({
-        code: "missingUrl",
-        message: "agentauth's URL is unknown: pass url, or set AGENTAUTH_URL",
-      });
-    }
+    const [url, urlSource] = options.url
+      ? [options.url, "the url option"]
+      : env.AGENTAUTH_URL
+        ? [env.AGENTAUTH_URL, "AGENTAUTH_URL"]
+        : [defaultUrl, "the default url"];
     checkUrl(url, "url (AGENTAUTH_URL)");
     // "" is "none": streamUrl: "" keeps the streams on url even when AGENTAUTH_STREAM_URL is set.
     const streamUrl = (options.streamUrl ?? env.AGENTAUTH_STREAM_URL) || undefined;
+    const streamUrlSource = options.streamUrl ? "the streamUrl option" : "AGENTAUTH_STREAM_URL";
     if (streamUrl !== undefined) {
       checkUrl(streamUrl, "streamUrl (AGENTAUTH_STREAM_URL)");
     }
@@ -225,7 +344,9 @@ export class AgentauthClient {
     }
     this.#http = new Transport({
       url,
+      urlSource,
       streamUrl,
+      streamUrlSource,
       runtimeToken: (options.runtimeToken ?? env.AGENTAUTH_RUNTIME_TOKEN) || undefined,
       agentToken: (options.agentToken ?? env.AGENTAUTH_AGENT_TOKEN) || undefined,
       signer,
@@ -267,6 +388,10 @@ export class AgentauthClient {
    * only read (or refreshed once).
    */
   async getAccessToken(opts: GetAccessTokenOptions): Promise<AccessToken> {
+    checkOptionKeys("getAccessToken", opts, Object.keys(getAccessTokenOptionKeys));
+    if (opts === undefined) {
+      throw new TypeError("getAccessToken takes {app, subjects, …}");
+    }
     const auth: Record<string, unknown> = {};
     if (opts.actor) auth.actor = opts.actor;
     if (opts.subjects) auth.subjects = opts.subjects;
@@ -333,12 +458,18 @@ export class AgentauthClient {
 
   /**
    * Waits until the user has consented (the session `completed`), by long
-   * polls of at most 55 s. Throws AuthorizationFailed when the session
-   * ends `failed` or `expired` (`reason` says why), AgentauthTimeoutError
-   * when timeoutMs passes first.
+   * polls of at most 55 s. Takes the session id, or the
+   * AuthorizationRequired error itself (as the Python SDK does). Throws
+   * AuthorizationFailed when the session ends `failed` or `expired`
+   * (`reason` says why), AgentauthTimeoutError when timeoutMs (default
+   * 10 minutes) passes first.
    */
-  async waitForAuthorization(sessionId: string, opts: WaitOptions = {}): Promise<AuthSessionStatus> {
-    const timeoutMs = opts.timeoutMs ?? 15 * 60_000;
+  async waitForAuthorization(
+    sessionIdOrError: string | AuthorizationRequired,
+    opts: WaitOptions = {},
+  ): Promise<AuthSessionStatus> {
+    const sessionId = sessionIdOf(sessionIdOrError);
+    const timeoutMs = opts.timeoutMs ?? 10 * 60_000;
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const left = deadline - Date.now();
@@ -425,7 +556,7 @@ export class AgentauthClient {
 
   // Tools (the agent JWT).
 
-  /** The tools the agent's claims may see. */
+  /** The tools the agent's claims may see. Takes the agent JWT (agentToken, `AGENTAUTH_AGENT_TOKEN`). */
   async listTools(opts: CallOptions = {}): Promise<ToolManifestEntry[]> {
     const res = await this.#send<{ data: ToolManifestEntry[] }>(
       { method: "GET", path: "/v1/agents/tools", credential: "agent", idempotent: true },
@@ -434,7 +565,7 @@ export class AgentauthClient {
     return res.data ?? [];
   }
 
-  /** The skills the agent may read, ranked for query. */
+  /** The skills the agent may read, ranked for query. Takes the agent JWT (agentToken, `AGENTAUTH_AGENT_TOKEN`). */
   async searchSkills(query: string, opts: CallOptions & { topK?: number } = {}): Promise<Skill[]> {
     const res = await this.#send<{ data: Skill[] }>(
       {
@@ -450,7 +581,8 @@ export class AgentauthClient {
   }
 
   /**
-   * Calls a tool through agentauth's tool hooks. Returns the invocation
+   * Calls a tool through agentauth's tool hooks, with the agent JWT
+   * (agentToken, `AGENTAUTH_AGENT_TOKEN`; not the runtime token). Returns the invocation
    * (an `ok` or `error` result: an error result is for the model to read,
    * not thrown); throws AuthorizationRequired when the tool's OAuth app
    * needs the user's consent first — consent, then call it again.
@@ -493,6 +625,7 @@ export class AgentauthClient {
    *
    * Safe to retry: the event carries an id (input.id, else one the SDK
    * makes up), and the server queues a retried post with the same id once.
+   * Its answer's `eventId` finds the turn: `waitForTurn(…, {eventId})`.
    */
   async postEvent(
     swarm: string,
@@ -500,6 +633,17 @@ export class AgentauthClient {
     input: PostEventInput,
     opts: CallOptions = {},
   ): Promise<PostedEvent> {
+    if (typeof input !== "object" || input === null || Array.isArray(input)) {
+      throw new TypeError(
+        `postEvent takes {text, auth, …} as its third argument, not ${describeValue(input)}: ` +
+          `postEvent(swarm, instanceKey, { text: "hi", auth: { subjects: { user: "…" } } })`,
+      );
+    }
+    if (input.auth === undefined) {
+      throw new TypeError(
+        "postEvent: auth is required — who the turn acts for ({actor, subjects, claims}); {} for no one, and then the turn sees no tool",
+      );
+    }
     const body: Record<string, unknown> = { ...input, auth: input.auth ?? {}, id: input.id ?? randomId() };
     return this.#send<PostedEvent>(
       {
@@ -641,9 +785,11 @@ export class AgentauthClient {
   }
 
   /**
-   * The id of the instance's newest turn not in opts.ignore, once there is
-   * one: a posted event's turn starts when a worker picks it up. Pass the
-   * turns that existed before the post in ignore.
+   * The id of the turn of a posted event, once a worker has started it:
+   * with opts.eventId (postEvent's answer's `eventId`), the turn whose
+   * `inputEventId` it is — never another, though the newest turn may
+   * still be an earlier message's while this one waits in the backlog.
+   * Without it, the instance's newest turn not in opts.ignore.
    */
   async waitForTurn(
     swarm: string,
@@ -651,6 +797,13 @@ export class AgentauthClient {
     agent: string,
     opts: WaitForTurnOptions = {},
   ): Promise<string> {
+    checkOptionKeys("waitForTurn", opts, Object.keys(waitForTurnOptionKeys));
+    const eventId = opts.eventId;
+    if (eventId !== undefined && (typeof eventId !== "string" || eventId === "")) {
+      throw new TypeError(
+        `waitForTurn: eventId is the posted event's eventId (a string), not ${describeValue(eventId)}`,
+      );
+    }
     const ignore = new Set(opts.ignore ?? []);
     const timeoutMs = opts.timeoutMs ?? 60_000;
     const deadline = Date.now() + timeoutMs;
@@ -667,10 +820,26 @@ export class AgentauthClient {
           },
           { signal: opts.signal },
         );
-        const ids = [inst.activeTurn?.id, ...(inst.recentTurns ?? []).map((t) => t.id)];
-        const id = ids.find((t) => t !== undefined && !ignore.has(t));
-        if (id) {
-          return id;
+        const turns = [inst.activeTurn, ...(inst.recentTurns ?? [])].filter(
+          (t): t is TurnSummary => t !== undefined && t !== null,
+        );
+        if (eventId !== undefined) {
+          const mine = turns.find((t) => t.inputEventId === eventId);
+          if (mine) {
+            return mine.id;
+          }
+          if (turns.length > 0 && turns.every((t) => t.inputEventId === undefined)) {
+            throw new UnexpectedResponseError({
+              code: "unexpectedResponse",
+              message: `GET ${instancePath(swarm, instanceKey, agent)}: the turns name no inputEventId (an agentauth older than this SDK): wait with ignore instead of eventId`,
+              status: 200,
+            });
+          }
+        } else {
+          const id = turns.map((t) => t.id).find((t) => t !== undefined && !ignore.has(t));
+          if (id) {
+            return id;
+          }
         }
       } catch (err) {
         // The instance is made when its first event is handled.
@@ -681,7 +850,10 @@ export class AgentauthClient {
       if (Date.now() >= deadline) {
         throw new AgentauthTimeoutError({
           code: "timeout",
-          message: `no new turn on ${swarm}/${instanceKey}/${agent} within ${timeoutMs} ms`,
+          message:
+            eventId !== undefined
+              ? `no turn for event ${eventId} on ${swarm}/${instanceKey}/${agent} within ${timeoutMs} ms (it may still wait in the backlog)`
+              : `no new turn on ${swarm}/${instanceKey}/${agent} within ${timeoutMs} ms`,
         });
       }
       await sleep(250, opts.signal);
@@ -912,6 +1084,28 @@ function refString(ref: unknown): string | undefined {
     if (r.name) return `${r.kind ?? "OAuthApp"}/${r.name}`;
   }
   return undefined;
+}
+
+// waitForAuthorization's first argument: the session id, or the
+// AuthorizationRequired error (also one of another copy of this package).
+function sessionIdOf(v: unknown): string {
+  if (typeof v === "string") {
+    return v;
+  }
+  if (v instanceof AuthorizationRequired) {
+    return v.sessionId;
+  }
+  if (
+    typeof v === "object" &&
+    v !== null &&
+    (v as { code?: unknown }).code === "authorization_required" &&
+    typeof (v as { sessionId?: unknown }).sessionId === "string"
+  ) {
+    return (v as { sessionId: string }).sessionId;
+  }
+  throw new TypeError(
+    `waitForAuthorization takes the auth session id (a string) or the AuthorizationRequired error, not ${describeValue(v)}`,
+  );
 }
 
 function instancePath(swarm: string, instanceKey: string, agent: string): string {

@@ -4,7 +4,12 @@
 // a callback (show it to the user); the wrapper waits for the consent to
 // land and then runs the function.
 
-import type { AgentauthClient, GetAccessTokenOptions } from "./client.js";
+import {
+  type AgentauthClient,
+  checkOptionKeys,
+  type GetAccessTokenOptions,
+  getAccessTokenOptionKeys,
+} from "./client.js";
 import { AuthorizationRequired } from "./errors.js";
 import type { AccessToken } from "./token.js";
 
@@ -15,7 +20,7 @@ export interface WithAccessTokenOptions extends GetAccessTokenOptions {
    * consent; the callback may return before it lands.
    */
   onAuthorizationUrl: (url: string, required: AuthorizationRequired) => void | Promise<void>;
-  /** How long to wait for each consent, in ms (default 15 minutes). */
+  /** How long to wait for each consent, in ms (default 10 minutes: waitForAuthorization's). */
   waitTimeoutMs?: number;
   /** Consents to go through before giving up (default 2: a consent, and one more if the grant went away at once). */
   maxConsents?: number;
@@ -42,6 +47,12 @@ export function withAccessToken<A extends unknown[], R>(
   opts: WithAccessTokenOptions,
   fn: (token: AccessToken, ...args: A) => R | Promise<R>,
 ): (...args: A) => Promise<R> {
+  checkOptionKeys("withAccessToken", opts, [
+    ...Object.keys(getAccessTokenOptionKeys),
+    "onAuthorizationUrl",
+    "waitTimeoutMs",
+    "maxConsents",
+  ]);
   const { onAuthorizationUrl, waitTimeoutMs, maxConsents = 2, ...tokenOpts } = opts;
   return async (...args: A): Promise<R> => {
     for (let consents = 0; ; consents++) {

@@ -23,9 +23,23 @@ export interface AgentauthErrorInit {
   /** The answer's Retry-After, in seconds. */
   retryAfter?: number | undefined;
   cause?: unknown;
+  /** The message as given, without the ` (HTTP …, request …)` the SDK appends when there is a request id. */
+  bareMessage?: boolean;
 }
 
-/** The base of every error the SDK throws. */
+/** message, ending with the status and request id when there is one — as the Python SDK's str(e). */
+function withRequestId(message: string, status: number, requestId: string | undefined): string {
+  if (!requestId) {
+    return message;
+  }
+  return `${message} (${status ? `HTTP ${status}, ` : ""}request ${requestId})`;
+}
+
+/**
+ * The base of every error the SDK throws. Its message ends with the
+ * status and the request id when the answer had one (`… (HTTP 401,
+ * request d8caf…)`), as the Python SDK's `str(e)` does.
+ */
 export class AgentauthError extends Error {
   /** The error code: the server's (`invalidRequest`, `refreshFailed`, …) or the SDK's own (`timeout`, `network`, …). */
   readonly code: string;
@@ -39,7 +53,10 @@ export class AgentauthError extends Error {
   readonly retryAfter: number | undefined;
 
   constructor(init: AgentauthErrorInit) {
-    super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
+    super(
+      init.bareMessage ? init.message : withRequestId(init.message, init.status ?? 0, init.requestId),
+      init.cause === undefined ? undefined : { cause: init.cause },
+    );
     this.name = new.target.name;
     this.code = init.code;
     this.status = init.status ?? 0;
@@ -157,6 +174,8 @@ export class AuthorizationRequired extends AgentauthError {
       message: init.message || "the user must consent: open authorizationUrl",
       status: init.status ?? 200,
       requestId: init.requestId,
+      // The message is for the user (or the model) to read: no request id in it.
+      bareMessage: true,
     });
     this.authorizationUrl = init.authorizationUrl;
     this.sessionId = init.sessionId;
@@ -250,9 +269,10 @@ export function errorFromBody(
   body: ErrorBody | undefined,
   headerRequestId?: string | null,
   retryAfter?: number,
+  fallbackMessage?: string,
 ): AgentauthError {
   const code = body?.code || codeOfStatus[status] || `http_${status}`;
-  const message = body?.message || `HTTP ${status}`;
+  const message = body?.message || fallbackMessage || `HTTP ${status}`;
   const init = {
     code,
     message,

@@ -28,7 +28,11 @@ export type RouteCredential =
 
 export interface TransportConfig {
   url: string;
+  /** Where url came from, for messages: `AGENTAUTH_URL`, `the url option` or `the default url`. */
+  urlSource: string;
   streamUrl: string | undefined;
+  /** Where streamUrl came from: `AGENTAUTH_STREAM_URL` or `the streamUrl option`. */
+  streamUrlSource?: string;
   runtimeToken: string | undefined;
   agentToken: string | (() => string | Promise<string>) | undefined;
   /** Set when the runtime routes are signed (AWS); undefined for the bearer runtime token. */
@@ -76,6 +80,8 @@ interface Exchange {
   res: Response;
   read(): Promise<string>;
   done(): void;
+  /** The server asked: its origin and where its URL came from. */
+  server: { origin: string; source: string };
 }
 
 const retryableStatus = new Set([429, 502, 503, 504]);
@@ -175,7 +181,7 @@ export class Transport {
   async sendWithId<T>(spec: RequestSpec): Promise<{ data: T; requestId: string | undefined }> {
     const ex = await this.#exchange(spec);
     const res = ex.res;
-    const requestId = res.headers.get("X-Request-Id") ?? undefined;
+    const requestId = headerRequestId(res);
     let text: string;
     try {
       // The time limit and the signal cover the body too: a body that
@@ -263,6 +269,12 @@ export class Transport {
     const useStream = spec.stream === true && cfg.streamUrl !== undefined;
     const base = (useStream ? (cfg.streamUrl as string) : cfg.url).replace(/\/+$/, "");
     const url = new URL(base + spec.path);
+    // Where the request went, for messages: scheme://host:port only — no
+    // path, query or userinfo (which may hold a secret).
+    const server = {
+      origin: url.origin,
+      source: useStream ? (cfg.streamUrlSource ?? "streamUrl") : cfg.urlSource,
+    };
     for (const [k, v] of Object.entries(spec.query ?? {})) {
       if (v !== undefined) {
         url.searchParams.set(k, String(v));
@@ -345,9 +357,13 @@ export class Transport {
       if (timedOut) {
         return timeoutError(err);
       }
+      const message =
+        during === ""
+          ? `${what}: no answer from ${server.origin} (${server.source}): is agentauth running there? (${describe(err)})`
+          : `${what}: the answer from ${server.origin} (${server.source}) was cut: ${describe(err)}`;
       return new NetworkError({
         code: "network",
-        message: redact(`${what}: ${during}${describe(err)}`, secrets),
+        message: redact(message, secrets),
         cause: safeCause(err, secrets),
       });
     };
@@ -368,7 +384,7 @@ export class Transport {
         throw failure(err, "the answer was cut: ");
       }
     };
-    return { res, read, done };
+    return { res, read, done, server };
   }
 
   async #agentToken(spec: RequestSpec): Promise<string> {
@@ -462,6 +478,11 @@ async function readBody(res: Response, signal: AbortSignal): Promise<string> {
   }
 }
 
+/** The answer's request id: agentauth's X-Request-Id, else AWS's (API Gateway, a Lambda URL). */
+function headerRequestId(res: Response): string | undefined {
+  return res.headers.get("X-Request-Id") || res.headers.get("x-amzn-RequestId") || undefined;
+}
+
 async function errorOf(ex: Exchange, spec: RequestSpec): Promise<AgentauthError> {
   const res = ex.res;
   let text = "";
@@ -474,10 +495,12 @@ async function errorOf(ex: Exchange, spec: RequestSpec): Promise<AgentauthError>
     // The status alone still says what failed.
   }
   let body: ErrorBody | undefined;
+  let agentauthBody = false;
   try {
     const parsed = JSON.parse(text) as { error?: unknown; message?: unknown };
     if (parsed && typeof parsed.error === "object" && parsed.error !== null) {
       body = parsed.error as ErrorBody;
+      agentauthBody = true;
     } else if (parsed && typeof parsed.message === "string") {
       // API Gateway's and the Lambda URL's own answers: {"message": "..."}.
       body = { message: parsed.message };
@@ -485,15 +508,30 @@ async function errorOf(ex: Exchange, spec: RequestSpec): Promise<AgentauthError>
   } catch {
     // Not JSON (a proxy's page): the status alone says what failed.
   }
+  const requestId = headerRequestId(res);
+  if (!agentauthBody && requestId === undefined && res.status < 500) {
+    // Every answer of agentauth (and of its AWS front door) carries a
+    // request id: this one came from another server — a URL that points
+    // elsewhere (the demo provider's port, a web server). A 5xx without
+    // one stays a server error: a proxy's own 502 in front of agentauth.
+    const { origin, source } = ex.server;
+    return new UnexpectedResponseError({
+      code: "unexpectedResponse",
+      message:
+        `${spec.method} ${spec.path}: the server at ${origin} did not answer as agentauth ` +
+        `(HTTP ${res.status}, no X-Request-Id, no agentauth error body): is ${source} agentauth's address?`,
+      status: res.status,
+    });
+  }
   const after = retryAfterMs(res.headers.get("Retry-After"));
-  const err = errorFromBody(
+  return errorFromBody(
     res.status,
     body,
-    res.headers.get("X-Request-Id"),
+    requestId,
     after === undefined ? undefined : after / 1000,
+    // The status is in the message once: the request id's suffix has it.
+    requestId === undefined && !body?.requestId
+      ? `${spec.method} ${spec.path}: HTTP ${res.status}`
+      : `${spec.method} ${spec.path}`,
   );
-  if (!body?.message) {
-    Object.defineProperty(err, "message", { value: `${spec.method} ${spec.path}: HTTP ${res.status}` });
-  }
-  return err;
 }

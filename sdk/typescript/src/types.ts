@@ -103,8 +103,13 @@ export interface ToolInvocation {
 export interface PostEventInput {
   /** The user's message (required for `user.input`). */
   text?: string;
-  /** Who the turn acts for; `{}` (the default) for no one. */
-  auth?: TurnAuth;
+  /**
+   * Who the turn acts for (required, as the Python SDK's `auth=`): the
+   * actor, the OAuth subjects whose grants its tools use, and the user's
+   * verified claims, which decide the tools it sees. `{}` for no one (then
+   * the turn sees no tool).
+   */
+  auth: TurnAuth;
   /** `user.input` (default), `system.wakeup`, `tool.completion` or a connector's own type. */
   type?: string;
   /** One of the swarm's agents; else the swarm's ingress rules pick. */
@@ -132,6 +137,8 @@ export interface PostedEvent {
 export interface TurnSummary {
   id: string;
   status: "running" | "parked" | "completed" | "failed" | "interrupted" | (string & {});
+  /** The id of the event the turn handles: the posted event's `eventId` (waitForTurn's opts.eventId). */
+  inputEventId: string;
   inputType: string;
   traceId: string;
   bundleRevision?: string;

@@ -74,7 +74,12 @@ function localise(code: string, login: string): string {
       `claims: ${JSON.stringify({ sub: login, ...claims })}`,
     )
     .replaceAll('"whoami"', JSON.stringify(toolName || "whoami"));
-  if (connector) out = out.replaceAll('connector: "chat-ui"', `connector: ${JSON.stringify(connector)}`);
+  // The harness's Connector gets the turn snippet's outcome (the webhooks snippet verifies a delivery).
+  if (connector)
+    out = out.replaceAll(
+      'origin: { channel: "C123" }',
+      `origin: { connector: ${JSON.stringify(connector)}, channel: "C123" }`,
+    );
   const sw = process.env.AGENTAUTH_TEST_SWARM;
   const ag = process.env.AGENTAUTH_TEST_AGENT;
   if (sw && ag)

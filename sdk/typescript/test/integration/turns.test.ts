@@ -64,7 +64,7 @@ describe("turns", { skip: skipUnlessHarness(...needs) }, () => {
     });
     assert.equal(posted.instanceKey, key);
     assert.equal(posted.agent, agent);
-    const turnId = await c.waitForTurn(swarm, key, agent, { timeoutMs: 60_000 });
+    const turnId = await c.waitForTurn(swarm, key, agent, { eventId: posted.eventId, timeoutMs: 60_000 });
 
     // The stream goes through the harness's proxy, which /drop cuts.
     const viaProxy = new AgentauthClient({ streamUrl: proxyUrl });
@@ -134,8 +134,8 @@ describe("turns", { skip: skipUnlessHarness(...needs) }, () => {
   it("lifecycle: inspect, pause, resume, terminate, delete on an instance of its own", async () => {
     const c = newClient();
     const key = fresh("ts-life");
-    await c.postEvent(swarm, key, { text: "hello", agent });
-    const turnId = await c.waitForTurn(swarm, key, agent, { timeoutMs: 60_000 });
+    const posted = await c.postEvent(swarm, key, { text: "hello", agent, auth: {} });
+    const turnId = await c.waitForTurn(swarm, key, agent, { eventId: posted.eventId, timeoutMs: 60_000 });
     assert.ok(turnId);
 
     const list = await c.listInstances();
@@ -151,7 +151,10 @@ describe("turns", { skip: skipUnlessHarness(...needs) }, () => {
     assert.equal((await c.resumeInstance(swarm, key, agent)).status, "active");
 
     assert.equal((await c.terminateInstance(swarm, key, agent, { reason: "sdk test" })).status, "terminated");
-    await assert.rejects(c.postEvent(swarm, key, { text: "again", agent }), InstanceTerminatedError);
+    await assert.rejects(
+      c.postEvent(swarm, key, { text: "again", agent, auth: {} }),
+      InstanceTerminatedError,
+    );
     await assert.rejects(c.pauseInstance(swarm, key, agent), (e: unknown) => {
       assert.ok(e instanceof InstanceTerminatedError);
       assert.equal(e.status, 409);
