@@ -295,6 +295,20 @@ func TestREADMEMCPFromMakeRun(t *testing.T) {
 		}
 	})
 
+	// The SDKs' tool routes take the JWT README.md's sdk-agent-token
+	// block exports: the tool routes accept it.
+	t.Run("the SDKs' agent JWT", func(t *testing.T) {
+		block := snippets["sdk-agent-token"]
+		if block == "" || !strings.Contains(block, readmeProviderAddr) {
+			t.Fatalf("README.md's sdk-agent-token block is missing or does not name %s:\n%s", readmeProviderAddr, block)
+		}
+		script := "set -euo pipefail\n" + asWritten(block) + `curl -sS -H "Authorization: Bearer $AGENTAUTH_AGENT_TOKEN" http://` + r.Addr + "/v1/agents/tools\n"
+		out, err := exec.CommandContext(ctx, "bash", "-c", script).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), `"name":"whoami"`) {
+			t.Fatalf("the exported JWT at /v1/agents/tools: %v\n%s", err, out)
+		}
+	})
+
 	// The install block names what the tests run: the SDKs `make
 	// mcp-client-deps` installed.
 	var python string

@@ -14,7 +14,7 @@ import (
 )
 
 // TestSDKPackagesInstall runs the README's SDK install block as a user
-// does, from the repository's root — `pip install ./sdk/python` (the pip
+// does, from the root of a checkout (the SDKs' files as git has them) — `pip install ./sdk/python` (the pip
 // of a fresh virtual environment first on PATH), `npm ci && npm pack` in
 // sdk/typescript, the two exports — then installs the tarball it made into
 // an empty npm project and imports each SDK where it was installed: the
@@ -59,13 +59,32 @@ func TestSDKPackagesInstall(t *testing.T) {
 		return string(out)
 	}
 	run(t, root, "python3", "-m", "venv", venv)
-	tgz := filepath.Join(root, "sdk", "typescript", "agentauth-client-"+version+".tgz")
-	_ = os.Remove(tgz)
-	t.Cleanup(func() { _ = os.Remove(tgz) })
-	// The block as written, with bin/agentauth where the README has it
-	// (make run builds it; this package's TestMain built its own).
+	// A checkout of the SDKs as git has them (no node_modules, no build
+	// output), so the block's npm ci never touches the working tree's.
+	checkout := filepath.Join(tmp, "checkout")
+	files := strings.Fields(run(t, root, "git", "ls-files", "sdk"))
+	if len(files) == 0 {
+		t.Fatal("git ls-files sdk: nothing")
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := os.Stat(filepath.Join(root, f))
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(checkout, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(checkout, f), b, st.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tgz := filepath.Join(checkout, "sdk", "typescript", "agentauth-client-"+version+".tgz")
+	// The block as written, from the checkout's root, with bin/agentauth
+	// where the README has it (make run builds it; this package's
+	// TestMain built its own).
 	script := strings.ReplaceAll(block, "$(bin/agentauth ", "$("+agentauthBin+" ")
-	out := run(t, root, "bash", "-euo", "pipefail", "-c", script+`
+	out := run(t, checkout, "bash", "-euo", "pipefail", "-c", script+`
 echo "AGENTAUTH_URL=$AGENTAUTH_URL"; [ -n "$AGENTAUTH_RUNTIME_TOKEN" ] && echo "runtime token set"`)
 	if !strings.Contains(out, "AGENTAUTH_URL=http://127.0.0.1:8080") || !strings.Contains(out, "runtime token set") {
 		t.Fatalf("the README's block did not set what it says:\n%s", out)
