@@ -398,6 +398,8 @@ class AsyncClient(_Base):
         return await self._run(core.list_instances())
 
     async def get_instance(self, swarm: str, instance_key: str, agent: str) -> Instance:
+        """The instance, flat: its record's fields (``swarm``, ``instance_key``, ``agent``,
+        ``status``, …) beside its ``active_turn``, ``backlog`` and ``recent_turns`` (newest first)."""
         return await self._run(core.get_instance(swarm, instance_key, agent))
 
     async def pause_instance(self, swarm: str, instance_key: str, agent: str) -> InstanceRecord:
@@ -763,6 +765,7 @@ class Client(_Base):
         return self._run(core.list_instances())
 
     def get_instance(self, swarm: str, instance_key: str, agent: str) -> Instance:
+        """See :meth:`AsyncClient.get_instance`."""
         return self._run(core.get_instance(swarm, instance_key, agent))
 
     def pause_instance(self, swarm: str, instance_key: str, agent: str) -> InstanceRecord:

@@ -421,7 +421,11 @@ class PostedEvent:
 
 @dataclass(frozen=True)
 class InstanceRecord:
-    """An agent instance's record: ``status`` is ``active``, ``paused`` or ``terminated``."""
+    """An agent instance's record (``list_instances``' ``data``, what ``pause_instance``,
+    ``resume_instance`` and ``terminate_instance`` answer): ``status`` is ``active``,
+    ``paused`` or ``terminated``; ``active_turn`` the id of the turn that holds it, None
+    when it is idle. :meth:`~agentauth.AsyncClient.get_instance` answers an :class:`Instance`.
+    """
 
     swarm: str
     instance_key: str
@@ -542,29 +546,41 @@ class TurnSummary:
 
 @dataclass(frozen=True)
 class Instance:
-    """``GET …/{agent}``: the instance, its active turn, backlog size and recent turns (newest first)."""
+    """``GET …/{agent}``: the instance's record and, beside it, its active turn, backlog size
+    and recent turns (newest first) — one flat value, as the route answers.
 
-    instance: InstanceRecord
+    It has :class:`InstanceRecord`'s fields but is not one: here ``active_turn`` is the
+    turn itself (a :class:`TurnSummary`, None when the instance is idle), where a
+    record names it by id.
+    """
+
+    swarm: str
+    instance_key: str
+    agent: str
+    status: str
     active_turn: TurnSummary | None
     backlog: int
     recent_turns: tuple[TurnSummary, ...]
+    created_at: datetime | None
+    updated_at: datetime | None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def status(self) -> str:
-        return self.instance.status
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> Instance:
         active = body.get("activeTurn")
         recent = body.get("recentTurns")
         return cls(
-            instance=InstanceRecord.from_json(body),
+            swarm=_str(body.get("swarm")),
+            instance_key=_str(body.get("instanceKey")),
+            agent=_str(body.get("agent")),
+            status=_str(body.get("status")),
             active_turn=TurnSummary.from_json(active) if isinstance(active, Mapping) else None,
             backlog=_int(body.get("backlog")),
             recent_turns=tuple(TurnSummary.from_json(t) for t in recent if isinstance(t, Mapping))
             if isinstance(recent, list)
             else (),
+            created_at=parse_time(body.get("createdAt")),
+            updated_at=parse_time(body.get("updatedAt")),
             raw=dict(body),
         )
 

@@ -97,7 +97,11 @@ async def test_lifecycle(client: agentauth.AsyncClient, contract: Contract) -> N
     await client.wait_for_turn(contract.swarm, key, agent, event_id=posted.event_id)
 
     assert (await client.pause_instance(contract.swarm, key, agent)).status == "paused"
-    assert (await client.get_instance(contract.swarm, key, agent)).status == "paused"
+    detail = await client.get_instance(contract.swarm, key, agent)
+    # The route's answer, flat: the record's fields beside the turns (as the TypeScript SDK's Instance).
+    assert (detail.swarm, detail.instance_key, detail.agent, detail.status) == (contract.swarm, key, agent, "paused")
+    assert detail.created_at is not None and detail.updated_at is not None and detail.updated_at >= detail.created_at
+    assert detail.recent_turns and all(isinstance(t, agentauth.TurnSummary) for t in detail.recent_turns)
     listed = await client.list_instances()
     assert any(i.instance_key == key for i in listed.data) and isinstance(listed.unreadable, tuple)
     assert (await client.resume_instance(contract.swarm, key, agent)).status == "active"

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
+from datetime import timedelta
 
 import pytest
 
@@ -159,6 +161,8 @@ def test_lifecycle_and_events() -> None:
                 200,
                 {
                     **INSTANCE,
+                    "createdAt": "2026-01-02T03:04:05Z",
+                    "updatedAt": "2026-01-02T03:04:06Z",
                     "activeTurn": {"id": "turn-2", "status": "parked", "steps": 1},
                     "backlog": 1,
                     "recentTurns": [
@@ -185,6 +189,13 @@ def test_lifecycle_and_events() -> None:
         assert c.terminate_instance("default", "k", "assistant", reason="user left").status == "terminated"
         assert c.delete_instance("default", "k", "assistant").oauth_grants_kept
         detail = c.get_instance("default", "k", "assistant")
+        # Flat, as the route's answer and the TypeScript SDK's Instance: the record's fields
+        # beside the turns, no nested record.
+        record = (detail.swarm, detail.instance_key, detail.agent, detail.status)
+        assert record == ("default", "k", "assistant", "paused")
+        assert detail.created_at is not None and detail.updated_at is not None
+        assert detail.updated_at - detail.created_at == timedelta(seconds=1)
+        assert not hasattr(detail, "instance")
         assert detail.active_turn is not None and detail.active_turn.status == "parked"
         assert detail.backlog == 1 and detail.recent_turns[1].final_answer == "hi"
         assert c.wait_for_turn("default", "k", "assistant", ignore={"turn-1"}).id == "turn-2"
@@ -213,6 +224,29 @@ def test_lifecycle_and_events() -> None:
         "origin": {"connector": "chat-ui"},
         "id": "msg-1",
     }
+
+
+def test_instance_is_flat_as_the_typescript_sdks() -> None:
+    """get_instance's Instance holds the record's fields itself (TypeScript's Instance extends
+    InstanceRecord): no nested ``.instance``. Its active_turn is the turn; a record's, the id."""
+    names = [f.name for f in dataclasses.fields(agentauth.Instance)]
+    assert names == [
+        "swarm",
+        "instance_key",
+        "agent",
+        "status",
+        "active_turn",
+        "backlog",
+        "recent_turns",
+        "created_at",
+        "updated_at",
+        "raw",
+    ]
+    record = {f.name for f in dataclasses.fields(agentauth.InstanceRecord)}
+    assert record <= set(names), "every field of an InstanceRecord is an Instance's too"
+    idle = agentauth.Instance.from_json({**INSTANCE, "backlog": 0, "recentTurns": []})
+    assert idle.active_turn is None and idle.recent_turns == () and idle.created_at is None
+    assert agentauth.InstanceRecord.from_json({**INSTANCE, "activeTurn": "turn-2"}).active_turn == "turn-2"
 
 
 def test_invoke_results() -> None:
