@@ -940,7 +940,7 @@ export class AgentauthClient {
       const started = Date.now();
       const parser = new SseParser();
       try {
-        const res = await this.#http.open({
+        const answer = await this.#http.openStream<{ data?: TurnEvent[] }>({
           method: "GET",
           path,
           query: { after: first && last >= 0 ? last : undefined },
@@ -953,14 +953,11 @@ export class AgentauthClient {
         });
         first = false;
         opened = Date.now();
-        if (!res.body) {
-          throw new UnexpectedResponseError({ code: "unexpectedResponse", message: `GET ${path}: no body` });
-        }
-        const ctype = res.headers.get("Content-Type") ?? "";
-        if (!ctype.includes("text/event-stream")) {
-          // A server that answered JSON: read it as one window of events.
-          const page = (await res.json()) as { data?: TurnEvent[] };
-          for (const ev of page.data ?? []) {
+        if (answer.json !== undefined) {
+          // A server that answered JSON (a proxy that ignored Accept): one
+          // window of events, read as every JSON answer is — under the
+          // request's time limit and signal, at most 4 MiB.
+          for (const ev of answer.json.data ?? []) {
             if (ev.seq <= last) continue;
             last = ev.seq;
             progressed = true;
@@ -969,6 +966,10 @@ export class AgentauthClient {
           }
           poll = true;
           continue;
+        }
+        const res = answer.stream;
+        if (!res.body) {
+          throw new UnexpectedResponseError({ code: "unexpectedResponse", message: `GET ${path}: no body` });
         }
         for await (const sse of readSse(
           res.body,

@@ -34,6 +34,12 @@ export interface WithAccessTokenOptions extends GetAccessTokenOptions {
  * a needed consent (and a consent that failed or expired:
  * AuthorizationFailed) are thrown to the caller.
  *
+ * opts.signal cancels every call's token request and consent wait. A
+ * call's own signal does too: when the wrapped function's last argument
+ * is an object whose `signal` is an AbortSignal (`{signal}`, a Request),
+ * that call's waits end at whichever of the two aborts first. The
+ * argument is still passed to fn unchanged, for fn's own requests.
+ *
  * ```ts
  * const listRepos = withAccessToken(client, { app: "github", subjects: { user: "u:alice" },
  *   onAuthorizationUrl: (url) => console.log(`Connect GitHub: ${url}`) },
@@ -55,10 +61,20 @@ export function withAccessToken<A extends unknown[], R>(
   ]);
   const { onAuthorizationUrl, waitTimeoutMs, maxConsents = 2, ...tokenOpts } = opts;
   return async (...args: A): Promise<R> => {
+    const both = combine(opts.signal, callSignal(args));
+    let token: AccessToken;
+    try {
+      token = await getToken(both.signal);
+    } finally {
+      both.dispose();
+    }
+    return fn(token, ...args);
+  };
+
+  async function getToken(signal: AbortSignal | undefined): Promise<AccessToken> {
     for (let consents = 0; ; consents++) {
-      let token: AccessToken;
       try {
-        token = await client.getAccessToken(tokenOpts);
+        return await client.getAccessToken({ ...tokenOpts, signal });
       } catch (err) {
         if (!(err instanceof AuthorizationRequired)) {
           throw err;
@@ -71,11 +87,57 @@ export function withAccessToken<A extends unknown[], R>(
         await onAuthorizationUrl(err.authorizationUrl, err);
         await client.waitForAuthorization(err.sessionId, {
           ...(waitTimeoutMs === undefined ? {} : { timeoutMs: waitTimeoutMs }),
-          ...(opts.signal === undefined ? {} : { signal: opts.signal }),
+          ...(signal === undefined ? {} : { signal }),
         });
-        continue;
       }
-      return fn(token, ...args);
     }
+  }
+}
+
+/** The signal of a call's last argument, when it is an object with an AbortSignal as `signal`. */
+function callSignal(args: readonly unknown[]): AbortSignal | undefined {
+  const last = args[args.length - 1];
+  if (typeof last !== "object" || last === null || typeof AbortSignal === "undefined") {
+    return undefined;
+  }
+  let s: unknown;
+  try {
+    s = (last as { signal?: unknown }).signal;
+  } catch {
+    // A getter that throws: not a signal to honour.
+    return undefined;
+  }
+  return s instanceof AbortSignal ? s : undefined;
+}
+
+/**
+ * A signal that aborts when a or b does (with its reason), and a dispose
+ * that unhooks it from them. Not AbortSignal.any: it is missing before
+ * Node 20.3 (engines: Node >= 20), and each combined signal stays linked
+ * to the long-lived opts.signal until that one aborts (nodejs/node#54614),
+ * where dispose unhooks it when the call ends.
+ */
+function combine(
+  a: AbortSignal | undefined,
+  b: AbortSignal | undefined,
+): { signal: AbortSignal | undefined; dispose: () => void } {
+  if (a === undefined || b === undefined || a === b) {
+    return { signal: a ?? b, dispose: () => undefined };
+  }
+  const ctl = new AbortController();
+  const onA = () => ctl.abort(a.reason);
+  const onB = () => ctl.abort(b.reason);
+  const dispose = () => {
+    a.removeEventListener("abort", onA);
+    b.removeEventListener("abort", onB);
   };
+  if (a.aborted) {
+    ctl.abort(a.reason);
+  } else if (b.aborted) {
+    ctl.abort(b.reason);
+  } else {
+    a.addEventListener("abort", onA, { once: true });
+    b.addEventListener("abort", onB, { once: true });
+  }
+  return { signal: ctl.signal, dispose };
 }

@@ -86,6 +86,22 @@ interface Exchange {
 
 const retryableStatus = new Set([429, 502, 503, 504]);
 
+/**
+ * The most bytes of an answer's body the SDK reads (4 MiB): every JSON
+ * answer (a route's, an error's, followTurn's JSON form) is read whole
+ * into memory, and no agentauth answer comes near it. A larger 2xx is an
+ * UnexpectedResponseError naming the limit, not a process out of memory;
+ * a larger error answer's body is not read (its status says what failed).
+ * Event streams are not bounded by it: they are read event by event.
+ */
+export const maxBodyBytes = 4 * 1024 * 1024;
+
+/** maxBodyBytes for messages: "4 MiB (4194304 bytes)". */
+const maxBodyText = `${maxBodyBytes / (1024 * 1024)} MiB (${maxBodyBytes} bytes)`;
+
+/** readBody's error for a body over maxBodyBytes; turned into an UnexpectedResponseError by its reader. */
+class BodyTooLarge extends Error {}
+
 const nodeUserAgent = (): string | undefined => {
   const p = (globalThis as { process?: { versions?: { node?: string } } }).process;
   return p?.versions?.node ? `agentauth-client-ts/${VERSION} node/${p.versions.node}` : undefined;
@@ -179,45 +195,27 @@ export class Transport {
 
   /** send, with the answer's X-Request-Id (for errors a 200 carries, as a token request's). */
   async sendWithId<T>(spec: RequestSpec): Promise<{ data: T; requestId: string | undefined }> {
-    const ex = await this.#exchange(spec);
-    const res = ex.res;
-    const requestId = headerRequestId(res);
-    let text: string;
-    try {
-      // The time limit and the signal cover the body too: a body that
-      // stalls after its headers must not hang the call.
-      text = await ex.read();
-    } finally {
-      ex.done();
-    }
-    let data: unknown;
-    try {
-      data = JSON.parse(text);
-    } catch {
-      // "" too: every route answers a JSON object.
-    }
-    if (typeof data !== "object" || data === null || Array.isArray(data)) {
-      // Not the documented object (a proxy's empty 200, a page): typed,
-      // rather than a TypeError where a route method reads a field of it.
-      throw new UnexpectedResponseError({
-        code: "unexpectedResponse",
-        message: `${spec.method} ${spec.path}: the answer is not a JSON object (HTTP ${res.status}${text === "" ? ", empty" : ""})`,
-        status: res.status,
-        requestId,
-      });
-    }
-    return { data: data as T, requestId };
+    return jsonOf<T>(await this.#exchange(spec), spec);
   }
 
   /**
-   * Sends spec and returns the Response of a 2xx with its body unread
-   * (streams). The timeout covers the wait for the answer's headers; the
-   * caller reads the body with its own limits.
+   * Sends spec for an event stream. A 2xx answered as
+   * `text/event-stream` is returned with its body unread: the caller reads
+   * it with its own limits (the time limit covers the wait for its
+   * headers). Any other 2xx (a proxy that ignored Accept, a server that
+   * answers the JSON form) is read as send reads an answer — its body
+   * under the request's time limit and signal, at most maxBodyBytes, a
+   * JSON object — and returned as json.
    */
-  async open(spec: RequestSpec): Promise<Response> {
+  async openStream<T>(
+    spec: RequestSpec,
+  ): Promise<{ stream: Response; json?: undefined } | { stream?: undefined; json: T }> {
     const ex = await this.#exchange(spec);
-    ex.done();
-    return ex.res;
+    if ((ex.res.headers.get("Content-Type") ?? "").includes("text/event-stream")) {
+      ex.done();
+      return { stream: ex.res };
+    }
+    return { json: (await jsonOf<T>(ex, spec)).data };
   }
 
   async #exchange(spec: RequestSpec): Promise<Exchange> {
@@ -379,8 +377,16 @@ export class Transport {
     }
     const read = async (): Promise<string> => {
       try {
-        return await readBody(res, ctl.signal);
+        return await readBody(res, ctl.signal, maxBodyBytes);
       } catch (err) {
+        if (err instanceof BodyTooLarge && !spec.signal?.aborted && !timedOut) {
+          throw new UnexpectedResponseError({
+            code: "unexpectedResponse",
+            message: `${what}: the answer is larger than ${maxBodyText}, the most the SDK reads (${err.message})`,
+            status: res.status,
+            requestId: headerRequestId(res),
+          });
+        }
         throw failure(err, "the answer was cut: ");
       }
     };
@@ -443,11 +449,18 @@ function safeCause(err: unknown, secrets: readonly string[], depth = 0): Error {
 
 /**
  * The body as text, given up when signal aborts (the time limit, the
- * caller's abort): the read is cancelled, the connection released.
+ * caller's abort): the read is cancelled, the connection released. A
+ * body of more than maxBytes (its Content-Length, else the bytes read)
+ * is BodyTooLarge, and cancelled likewise.
  */
-async function readBody(res: Response, signal: AbortSignal): Promise<string> {
+async function readBody(res: Response, signal: AbortSignal, maxBytes: number): Promise<string> {
   if (!res.body) {
     return "";
+  }
+  const declared = Number(res.headers.get("Content-Length") ?? Number.NaN);
+  if (declared > maxBytes) {
+    res.body.cancel().catch(() => undefined);
+    throw new BodyTooLarge(`Content-Length ${declared}`);
   }
   const reader = res.body.getReader();
   const decoder = new TextDecoder();
@@ -456,6 +469,7 @@ async function readBody(res: Response, signal: AbortSignal): Promise<string> {
   };
   signal.addEventListener("abort", onAbort, { once: true });
   let out = "";
+  let bytes = 0;
   try {
     for (;;) {
       if (signal.aborted) {
@@ -468,6 +482,11 @@ async function readBody(res: Response, signal: AbortSignal): Promise<string> {
       if (r.done) {
         return out + decoder.decode();
       }
+      bytes += r.value.byteLength;
+      if (bytes > maxBytes) {
+        reader.cancel().catch(() => undefined);
+        throw new BodyTooLarge(`more than ${maxBytes} bytes read`);
+      }
       out += decoder.decode(r.value, { stream: true });
     }
   } finally {
@@ -476,6 +495,43 @@ async function readBody(res: Response, signal: AbortSignal): Promise<string> {
       reader.cancel().catch(() => undefined);
     }
   }
+}
+
+/**
+ * A 2xx exchange's answer, read and parsed: a JSON object, or an
+ * UnexpectedResponseError. The time limit and the signal cover the body
+ * too (a body that stalls after its headers must not hang the call), and
+ * it is read up to maxBodyBytes.
+ */
+async function jsonOf<T>(
+  ex: Exchange,
+  spec: RequestSpec,
+): Promise<{ data: T; requestId: string | undefined }> {
+  const res = ex.res;
+  const requestId = headerRequestId(res);
+  let text: string;
+  try {
+    text = await ex.read();
+  } finally {
+    ex.done();
+  }
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch {
+    // "" too: every route answers a JSON object.
+  }
+  if (typeof data !== "object" || data === null || Array.isArray(data)) {
+    // Not the documented object (a proxy's empty 200, a page): typed,
+    // rather than a TypeError where a route method reads a field of it.
+    throw new UnexpectedResponseError({
+      code: "unexpectedResponse",
+      message: `${spec.method} ${spec.path}: the answer is not a JSON object (HTTP ${res.status}${text === "" ? ", empty" : ""})`,
+      status: res.status,
+      requestId,
+    });
+  }
+  return { data: data as T, requestId };
 }
 
 /** The answer's request id: agentauth's X-Request-Id, else AWS's (API Gateway, a Lambda URL). */

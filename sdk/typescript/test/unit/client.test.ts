@@ -517,6 +517,124 @@ describe("tokens", () => {
     );
     await assert.rejects(wrapped(), RefreshFailedError);
   });
+
+  describe("withAccessToken and a call's own signal (its last argument's `signal`)", () => {
+    const required = () =>
+      json(200, {
+        status: "authorization_required",
+        authSessionId: "as-5",
+        authorizationUrl: "http://provider.test/auth",
+        expiresAt: "2030-01-01T00:10:00Z",
+      });
+    // Answers in order; "hang" is a consent poll never answered, until its request is aborted.
+    const fetchWith = (answers: Array<Response | "hang">) => {
+      const sent: string[] = [];
+      const fetch = async (input: string, init: RequestInit): Promise<Response> => {
+        sent.push(new URL(input).pathname);
+        const a = answers.shift();
+        if (a === undefined) throw new Error(`unexpected request ${input}`);
+        if (a !== "hang") return a;
+        return new Promise((_, reject) => {
+          init.signal?.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError")), {
+            once: true,
+          });
+        });
+      };
+      return { fetch, sent };
+    };
+
+    it("a call's signal ends that call's consent wait; fn still gets the argument", {
+      timeout: 5_000,
+    }, async () => {
+      const { fetch } = fetchWith([required(), "hang"]);
+      let ran = false;
+      const wrapped = withAccessToken(
+        client(fetch),
+        { app: "a", onAuthorizationUrl: () => undefined },
+        async (_token, name: string, _opts: { signal: AbortSignal }) => {
+          ran = true;
+          return name;
+        },
+      );
+      const ctl = new AbortController();
+      setTimeout(() => ctl.abort(new Error("user left")), 50);
+      const started = Date.now();
+      await assert.rejects(wrapped("alice", { signal: ctl.signal }), (e: unknown) => {
+        assert.ok(e instanceof AbortedError, String(e));
+        assert.equal((e.cause as Error).message, "user left");
+        return true;
+      });
+      assert.ok(Date.now() - started < 2_000);
+      assert.equal(ran, false);
+    });
+
+    it("a call's signal passes to fn unchanged, and its token request too", async () => {
+      const { fetch } = fetchWith([json(200, { status: "ready", accessToken: "tok", tokenType: "Bearer" })]);
+      const wrapped = withAccessToken(
+        client(fetch),
+        { app: "a", onAuthorizationUrl: () => undefined },
+        async (token, opts: { signal: AbortSignal; n: number }) =>
+          `${token.accessToken}:${opts.n}:${opts.signal.aborted}`,
+      );
+      assert.equal(await wrapped({ signal: new AbortController().signal, n: 7 }), "tok:7:false");
+      const done = new AbortController();
+      done.abort();
+      await assert.rejects(wrapped({ signal: done.signal, n: 1 }), AbortedError);
+    });
+
+    it("opts.signal still ends every call's wait, a call's signal or not; neither keeps a listener after the call", {
+      timeout: 5_000,
+    }, async () => {
+      // The abort listeners a signal holds (the ones added and not removed).
+      const listeners = new Map<AbortSignal, Set<unknown>>();
+      const watch = (signal: AbortSignal) => {
+        const set = new Set<unknown>();
+        listeners.set(signal, set);
+        const add = signal.addEventListener.bind(signal);
+        const remove = signal.removeEventListener.bind(signal);
+        signal.addEventListener = ((type: string, l: EventListener, o?: AddEventListenerOptions) => {
+          set.add(l);
+          add(type, l, o);
+        }) as typeof signal.addEventListener;
+        signal.removeEventListener = ((type: string, l: EventListener, o?: EventListenerOptions) => {
+          set.delete(l);
+          remove(type, l, o);
+        }) as typeof signal.removeEventListener;
+        return signal;
+      };
+      const held = (signal: AbortSignal) => listeners.get(signal)?.size ?? 0;
+      const { fetch } = fetchWith([
+        json(200, { status: "ready", accessToken: "tok", tokenType: "Bearer" }),
+        required(),
+        "hang",
+      ]);
+      const wrapperCtl = new AbortController();
+      watch(wrapperCtl.signal);
+      const wrapped = withAccessToken(
+        client(fetch),
+        { app: "a", signal: wrapperCtl.signal, onAuthorizationUrl: () => undefined },
+        async (token, _opts: { signal: AbortSignal }) => token.accessToken,
+      );
+      const callCtl = new AbortController();
+      watch(callCtl.signal);
+      assert.equal(await wrapped({ signal: callCtl.signal }), "tok");
+      assert.equal(held(wrapperCtl.signal), 0);
+      assert.equal(held(callCtl.signal), 0);
+      setTimeout(() => wrapperCtl.abort(new Error("shutdown")), 50);
+      await assert.rejects(wrapped({ signal: callCtl.signal }), AbortedError);
+      assert.equal(held(callCtl.signal), 0);
+    });
+
+    it("a last argument whose signal is not an AbortSignal is only fn's", async () => {
+      const { fetch } = fetchWith([json(200, { status: "ready", accessToken: "tok", tokenType: "Bearer" })]);
+      const wrapped = withAccessToken(
+        client(fetch),
+        { app: "a", onAuthorizationUrl: () => undefined },
+        async (_token, opts: { signal: string }) => opts.signal,
+      );
+      assert.equal(await wrapped({ signal: "not one" }), "not one");
+    });
+  });
 });
 
 describe("tools", () => {
