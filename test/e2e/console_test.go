@@ -289,18 +289,7 @@ spec: {name: pricing, description: Acme's price list, content: "Ask sales.", sco
 		defer cancel()
 		// Entries the page appends from now on are recorded where a
 		// reload keeps them (the page reloads itself once the turn ends).
-		if _, err := chromedp.Run(tab, chromedp.Evaluate[bool](`(() => {
-			sessionStorage.setItem('appended', '[]');
-			const list = document.getElementById('timeline');
-			new MutationObserver((records) => {
-				const seen = JSON.parse(sessionStorage.getItem('appended'));
-				for (const r of records) for (const n of r.addedNodes) {
-					if (n.nodeType === 1 && n.matches('li.ev')) seen.push(n.dataset.seq + ' ' + n.querySelector('strong').textContent);
-				}
-				sessionStorage.setItem('appended', JSON.stringify(seen));
-			}).observe(list, {childList: true});
-			return true;
-		})()`)); err != nil {
+		if err := e2ekit.WatchAppended(tab); err != nil {
 			t.Fatal(err)
 		}
 		// The user consents in another tab.
@@ -314,8 +303,8 @@ spec: {name: pricing, description: Acme's price list, content: "Ask sales.", sco
 		deadline := time.Now().Add(30 * time.Second)
 		for i := 0; ; i++ {
 			// Errors while the page reloads are expected: read again.
-			if s, err := chromedp.Run(tab, chromedp.Evaluate[string](`sessionStorage.getItem('appended') || '[]'`)); err == nil {
-				_ = json.Unmarshal([]byte(s), &appended)
+			if got, err := e2ekit.Appended(tab); err == nil {
+				appended = got
 			}
 			if slices.ContainsFunc(appended, func(s string) bool { return strings.Contains(s, " Resumed (") }) &&
 				slices.ContainsFunc(appended, func(s string) bool { return strings.HasSuffix(s, " Turn completed") }) {
@@ -324,31 +313,15 @@ spec: {name: pricing, description: Acme's price list, content: "Ask sales.", sco
 			if i >= 300 || time.Now().After(deadline) {
 				t.Fatalf("the page appended %q, want the resumed and completed entries", appended)
 			}
-			waitTick(c.ctx, 100*time.Millisecond)
+			e2ekit.WaitTick(c.ctx, 100*time.Millisecond)
 		}
 		t.Logf("appended live, without a reload: %q", appended)
-		seqs := map[string]bool{}
-		for _, a := range appended {
-			seq, _, _ := strings.Cut(a, " ")
-			if seqs[seq] {
-				t.Errorf("entry %s appended twice: %q", seq, appended)
-			}
-			seqs[seq] = true
+		for _, seq := range e2ekit.RepeatedSeqs(appended) {
+			t.Errorf("entry %s appended twice: %q", seq, appended)
 		}
 		// Once the turn ended, the page reloads itself into the replay.
-		deadline = time.Now().Add(20 * time.Second)
-		for i := 0; ; i++ {
-			st, err := chromedp.Run(tab, chromedp.Evaluate[string](`(() => {
-				const s = document.getElementById('turn-status');
-				return document.readyState === 'complete' && s && !document.getElementById('live') ? s.textContent : '';
-			})()`))
-			if err == nil && st == "completed" {
-				break
-			}
-			if i >= 200 || time.Now().After(deadline) {
-				t.Fatalf("the timeline did not settle as completed (%q, %v)", st, err)
-			}
-			waitTick(c.ctx, 100*time.Millisecond)
+		if st, err := e2ekit.WaitSettled(c.ctx, tab, "completed", 20*time.Second, 100*time.Millisecond); err != nil {
+			t.Fatalf("the timeline did not settle as completed (%q, %v)", st, err)
 		}
 		html = c.inspect(t, admin, parked.timeline()+" (after the turn ended)", "")
 		c.contains(t, "resumed timeline", html, "Parked on consent: whoami", "Resumed", "waited ", "Tool completed: whoami", "Turn completed")
@@ -879,15 +852,5 @@ func (c *consoleRun) lacks(t *testing.T, what, html string, unwanted ...string) 
 		if strings.Contains(html, w) {
 			t.Errorf("%s shows %q", what, w)
 		}
-	}
-}
-
-// waitTick waits d or until ctx ends: a poll's pause between reads.
-func waitTick(ctx context.Context, d time.Duration) {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-	case <-tm.C:
 	}
 }

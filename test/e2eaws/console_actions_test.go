@@ -51,18 +51,7 @@ func (c *deployedConsole) followLive(t *testing.T, admin *e2ekit.Session, b *e2e
 	// Entries the page appends from now on are recorded where a reload
 	// keeps them (the page reloads itself once the turn ends); a reload
 	// renders its entries on the server, which the observer never sees.
-	if _, err := chromedp.Run(tab, chromedp.Evaluate[bool](`(() => {
-		sessionStorage.setItem('appended', '[]');
-		const list = document.getElementById('timeline');
-		new MutationObserver((records) => {
-			const seen = JSON.parse(sessionStorage.getItem('appended'));
-			for (const r of records) for (const n of r.addedNodes) {
-				if (n.nodeType === 1 && n.matches('li.ev')) seen.push(n.dataset.seq + ' ' + n.querySelector('strong').textContent);
-			}
-			sessionStorage.setItem('appended', JSON.stringify(seen));
-		}).observe(list, {childList: true});
-		return true;
-	})()`)); err != nil {
+	if err := e2ekit.WatchAppended(tab); err != nil {
 		t.Fatal(err)
 	}
 
@@ -91,7 +80,7 @@ func (c *deployedConsole) followLive(t *testing.T, admin *e2ekit.Session, b *e2e
 	}
 	// Before the consent, one window ends with nothing in it and the
 	// browser asks again: the page follows the turn across answers.
-	for deadline := time.Now().Add(15 * time.Second); len(windows) == 0; waitTick(c.ctx, 200*time.Millisecond) {
+	for deadline := time.Now().Add(15 * time.Second); len(windows) == 0; e2ekit.WaitTick(c.ctx, 200*time.Millisecond) {
 		if answers(); time.Now().After(deadline) || c.ctx.Err() != nil {
 			c.diagnoseStream(t, admin, timeline+"/events?after="+fmt.Sprint(parked.Seq))
 			t.Fatal("the page's event stream gave no answer within 15s")
@@ -108,8 +97,8 @@ func (c *deployedConsole) followLive(t *testing.T, admin *e2ekit.Session, b *e2e
 	var resumedAt, completedAt time.Duration
 	for {
 		// Errors while the page reloads are expected: read again.
-		if s, err := chromedp.Run(tab, chromedp.Evaluate[string](`sessionStorage.getItem('appended') || '[]'`)); err == nil {
-			_ = json.Unmarshal([]byte(s), &appended)
+		if got, err := e2ekit.Appended(tab); err == nil {
+			appended = got
 		}
 		if resumedAt == 0 && slices.ContainsFunc(appended, func(s string) bool { return strings.Contains(s, " Resumed (") }) {
 			resumedAt = time.Since(consented)
@@ -125,33 +114,17 @@ func (c *deployedConsole) followLive(t *testing.T, admin *e2ekit.Session, b *e2e
 			c.diagnoseStream(t, admin, timeline+"/events?after="+fmt.Sprint(parked.Seq))
 			t.Fatalf("within %v of the consent the page appended %q, want the resumed and completed entries", liveWithin, appended)
 		}
-		waitTick(c.ctx, 200*time.Millisecond)
+		e2ekit.WaitTick(c.ctx, 200*time.Millisecond)
 	}
 	t.Logf("appended live through the gateway, without a reload: resumed after %.1fs, completed after %.1fs of the consent: %q",
 		resumedAt.Seconds(), completedAt.Seconds(), appended)
-	seqs := map[string]bool{}
-	for _, a := range appended {
-		seq, _, _ := strings.Cut(a, " ")
-		if seqs[seq] {
-			t.Errorf("entry %s appended twice: %q", seq, appended)
-		}
-		seqs[seq] = true
+	for _, seq := range e2ekit.RepeatedSeqs(appended) {
+		t.Errorf("entry %s appended twice: %q", seq, appended)
 	}
 
 	// Once the turn ended, the page reloads itself into the replay.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st, err := chromedp.Run(tab, chromedp.Evaluate[string](`(() => {
-			const s = document.getElementById('turn-status');
-			return document.readyState === 'complete' && s && !document.getElementById('live') ? s.textContent : '';
-		})()`))
-		if err == nil && st == "completed" {
-			break
-		}
-		if time.Now().After(deadline) || c.ctx.Err() != nil {
-			t.Fatalf("the timeline did not settle as completed (%q, %v)", st, err)
-		}
-		waitTick(c.ctx, 200*time.Millisecond)
+	if st, err := e2ekit.WaitSettled(c.ctx, tab, "completed", 20*time.Second, 200*time.Millisecond); err != nil {
+		t.Fatalf("the timeline did not settle as completed (%q, %v)", st, err)
 	}
 	html = c.inspect(t, admin, timeline+" (after the turn ended)")
 	c.contains(t, "resumed timeline", html, "Parked on consent: whoami", "Resumed", "waited ", "Tool completed: whoami", "Turn completed")
@@ -371,16 +344,6 @@ func (c *deployedConsole) redrive(t *testing.T, admin *e2ekit.Session, api turnA
 	}
 	t.Logf("the turn function ran the redriven event: turn %s completed %.1fs after the click (answer %q)",
 		done.TurnID, time.Since(start).Seconds(), answer)
-}
-
-// waitTick waits d or until ctx ends: a poll's pause between reads.
-func waitTick(ctx context.Context, d time.Duration) {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-	case <-tm.C:
-	}
 }
 
 // resumeAcrossWindows proves on the deployed function what the page's
