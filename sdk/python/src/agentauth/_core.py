@@ -43,6 +43,7 @@ from .models import (
     ToolManifestEntry,
     TurnAuth,
     TurnEvent,
+    each,
     parse_time,
 )
 
@@ -700,12 +701,7 @@ def pending(target: ResumeTarget) -> Op[list[PendingAuthorization]]:
     query = {"swarmRef": ref["swarmRef"], "instanceKey": target.instance_key, "agentName": target.agent}
 
     def parse(r: httpx.Response) -> list[PendingAuthorization]:
-        items = read_object(r).get("items")
-        return (
-            [PendingAuthorization.from_json(i) for i in items if isinstance(i, Mapping)]
-            if isinstance(items, list)
-            else []
-        )
+        return list(each(read_object(r).get("items"), PendingAuthorization.from_json))
 
     return Op(Call("GET", "/v1/oauth/pending", "runtime", idempotent=True, query=query), parse)
 

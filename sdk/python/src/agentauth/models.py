@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import hmac
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import ToolCallFailed
 
@@ -110,6 +110,14 @@ def parse_time(value: Any) -> datetime | None:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)
     return parsed
+
+
+_M = TypeVar("_M")
+
+
+def each(value: Any, parse: Callable[[Mapping[str, Any]], _M]) -> tuple[_M, ...]:
+    """parse of each object of a JSON list (its other items skipped); () when value is no list."""
+    return tuple(parse(v) for v in value if isinstance(v, Mapping)) if isinstance(value, list) else ()
 
 
 def _strs(value: Any) -> tuple[str, ...]:
@@ -488,15 +496,9 @@ class InstanceList:
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> InstanceList:
-        data = body.get("data")
-        bad = body.get("unreadable")
         return cls(
-            data=tuple(InstanceRecord.from_json(d) for d in data if isinstance(d, Mapping))
-            if isinstance(data, list)
-            else (),
-            unreadable=tuple(UnreadableInstance.from_json(u) for u in bad if isinstance(u, Mapping))
-            if isinstance(bad, list)
-            else (),
+            data=each(body.get("data"), InstanceRecord.from_json),
+            unreadable=each(body.get("unreadable"), UnreadableInstance.from_json),
             raw=dict(body),
         )
 
@@ -568,7 +570,6 @@ class Instance:
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> Instance:
         active = body.get("activeTurn")
-        recent = body.get("recentTurns")
         return cls(
             swarm=_str(body.get("swarm")),
             instance_key=_str(body.get("instanceKey")),
@@ -576,9 +577,7 @@ class Instance:
             status=_str(body.get("status")),
             active_turn=TurnSummary.from_json(active) if isinstance(active, Mapping) else None,
             backlog=_int(body.get("backlog")),
-            recent_turns=tuple(TurnSummary.from_json(t) for t in recent if isinstance(t, Mapping))
-            if isinstance(recent, list)
-            else (),
+            recent_turns=each(body.get("recentTurns"), TurnSummary.from_json),
             created_at=parse_time(body.get("createdAt")),
             updated_at=parse_time(body.get("updatedAt")),
             raw=dict(body),
