@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -145,6 +146,24 @@ func (h *SDKHarness) Deliveries(connector string) []Delivery {
 		}
 	}
 	return out
+}
+
+// CheckConsentPages adds the authorization code each consent carried
+// (its callback URL's code) to what tokens looks for, and reports any
+// token tokens knows that a callback page showed. Run it before scanning
+// logs: a code is a secret the logs must not hold either.
+func (h *SDKHarness) CheckConsentPages(t testing.TB, tokens *TokenRecorder) {
+	t.Helper()
+	for _, r := range h.Consents() {
+		if u, err := url.Parse(r.FinalURL); err == nil {
+			tokens.Keep("authorization code", u.Query().Get("code"))
+		}
+	}
+	for _, r := range h.Consents() {
+		for _, l := range tokens.Leaks(r.Title + "\n" + r.Text) {
+			t.Errorf("a token the provider issued (%s) is on the callback page", l)
+		}
+	}
 }
 
 // ProxyAccepted is how many connections the proxy has taken.
