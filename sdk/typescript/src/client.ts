@@ -691,15 +691,7 @@ export class AgentauthClient {
     agent: string,
     opts: CallOptions = {},
   ): Promise<InstanceRecord> {
-    return this.#send<InstanceRecord>(
-      {
-        method: "POST",
-        path: `${instancePath(swarm, instanceKey, agent)}/pause`,
-        credential: "runtime",
-        idempotent: true,
-      },
-      opts,
-    );
+    return this.#lifecycle("POST", "/pause", swarm, instanceKey, agent, true, opts);
   }
 
   /**
@@ -712,15 +704,7 @@ export class AgentauthClient {
     agent: string,
     opts: CallOptions = {},
   ): Promise<InstanceRecord> {
-    return this.#send<InstanceRecord>(
-      {
-        method: "POST",
-        path: `${instancePath(swarm, instanceKey, agent)}/resume`,
-        credential: "runtime",
-        idempotent: false,
-      },
-      opts,
-    );
+    return this.#lifecycle("POST", "/resume", swarm, instanceKey, agent, false, opts);
   }
 
   /** Ends the instance for good (its active turn is interrupted). Terminating twice changes nothing. */
@@ -730,16 +714,8 @@ export class AgentauthClient {
     agent: string,
     opts: CallOptions & { reason?: string } = {},
   ): Promise<InstanceRecord> {
-    return this.#send<InstanceRecord>(
-      {
-        method: "POST",
-        path: `${instancePath(swarm, instanceKey, agent)}/terminate`,
-        body: opts.reason === undefined ? {} : { reason: opts.reason },
-        credential: "runtime",
-        idempotent: true,
-      },
-      opts,
-    );
+    const body = opts.reason === undefined ? {} : { reason: opts.reason };
+    return this.#lifecycle("POST", "/terminate", swarm, instanceKey, agent, true, opts, body);
   }
 
   /**
@@ -752,12 +728,27 @@ export class AgentauthClient {
     agent: string,
     opts: CallOptions = {},
   ): Promise<{ deleted: true; oauthGrantsKept: boolean }> {
-    return this.#send(
+    return this.#lifecycle("DELETE", "", swarm, instanceKey, agent, false, opts);
+  }
+
+  // One lifecycle request on an instance: its path plus action ("/pause", … or "" for the instance itself).
+  async #lifecycle<T>(
+    method: "POST" | "DELETE",
+    action: string,
+    swarm: string,
+    instanceKey: string,
+    agent: string,
+    idempotent: boolean,
+    opts: CallOptions,
+    body?: Record<string, unknown>,
+  ): Promise<T> {
+    return this.#send<T>(
       {
-        method: "DELETE",
-        path: instancePath(swarm, instanceKey, agent),
+        method,
+        path: `${instancePath(swarm, instanceKey, agent)}${action}`,
+        body,
         credential: "runtime",
-        idempotent: false,
+        idempotent,
       },
       opts,
     );
