@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -177,15 +178,26 @@ func runSDKSuites(t *testing.T, root string, suites []e2ekit.SDKSuite) {
 	srv.stop()
 	logs := srv.Stdout.String() + srv.Stderr.String()
 	leakScan(t, tokens, h, logs)
-	filepath.Walk(home, func(path string, info os.FileInfo, err error) error {
-		if err == nil && !info.IsDir() {
-			b, _ := os.ReadFile(path)
-			for _, l := range tokens.Leaks(string(b)) {
-				t.Errorf("a token the provider issued (%s) is in %s", l, path)
-			}
+	// A file the scan cannot read fails it: an unread file was not scanned.
+	files := 0
+	err = filepath.WalkDir(home, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		files++
+		for _, l := range tokens.Leaks(string(b)) {
+			t.Errorf("a token the provider issued (%s) is in %s", l, path)
 		}
 		return nil
 	})
+	if err != nil {
+		t.Errorf("scan serve's home for tokens: %v", err)
+	}
+	t.Logf("scanned serve's output and the %d file(s) of its home for the provider's tokens", files)
 }
 
 func randomHex(t *testing.T, n int) string {
