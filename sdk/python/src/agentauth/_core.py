@@ -9,6 +9,7 @@ Nothing here does I/O: the two clients only send the requests built here
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import time
@@ -694,6 +695,53 @@ def session_id_of(session: str | errors.AuthorizationRequired) -> str:
     if not sid:
         raise errors.InvalidRequest("session_id is empty")
     return sid
+
+
+class AuthWait:
+    """wait_for_authorization's rule, the clients only sending and sleeping: long
+    polls of at most :data:`MAX_WAIT_CHUNK` s until the session settles or
+    ``timeout`` s have passed; a poll answered at once (a server that does not
+    hold it) is followed by a pause of up to 1 s."""
+
+    def __init__(self, session: str | errors.AuthorizationRequired, timeout: float, timeouts: Timeouts) -> None:
+        self.session_id = session_id_of(session)
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
+        self._timeouts = timeouts
+        self._started = 0.0
+
+    def poll(self) -> Op[AuthSessionStatus]:
+        """The next long poll, waiting at most until the deadline."""
+        wait = max(0, min(MAX_WAIT_CHUNK, math.floor(self.deadline - time.monotonic())))
+        self._started = time.monotonic()
+        return authorization_status(self.session_id, wait, self._timeouts)
+
+    @property
+    def send_deadline(self) -> float:
+        """Retries and timeouts within the deadline: a lost long poll is not sent again past it."""
+        return self.deadline + DEADLINE_GRACE
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+    def answered(self, status: AuthSessionStatus | None) -> AuthSessionStatus | None:
+        """The settled session (completed returned, failed and expired raised), or None to poll
+        again; ``AuthorizationTimeout`` past the deadline. ``status`` None: a poll timed out."""
+        if status is not None and status.settled:
+            return settle(status)
+        if self.expired():
+            raise errors.AuthorizationTimeout(
+                f"auth session {self.session_id} still {status.status if status else 'pending'}"
+                f" after {self.timeout:g} s",
+                session_id=self.session_id,
+            )
+        return None
+
+    def pause(self) -> float:
+        """Seconds to sleep before the next poll: 0 after one the server held."""
+        if time.monotonic() - self._started < 1:
+            return min(1.0, max(0.0, self.deadline - time.monotonic()))
+        return 0.0
 
 
 def pending(target: ResumeTarget) -> Op[list[PendingAuthorization]]:

@@ -10,7 +10,6 @@ sleep. Every request has a timeout; safe requests are retried
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import AsyncGenerator, Callable, Collection, Generator, Mapping, Sequence
 from datetime import timedelta
@@ -301,29 +300,20 @@ class AsyncClient(_Base):
         seconds (default 600: 10 minutes). ``session`` is the
         ``AuthorizationRequired`` raised, or its ``session_id``.
         """
-        sid = core.session_id_of(session)
-        deadline = time.monotonic() + timeout
+        wait = core.AuthWait(session, timeout, self._settings.timeouts)
         while True:
-            remaining = deadline - time.monotonic()
-            wait = max(0, min(core.MAX_WAIT_CHUNK, math.floor(remaining)))
-            started = time.monotonic()
-            op = core.authorization_status(sid, wait, self._settings.timeouts)
             try:
-                # Retries and timeouts within the deadline: a lost long poll is not sent again past it.
-                status = await self._run(op, deadline + core.DEADLINE_GRACE)
+                status = await self._run(wait.poll(), wait.send_deadline)
             except errors.Timeout:
-                if time.monotonic() < deadline:
+                if not wait.expired():
                     raise
                 status = None
-            if status is not None and status.settled:
-                return core.settle(status)
-            if time.monotonic() >= deadline:
-                raise errors.AuthorizationTimeout(
-                    f"auth session {sid} still {status.status if status else 'pending'} after {timeout:g} s",
-                    session_id=sid,
-                )
-            if time.monotonic() - started < 1:  # a server that does not hold the poll
-                await asyncio.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            settled = wait.answered(status)
+            if settled is not None:
+                return settled
+            pause = wait.pause()
+            if pause:
+                await asyncio.sleep(pause)
 
     async def pending_authorizations(self, swarm: str, instance_key: str, agent: str) -> list[PendingAuthorization]:
         """The consents an agent instance waits for, with their links (``auth.pending``)."""
@@ -688,29 +678,20 @@ class Client(_Base):
         self, session: str | errors.AuthorizationRequired, timeout: float = 600.0
     ) -> AuthSessionStatus:
         """See :meth:`AsyncClient.wait_for_authorization`."""
-        sid = core.session_id_of(session)
-        deadline = time.monotonic() + timeout
+        wait = core.AuthWait(session, timeout, self._settings.timeouts)
         while True:
-            remaining = deadline - time.monotonic()
-            wait = max(0, min(core.MAX_WAIT_CHUNK, math.floor(remaining)))
-            started = time.monotonic()
-            op = core.authorization_status(sid, wait, self._settings.timeouts)
             try:
-                # Retries and timeouts within the deadline: a lost long poll is not sent again past it.
-                status = self._run(op, deadline + core.DEADLINE_GRACE)
+                status = self._run(wait.poll(), wait.send_deadline)
             except errors.Timeout:
-                if time.monotonic() < deadline:
+                if not wait.expired():
                     raise
                 status = None
-            if status is not None and status.settled:
-                return core.settle(status)
-            if time.monotonic() >= deadline:
-                raise errors.AuthorizationTimeout(
-                    f"auth session {sid} still {status.status if status else 'pending'} after {timeout:g} s",
-                    session_id=sid,
-                )
-            if time.monotonic() - started < 1:
-                time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            settled = wait.answered(status)
+            if settled is not None:
+                return settled
+            pause = wait.pause()
+            if pause:
+                time.sleep(pause)
 
     def pending_authorizations(self, swarm: str, instance_key: str, agent: str) -> list[PendingAuthorization]:
         return self._run(core.pending(ResumeTarget(swarm, instance_key, agent)))
