@@ -14,7 +14,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
@@ -44,6 +44,7 @@ from .models import (
     ToolManifestEntry,
     TurnAuth,
     TurnEvent,
+    TurnSummary,
     each,
     parse_time,
 )
@@ -886,6 +887,64 @@ def get_instance(swarm: str, instance_key: str, agent: str) -> Op[Instance]:
         Call("GET", instance_path(swarm, instance_key, agent), "runtime", idempotent=True),
         lambda r: Instance.from_json(read_object(r)),
     )
+
+
+class TurnWait:
+    """wait_for_turn's rule, the clients only sending and sleeping: the turn of
+    ``event_id`` (its ``input_event_id``), else the instance's newest turn not in
+    ``ignore``; :class:`~agentauth.errors.Timeout` once ``timeout`` s have passed."""
+
+    def __init__(
+        self,
+        swarm: str,
+        instance_key: str,
+        agent: str,
+        event_id: str | None,
+        ignore: Collection[str],
+        timeout: float,
+    ) -> None:
+        self.op = get_instance(swarm, instance_key, agent)
+        self.deadline = time.monotonic() + timeout
+        self._where = f"{swarm}/{instance_key}/{agent}"
+        self._event_id = event_id
+        self._ignore = ignore
+        self._timeout = timeout
+        # Whether any turn seen named its input event (a server before inputEventId names none).
+        self._turns = 0
+        self._with_input_event = 0
+
+    @property
+    def send_deadline(self) -> float:
+        """Retries and timeouts within the deadline: a lost poll is not sent again past it."""
+        return self.deadline + DEADLINE_GRACE
+
+    def found(self, detail: Instance | None) -> TurnSummary | None:
+        """The turn waited for in ``detail`` (None: the instance is not there yet), or None
+        to look again; the Timeout raised past the deadline."""
+        turns = [] if detail is None else list(detail.recent_turns)  # newest first
+        if detail is not None and detail.active_turn is not None:
+            turns.insert(0, detail.active_turn)
+        self._turns += len(turns)
+        self._with_input_event += sum(1 for t in turns if t.input_event_id)
+        for summary in turns:
+            if summary.id in self._ignore:
+                continue
+            if self._event_id is None or summary.input_event_id == self._event_id:
+                return summary
+        if time.monotonic() >= self.deadline:
+            raise self._timed_out()
+        return None
+
+    def _timed_out(self) -> errors.Timeout:
+        if self._event_id is None:
+            return errors.Timeout(f"no new turn in {self._where} after {self._timeout:g} s")
+        hint = ""
+        if self._turns and not self._with_input_event:
+            hint = " (this server names no turn's inputEventId: it is older than the SDK; pass ignore= instead)"
+        return errors.Timeout(
+            f"no turn of event {self._event_id} in {self._where} after {self._timeout:g} s (it may still wait"
+            f" in the instance's backlog: a paused instance, a parked turn ahead of it){hint}"
+        )
 
 
 def lifecycle(swarm: str, instance_key: str, agent: str, action: str, reason: str | None = None) -> Op[InstanceRecord]:

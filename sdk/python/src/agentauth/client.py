@@ -436,25 +436,16 @@ class AsyncClient(_Base):
         :class:`~agentauth.errors.Timeout` after ``timeout`` seconds (default
         60), its requests and their retries included.
         """
-        deadline = time.monotonic() + timeout
-        seen = _TurnsSeen()
+        wait = core.TurnWait(swarm, instance_key, agent, event_id, ignore, timeout)
         while True:
-            found = _new_turn(
-                await self._get_instance_or_none(swarm, instance_key, agent, deadline), event_id, ignore, seen
-            )
+            try:
+                detail: Instance | None = await self._run(wait.op, wait.send_deadline)
+            except errors.NotFound:
+                detail = None
+            found = wait.found(detail)
             if found is not None:
                 return found
-            if time.monotonic() >= deadline:
-                raise _no_turn(swarm, instance_key, agent, event_id, timeout, seen)
             await asyncio.sleep(TURN_POLL_INTERVAL)
-
-    async def _get_instance_or_none(
-        self, swarm: str, instance_key: str, agent: str, deadline: float
-    ) -> Instance | None:
-        try:
-            return await self._run(core.get_instance(swarm, instance_key, agent), deadline + core.DEADLINE_GRACE)
-        except errors.NotFound:
-            return None
 
     async def follow_turn(
         self, swarm: str, instance_key: str, agent: str, turn_id: str, *, after: int | None = None
@@ -780,20 +771,15 @@ class Client(_Base):
         timeout: float = 60.0,
     ) -> TurnSummary:
         """See :meth:`AsyncClient.wait_for_turn`: with ``event_id``, the turn of that event only."""
-        deadline = time.monotonic() + timeout
-        seen = _TurnsSeen()
+        wait = core.TurnWait(swarm, instance_key, agent, event_id, ignore, timeout)
         while True:
             try:
-                detail: Instance | None = self._run(
-                    core.get_instance(swarm, instance_key, agent), deadline + core.DEADLINE_GRACE
-                )
+                detail: Instance | None = self._run(wait.op, wait.send_deadline)
             except errors.NotFound:
                 detail = None
-            found = _new_turn(detail, event_id, ignore, seen)
+            found = wait.found(detail)
             if found is not None:
                 return found
-            if time.monotonic() >= deadline:
-                raise _no_turn(swarm, instance_key, agent, event_id, timeout, seen)
             time.sleep(TURN_POLL_INTERVAL)
 
     def follow_turn(
@@ -852,43 +838,3 @@ class Client(_Base):
                 )
             if not state.done and not state.polling:
                 time.sleep(state.reconnect_delay())
-
-
-class _TurnsSeen:
-    """What wait_for_turn saw: whether any turn named its input event (a server
-    before inputEventId names none)."""
-
-    def __init__(self) -> None:
-        self.turns = 0
-        self.with_input_event = 0
-
-
-def _new_turn(
-    detail: Instance | None, event_id: str | None, ignore: Collection[str], seen: _TurnsSeen
-) -> TurnSummary | None:
-    if detail is None:
-        return None
-    turns = ([detail.active_turn] if detail.active_turn is not None else []) + list(detail.recent_turns)  # newest first
-    seen.turns += len(turns)
-    seen.with_input_event += sum(1 for t in turns if t.input_event_id)
-    for summary in turns:
-        if summary.id in ignore:
-            continue
-        if event_id is None or summary.input_event_id == event_id:
-            return summary
-    return None
-
-
-def _no_turn(
-    swarm: str, instance_key: str, agent: str, event_id: str | None, timeout: float, seen: _TurnsSeen
-) -> errors.Timeout:
-    where = f"{swarm}/{instance_key}/{agent}"
-    if event_id is None:
-        return errors.Timeout(f"no new turn in {where} after {timeout:g} s")
-    hint = ""
-    if seen.turns and not seen.with_input_event:
-        hint = " (this server names no turn's inputEventId: it is older than the SDK; pass ignore= instead)"
-    return errors.Timeout(
-        f"no turn of event {event_id} in {where} after {timeout:g} s (it may still wait in the instance's"
-        f" backlog: a paused instance, a parked turn ahead of it){hint}"
-    )
