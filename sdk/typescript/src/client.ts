@@ -330,11 +330,13 @@ export class AgentauthClient {
       const region = options.region ?? env.AWS_REGION ?? env.AWS_DEFAULT_REGION;
       let made: Promise<RequestSigner> | undefined;
       signer = () => {
-        made ??= makeSigV4Signer(region, options.credentials);
-        // A failed load is not cached: the caller may install the package and try again.
-        made.catch(() => {
-          made = undefined;
-        });
+        if (made === undefined) {
+          made = makeSigV4Signer(region, options.credentials);
+          // A failed load is not cached: the caller may install the package and try again.
+          made.catch(() => {
+            made = undefined;
+          });
+        }
         return made;
       };
     }
