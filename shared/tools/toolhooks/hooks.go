@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentauth/agentauth/shared/domain"
 	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/agentauth/agentauth/shared/domain"
 )
 
 // Call is one tool call as the hooks see it. Args never leave this package
