@@ -54,9 +54,7 @@ func (ix *Index) Explain(claims map[string]any, opts Options) Explanation {
 	e := Explanation{Access: ix.access(claims, func(p *policy) { policies = append(policies, p) })}
 	grants := map[int32][]Grant{}
 	for _, p := range policies {
-		groups := slices.Clone(p.groups)
-		slices.Sort(groups)
-		for _, gid := range slices.Compact(groups) {
+		for _, gid := range p.groups {
 			g, ok := ix.groups[gid]
 			if !ok || !g.active {
 				continue

@@ -49,8 +49,8 @@ type policy struct {
 	id       string
 	priority int
 	matchers []*ClaimMatcher
-	never    bool // no matchers, or one that does not compile
-	groups   []string
+	never    bool     // no matchers, or one that does not compile
+	groups   []string // the groups it grants, sorted, each once
 }
 
 // toolView is a tool prepared for selector checks: its values folded for
@@ -151,7 +151,7 @@ func NewIndex(cfg Config) (*Index, error) {
 		if !p.Active {
 			continue
 		}
-		cp := &policy{id: p.ID, priority: p.Priority, groups: slices.Clone(p.GroupIDs), never: len(p.Matchers) == 0}
+		cp := &policy{id: p.ID, priority: p.Priority, groups: slices.Compact(slices.Sorted(slices.Values(p.GroupIDs))), never: len(p.Matchers) == 0}
 		if cp.never {
 			ix.warnf("policy %s: no claim matchers: it never matches", p.ID)
 		}
