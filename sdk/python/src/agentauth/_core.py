@@ -1132,6 +1132,11 @@ class FollowState:
             raise errors.UnexpectedResponse(f"turn event stream: an event that is not a turn event ({exc})") from exc
         return event if self.accept(event) else None
 
+    def polled(self, events: Sequence[TurnEvent]) -> list[TurnEvent]:
+        """A poll of the JSON form that answered: its new events (a poll that works is no failure)."""
+        self.failures = 0
+        return [e for e in events if self.accept(e)]
+
     def poll_failed(self, err: errors.AgentauthError) -> float:
         """The wait before the next poll after err (a poll of the JSON form that
         failed past its retries); err raised when asking again would not change it."""

@@ -472,10 +472,8 @@ class AsyncClient(_Base):
                     # the same budget; a refusal (401, 404, …) is raised.
                     await asyncio.sleep(state.poll_failed(err))
                     continue
-                state.failures = 0
-                for event in events:
-                    if state.accept(event):
-                        yield event
+                for event in state.polled(events):
+                    yield event
                 if not state.done:
                     await asyncio.sleep(POLL_INTERVAL)
                 continue
@@ -796,10 +794,7 @@ class Client(_Base):
                     # the same budget; a refusal (401, 404, …) is raised.
                     time.sleep(state.poll_failed(err))
                     continue
-                state.failures = 0
-                for event in events:
-                    if state.accept(event):
-                        yield event
+                yield from state.polled(events)
                 if not state.done:
                     time.sleep(POLL_INTERVAL)
                 continue
