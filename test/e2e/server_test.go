@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -64,14 +63,10 @@ type recorded struct {
 	body []byte
 }
 
+// freePort is e2ekit.FreePort, under the name this package's tests call.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return e2ekit.FreePort(t)
 }
 
 // startServer runs agentauth serve on addr with bundle files and waits for

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -172,12 +171,7 @@ func runDeployedSDKSuites(t *testing.T, root string, suites []e2ekit.SDKSuite) {
 	// The provider on a port of its own, its issuer the recorder's
 	// address, where the deployed bundle's endpoints point.
 	listen(t, providerPort, "the demo provider's token recorder").Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	behind := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	behind := e2ekit.FreePort(t)
 	issuer := fmt.Sprintf("http://127.0.0.1:%d", providerPort)
 	tokens := e2ekit.StartTokenRecorder(t, fmt.Sprintf("127.0.0.1:%d", providerPort), fmt.Sprintf("http://127.0.0.1:%d", behind))
 	callback := st.PublicURL + "/oauth/callback/demo-user"

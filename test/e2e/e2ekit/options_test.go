@@ -73,12 +73,7 @@ func TestBrowserLocalhostSubdomains(t *testing.T) {
 // TestStartProviderPort: ProviderOptions.Port fixes the provider's port.
 func TestStartProviderPort(t *testing.T) {
 	e2ekit.RequireProvider(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := e2ekit.FreePort(t)
 	p := e2ekit.StartProvider(t, e2ekit.ProviderOptions{Port: port})
 	if want := fmt.Sprintf("http://127.0.0.1:%d", port); p.Issuer != want {
 		t.Fatalf("issuer %q, want %q", p.Issuer, want)

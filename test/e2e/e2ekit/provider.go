@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -131,6 +132,18 @@ type Provider struct {
 	waitErr error
 
 	closeOnce sync.Once
+}
+
+// FreePort is a 127.0.0.1 port that was free a moment ago: for a server
+// whose address must be known before it starts (a redirect URI, an issuer).
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // ProviderDir returns the directory holding provider.mjs: $E2E_PROVIDER_DIR,
