@@ -192,15 +192,7 @@ func TestDeployDocIndexSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	assets := t.TempDir()
-	for _, fn := range []string{stack.GetToken, stack.Callback} {
-		if err := os.MkdirAll(filepath.Join(assets, fn), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(assets, fn, "bootstrap"), []byte("#!/bin/sh\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	assets := fakeAssets(t)
 	var deploys []string
 	for _, title := range []string{"Upgrading a stack: the session indexes", "Upgrading a stack: the list indexes"} {
 		for _, line := range shLines(t, docSection(t, string(raw), title)) {
@@ -331,15 +323,7 @@ func TestDeployDocConsole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	assets := t.TempDir()
-	for _, fn := range []string{stack.GetToken, stack.Callback} {
-		if err := os.MkdirAll(filepath.Join(assets, fn), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(assets, fn, "bootstrap"), []byte("#!/bin/sh\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	assets := fakeAssets(t)
 	var deploy string
 	for _, line := range shLines(t, docSection(t, string(raw), "Operator console")) {
 		switch {
@@ -396,4 +380,20 @@ func TestDeployDocConsole(t *testing.T) {
 		env[stack.EnvConsoleClientSecretRef] != ctx["consoleClientSecretRef"] || env[stack.EnvConsoleRolesClaim] != ctx["consoleRolesClaim"] {
 		t.Errorf("gettoken's console settings: %v", env)
 	}
+}
+
+// fakeAssets is an asset directory with a stand-in bootstrap for each
+// function a documented deploy builds, so that synthesis finds them.
+func fakeAssets(t *testing.T) string {
+	t.Helper()
+	assets := t.TempDir()
+	for _, fn := range []string{stack.GetToken, stack.Callback} {
+		if err := os.MkdirAll(filepath.Join(assets, fn), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(assets, fn, "bootstrap"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return assets
 }
