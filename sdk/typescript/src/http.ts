@@ -102,10 +102,11 @@ const maxBodyText = `${maxBodyBytes / (1024 * 1024)} MiB (${maxBodyBytes} bytes)
 /** readBody's error for a body over maxBodyBytes; turned into an UnexpectedResponseError by its reader. */
 class BodyTooLarge extends Error {}
 
-const nodeUserAgent = (): string | undefined => {
+/** The User-Agent sent under Node (a browser sets its own), worked out once. */
+const nodeUserAgent: string | undefined = (() => {
   const p = (globalThis as { process?: { versions?: { node?: string } } }).process;
   return p?.versions?.node ? `agentauth-client-ts/${VERSION} node/${p.versions.node}` : undefined;
-};
+})();
 
 /** Sleeps ms, or throws AbortedError when signal aborts first. */
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -279,9 +280,8 @@ export class Transport {
       }
     }
     const headers: Record<string, string> = { Accept: "application/json", ...spec.headers };
-    const ua = nodeUserAgent();
-    if (ua) {
-      headers["User-Agent"] = ua;
+    if (nodeUserAgent) {
+      headers["User-Agent"] = nodeUserAgent;
     }
     let body: string | undefined;
     if (spec.body !== undefined) {
