@@ -1,6 +1,10 @@
 package toolcatalog
 
-import "github.com/agentauth/agentauth/shared/tools/discovery"
+import (
+	"slices"
+
+	"github.com/agentauth/agentauth/shared/tools/discovery"
+)
 
 // Explanation says why a caller with some claims sees the tools it sees:
 // the access policies that matched (priority order), the groups they
@@ -41,19 +45,11 @@ func (c *Catalog) Explain(claims map[string]any) Explanation {
 		e.Tools = append(e.Tools, t)
 		e.Manifest = append(e.Manifest, t.ToolManifestEntry)
 		for i, g := range t.Grants {
-			if !grantedBefore(t.Grants[:i], g.GroupID) { // two policies may grant one group
+			sameGroup := func(h discovery.Grant) bool { return h.GroupID == g.GroupID }
+			if !slices.ContainsFunc(t.Grants[:i], sameGroup) { // two policies may grant one group
 				e.Groups[g.GroupID] = append(e.Groups[g.GroupID], t.ToolManifestEntry)
 			}
 		}
 	}
 	return e
-}
-
-func grantedBefore(grants []discovery.Grant, group string) bool {
-	for _, g := range grants {
-		if g.GroupID == group {
-			return true
-		}
-	}
-	return false
 }
