@@ -41,6 +41,10 @@ func TestSDKPackagesInstall(t *testing.T) {
 		t.Fatal("README.md has no block marked `test/e2e runs this: sdk-install`")
 	}
 	block := string(m[1])
+	// The block's comment names the tarball npm pack makes: the version's.
+	if want := "agentauth-client-" + version + ".tgz"; !strings.Contains(block, want) {
+		t.Errorf("README.md's sdk-install block does not name %s, the tarball npm pack makes at VERSION %s", want, version)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	tmp := t.TempDir()
