@@ -234,7 +234,10 @@ func (c *deployedConsole) lifecycle(t *testing.T, admin *e2ekit.Session, api tur
 		}
 		t.Logf("%s clicked (%.1fs): the page and the runtime API say %s", step.button, took.Seconds(), out.Status)
 	}
-	out, _ := state()
+	out, err := state()
+	if err != nil {
+		t.Fatalf("the runtime API after #terminate: %v", err)
+	}
 	i := slices.IndexFunc(out.RecentTurns, func(tr turnEndedOut) bool { return tr.ID == turnID })
 	if i < 0 {
 		t.Fatalf("the runtime API lists no turn %s: %+v", turnID, out)
