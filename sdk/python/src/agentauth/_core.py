@@ -381,7 +381,7 @@ def error_from_response(response: httpx.Response) -> errors.AgentauthError:
         text = response.text.strip() if body is None else ""
         reason = response.reason_phrase or "error"
         message = f"HTTP {response.status_code} {reason}" + (f": {text[:200]}" if text else "")
-    cls = error_class_for_code(code, response.status_code)
+    cls = errors.error_class_for(code, response.status_code)
     return cls(
         message,
         code=code or None,
@@ -390,10 +390,6 @@ def error_from_response(response: httpx.Response) -> errors.AgentauthError:
         details=details,
         retry_after=retry_after(response),
     )
-
-
-def error_class_for_code(code: str | None, status: int) -> type[errors.AgentauthError]:
-    return errors.error_class_for(code, status)
 
 
 def read_json(response: httpx.Response) -> Any:
