@@ -423,16 +423,11 @@ export class AgentauthClient {
       case "ready":
         return new AccessToken(res as ReadyTokenWire);
       case "authorization_required":
-        throw new AuthorizationRequired({
-          authorizationUrl: res.authorizationUrl ?? "",
-          sessionId: res.authSessionId ?? "",
-          expiresAt: res.expiresAt ? new Date(res.expiresAt) : undefined,
-          message: res.message,
-          oauthAppRef:
-            typeof opts.app === "string" ? appRef(opts.app).toString() : `${opts.app.kind}/${opts.app.name}`,
-          deviceCode: res.deviceCode,
-          requestId,
-        });
+        throw authorizationRequired(
+          res,
+          typeof opts.app === "string" ? appRef(opts.app).toString() : `${opts.app.kind}/${opts.app.name}`,
+          { deviceCode: res.deviceCode, requestId },
+        );
       case "error":
         throw errorFromBody(200, res.error, requestId);
       default:
@@ -607,13 +602,7 @@ export class AgentauthClient {
     const r = res.result as { status: string; authorization?: AuthorizationWire };
     if (r?.status === "authorization_required") {
       const a = r.authorization ?? {};
-      throw new AuthorizationRequired({
-        authorizationUrl: a.authorizationUrl ?? "",
-        sessionId: a.authSessionId ?? "",
-        expiresAt: a.expiresAt ? new Date(a.expiresAt) : undefined,
-        message: a.message,
-        oauthAppRef: refString(a.oauthAppRef),
-      });
+      throw authorizationRequired(a, refString(a.oauthAppRef));
     }
     return res;
   }
@@ -1060,15 +1049,28 @@ interface AuthorizationWire {
   message?: string;
 }
 
-interface TokenWire {
+// A token request's answer: an authorization_required one carries the consent's fields at its top level.
+interface TokenWire extends AuthorizationWire {
   status: string;
   accessToken?: string;
-  authSessionId?: string;
-  authorizationUrl?: string;
-  expiresAt?: string;
-  message?: string;
   deviceCode?: { verificationUri: string; userCode: string; interval: number };
   error?: ErrorBody;
+}
+
+// The AuthorizationRequired of an authorization_required answer (a token request's, a tool invocation's).
+function authorizationRequired(
+  a: AuthorizationWire,
+  oauthAppRef: string | undefined,
+  more: { deviceCode?: TokenWire["deviceCode"]; requestId?: string | undefined } = {},
+): AuthorizationRequired {
+  return new AuthorizationRequired({
+    authorizationUrl: a.authorizationUrl ?? "",
+    sessionId: a.authSessionId ?? "",
+    expiresAt: a.expiresAt ? new Date(a.expiresAt) : undefined,
+    message: a.message,
+    oauthAppRef,
+    ...more,
+  });
 }
 
 function refString(ref: unknown): string | undefined {
