@@ -9,11 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/local/atomicfile"
+	"github.com/agentauth/agentauth/shared/local/listtree"
 )
 
 // The operator lists (domain.OperatorQueries): an index on disk, one tree
@@ -175,93 +175,6 @@ func pruneEntry(e listEntry) {
 	dropEntry(e)
 }
 
-// sortedNames lists dir's names in order; none when dir does not exist.
-func sortedNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	names, err := f.Readdirnames(-1)
-	f.Close()
-	if err != nil {
-		return nil, err
-	}
-	slices.Sort(names)
-	return names, nil
-}
-
-func allDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// walk yields the keys of the tree at root after after ("": from the
-// start) and before end ("": to the end), in order, reading only the
-// buckets that can hold them.
-func walk(root, after, end string) iter.Seq2[string, error] {
-	prefix := func(k string, n int) string {
-		if k == "" {
-			return ""
-		}
-		return k[:n]
-	}
-	a1, a2, e1, e2 := prefix(after, 6), prefix(after, 10), prefix(end, 6), prefix(end, 10)
-	return func(yield func(string, error) bool) {
-		l1, err := sortedNames(root)
-		if err != nil {
-			yield("", err)
-			return
-		}
-		for _, b1 := range l1 {
-			if len(b1) != 6 || !allDigits(b1) || b1 < a1 {
-				continue
-			}
-			if e1 != "" && b1 > e1 {
-				return
-			}
-			l2, err := sortedNames(filepath.Join(root, b1))
-			if err != nil {
-				yield("", err)
-				return
-			}
-			for _, b2 := range l2 {
-				if len(b2) != 4 || !allDigits(b2) || b1+b2 < a2 {
-					continue
-				}
-				if e2 != "" && b1+b2 > e2 {
-					return
-				}
-				names, err := sortedNames(filepath.Join(root, b1, b2))
-				if err != nil {
-					yield("", err)
-					return
-				}
-				for _, k := range names {
-					if k <= after || !strings.HasPrefix(k, b1+b2) {
-						continue
-					}
-					if _, _, err := domain.ParseListKey(k); err != nil {
-						continue // a stray file
-					}
-					if end != "" && k >= end {
-						return
-					}
-					if !yield(k, nil) {
-						return
-					}
-				}
-			}
-		}
-	}
-}
-
 // merged yields the keys of several trees in order, with the index of
 // the tree each comes from.
 func merged(roots []string, after, end string) iter.Seq2[listEntry, error] {
@@ -274,7 +187,7 @@ func merged(roots []string, after, end string) iter.Seq2[listEntry, error] {
 		}
 		heads := make([]*head, len(roots))
 		for i, r := range roots {
-			next, stop := iter.Pull2(walk(r, after, end))
+			next, stop := iter.Pull2(listtree.Walk(r, after, end, nil))
 			defer stop()
 			h := &head{next: next, stop: stop}
 			heads[i] = h
@@ -497,7 +410,7 @@ func (s *Store) CountFailingGrants(ctx context.Context, tenant string, anyTenant
 // countState counts one state's entries in the scope, up to limit+1.
 func (s *Store) countState(ctx context.Context, tenant string, anyTenant bool, state string, limit int) (int, error) {
 	n := 0
-	for _, err := range walk(s.grantRoot(scopeOf(tenant, anyTenant), state), "", "") {
+	for _, err := range listtree.Walk(s.grantRoot(scopeOf(tenant, anyTenant), state), "", "", nil) {
 		if err != nil {
 			return 0, err
 		}

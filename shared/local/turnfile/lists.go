@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"iter"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/agentauth/agentauth/shared/domain"
 	"github.com/agentauth/agentauth/shared/local/atomicfile"
+	"github.com/agentauth/agentauth/shared/local/listtree"
 	"github.com/agentauth/agentauth/shared/turn"
 )
 
@@ -125,74 +125,6 @@ func pruneEntry(e listEntry) {
 	}
 }
 
-func sortedNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	names, err := f.Readdirnames(-1)
-	f.Close()
-	if err != nil {
-		return nil, err
-	}
-	slices.Sort(names)
-	return names, nil
-}
-
-func allDigits(s string) bool {
-	return strings.Trim(s, "0123456789") == ""
-}
-
-// walk yields the keys of the tree at root after after, in order, reading
-// only the buckets that can hold them.
-func walk(root, after string) iter.Seq2[string, error] {
-	a1, a2 := "", ""
-	if after != "" {
-		a1, a2 = after[:6], after[:10]
-	}
-	return func(yield func(string, error) bool) {
-		l1, err := sortedNames(root)
-		if err != nil {
-			yield("", err)
-			return
-		}
-		for _, b1 := range l1 {
-			if len(b1) != 6 || !allDigits(b1) || b1 < a1 {
-				continue
-			}
-			l2, err := sortedNames(filepath.Join(root, b1))
-			if err != nil {
-				yield("", err)
-				return
-			}
-			for _, b2 := range l2 {
-				if len(b2) != 4 || !allDigits(b2) || b1+b2 < a2 {
-					continue
-				}
-				names, err := sortedNames(filepath.Join(root, b1, b2))
-				if err != nil {
-					yield("", err)
-					return
-				}
-				for _, k := range names {
-					if k <= after || !strings.HasPrefix(k, b1+b2) {
-						continue
-					}
-					if _, id, err := domain.ParseListKey(k); err != nil || !isInstanceDir(id) {
-						continue // a stray file
-					}
-					if !yield(k, nil) {
-						return
-					}
-				}
-			}
-		}
-	}
-}
-
 // QueryInstances reads one page of instances from the index, most
 // recently created first (then by directory name), and the state of each
 // instance it lists (through the cache, without filling it). Agent and
@@ -213,7 +145,7 @@ func (s *Store) QueryInstances(ctx context.Context, q turn.InstanceQuery) (turn.
 	filtered := q.Agent != "" || q.Status != ""
 	var page turn.InstancePage
 	got, examined, cursor := 0, 0, ""
-	for k, err := range walk(root, q.After) {
+	for k, err := range listtree.Walk(root, q.After, "", isInstanceDir) {
 		if err != nil {
 			return turn.InstancePage{}, fmt.Errorf("turnfile: query instances: %w", err)
 		}
