@@ -257,10 +257,10 @@ func (c *Catalog) makeRoomLocked() {
 
 // callerTenant is the caller's tenant claim in its string form ("" when
 // absent, null or not a scalar: such a caller sees no tenant tools), read
-// by the rule access policies use.
+// by the one claim-text rule (domain.ClaimText) access policies and the
+// principal use.
 func callerTenant(claims map[string]any, path string) string {
-	v, _ := domain.LookupClaim(claims, path)
-	s, _ := domain.ClaimString(v)
+	s, _ := domain.ClaimText(claims, path)
 	return s
 }
 
