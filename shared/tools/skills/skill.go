@@ -98,7 +98,7 @@ func (q Query) Why(s Skill) Reason {
 		switch {
 		case q.TenantID == "" || s.TenantID != q.TenantID:
 			return ReasonOtherTenant
-		case len(q.AllowedSkillNames) > 0 && slices.Contains(q.AllowedSkillNames, s.Name):
+		case slices.Contains(q.AllowedSkillNames, s.Name):
 			return ReasonAllowed
 		default:
 			return ReasonNotAllowed
