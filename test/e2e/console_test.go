@@ -340,7 +340,7 @@ spec: {name: pricing, description: Acme's price list, content: "Ask sales.", sco
 
 	t.Run("revoke from the page", func(t *testing.T) {
 		c.visit(t, admin, "/console/grants/"+acme.grant, 200, "")
-		status, html := c.click(t, admin, "#revoke", "Revoke this grant? The agent will need the user's consent again.")
+		status, html := c.click(t, admin, "#revoke", e2ekit.ConfirmRevokeGrant)
 		if status != 200 {
 			t.Fatalf("after revoke: %d", status)
 		}
@@ -365,22 +365,18 @@ spec: {name: pricing, description: Acme's price list, content: "Ask sales.", sco
 			return code, s
 		}
 		c.visit(t, admin, inst, 200, "")
-		for _, step := range []struct{ button, dialog, flash, want string }{
-			{"#pause", "", "paused", "paused"},
-			{"#resume", "", "resumed", "active"},
-			{"#terminate", "Terminate this instance? It takes no more turns.", "terminated", "terminated"},
-		} {
-			status, html := c.click(t, admin, step.button, step.dialog)
-			c.record(inst+" after "+step.button, html)
+		for _, step := range e2ekit.InstanceLifecycle() {
+			status, html := c.click(t, admin, step.Button, step.Dialog)
+			c.record(inst+" after "+step.Button, html)
 			if status != 200 {
-				t.Fatalf("%s: %d", step.button, status)
+				t.Fatalf("%s: %d", step.Button, status)
 			}
-			c.contains(t, "instance after "+step.button, html, "Done: "+step.flash+".", `id="instance-status">`+step.want+`<`)
-			if code, s := state(); code != 200 || s != step.want {
-				t.Fatalf("runtime API after %s: %d %s, want %s", step.button, code, s, step.want)
+			c.contains(t, "instance after "+step.Button, html, "Done: "+step.Flash+".", `id="instance-status">`+step.Status+`<`)
+			if code, s := state(); code != 200 || s != step.Status {
+				t.Fatalf("runtime API after %s: %d %s, want %s", step.Button, code, s, step.Status)
 			}
 		}
-		status, html := c.click(t, admin, "#delete", "Delete this instance and its history? This cannot be undone.")
+		status, html := c.click(t, admin, "#delete", e2ekit.ConfirmDelete)
 		c.record(inst+" after #delete", html)
 		if status != 200 {
 			t.Fatalf("#delete: %d", status)

@@ -207,12 +207,8 @@ func (c *deployedConsole) lifecycle(t *testing.T, admin *e2ekit.Session, api tur
 		return out, err
 	}
 	c.visit(t, admin, page, 200)
-	for _, step := range []struct{ button, dialog, flash, want string }{
-		{"#pause", "", "paused", "paused"},
-		{"#resume", "", "resumed", "active"},
-		{"#terminate", "Terminate this instance? It takes no more turns.", "terminated", "terminated"},
-	} {
-		if step.button == "#terminate" {
+	for _, step := range e2ekit.InstanceLifecycle() {
+		if step.Button == "#terminate" {
 			tab, cancel := admin.Tab(c.ctx)
 			err := chromedp.Do(tab, chromedp.SetValue(chromedp.CSS(`input[name="reason"]`), reason))
 			cancel()
@@ -221,18 +217,18 @@ func (c *deployedConsole) lifecycle(t *testing.T, admin *e2ekit.Session, api tur
 			}
 		}
 		start := time.Now()
-		status, html := c.click(t, admin, step.button, step.dialog)
+		status, html := c.click(t, admin, step.Button, step.Dialog)
 		took := time.Since(start)
-		c.record(page+" after "+step.button, html)
+		c.record(page+" after "+step.Button, html)
 		if status != 200 {
-			t.Fatalf("%s: %d", step.button, status)
+			t.Fatalf("%s: %d", step.Button, status)
 		}
-		c.contains(t, "instance after "+step.button, html, "Done: "+step.flash+".", `id="instance-status">`+step.want+`<`)
+		c.contains(t, "instance after "+step.Button, html, "Done: "+step.Flash+".", `id="instance-status">`+step.Status+`<`)
 		out, err := state()
-		if err != nil || out.Status != step.want {
-			t.Fatalf("the runtime API after %s: %q %v, want %s", step.button, out.Status, err, step.want)
+		if err != nil || out.Status != step.Status {
+			t.Fatalf("the runtime API after %s: %q %v, want %s", step.Button, out.Status, err, step.Status)
 		}
-		t.Logf("%s clicked (%.1fs): the page and the runtime API say %s", step.button, took.Seconds(), out.Status)
+		t.Logf("%s clicked (%.1fs): the page and the runtime API say %s", step.Button, took.Seconds(), out.Status)
 	}
 	out, err := state()
 	if err != nil {
@@ -251,7 +247,7 @@ func (c *deployedConsole) lifecycle(t *testing.T, admin *e2ekit.Session, api tur
 	c.contains(t, "terminated turn's timeline", html, `id="turn-status">interrupted<`, "<code>terminated</code> "+reason)
 
 	c.visit(t, admin, page, 200)
-	status, html := c.click(t, admin, "#delete", "Delete this instance and its history? This cannot be undone.")
+	status, html := c.click(t, admin, "#delete", e2ekit.ConfirmDelete)
 	c.record(page+" after #delete", html)
 	if status != 200 {
 		t.Fatalf("#delete: %d", status)

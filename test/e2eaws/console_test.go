@@ -305,7 +305,7 @@ func TestDeployedConsole(t *testing.T) {
 
 	must(timed("revoke from the page: the token route asks for consent again", func(t *testing.T) {
 		c.visit(t, admin, "/console/grants/"+grantA, 200)
-		status, html := c.click(t, admin, "#revoke", "Revoke this grant? The agent will need the user's consent again.")
+		status, html := c.click(t, admin, "#revoke", e2ekit.ConfirmRevokeGrant)
 		c.record("/console/grants/"+grantA+" (revoked)", html)
 		if status != 200 {
 			t.Fatalf("after revoke: %d", status)

@@ -79,3 +79,27 @@ func AxeScript() (string, error) {
 	}
 	return string(b), nil
 }
+
+// The console's confirm dialogs, word for word: Session.Click accepts
+// only the dialog it is told to expect, so the local and the deployed
+// console tests name the same texts.
+const (
+	ConfirmRevokeGrant = "Revoke this grant? The agent will need the user's consent again."
+	ConfirmTerminate   = "Terminate this instance? It takes no more turns."
+	ConfirmDelete      = "Delete this instance and its history? This cannot be undone."
+)
+
+// InstanceAction is a button on an instance's console page: the dialog
+// it asks ("" for none), the flash after it ("Done: <Flash>.") and the
+// instance's status then, on the page and in the runtime API.
+type InstanceAction struct{ Button, Dialog, Flash, Status string }
+
+// InstanceLifecycle is pause, resume and terminate, in the order a test
+// clicks them on one instance.
+func InstanceLifecycle() []InstanceAction {
+	return []InstanceAction{
+		{"#pause", "", "paused", "paused"},
+		{"#resume", "", "resumed", "active"},
+		{"#terminate", ConfirmTerminate, "terminated", "terminated"},
+	}
+}
