@@ -889,13 +889,7 @@ export class AgentauthClient {
           if (opts.signal?.aborted || !reconnectable(err) || ++failures > maxReconnects) {
             throw err;
           }
-          const after = err instanceof AgentauthError ? err.retryAfter : undefined;
-          await sleep(
-            after !== undefined
-              ? Math.min(after * 1000, maxReconnectAfterMs)
-              : backoff(failures - 1, 250, 5_000),
-            opts.signal,
-          );
+          await sleep(reconnectWait(err, failures), opts.signal);
           continue;
         }
         failures = 0;
@@ -917,8 +911,8 @@ export class AgentauthClient {
       // The server ended the stream (no error, no turn end): its time
       // limit, or a buffered window (an answer sent whole) with nothing new.
       let ended = false;
-      // A refused reconnect's Retry-After, in ms.
-      let hintMs: number | undefined;
+      // Why the stream failed (a refused reconnect's Retry-After is waited for).
+      let cut: unknown;
       const started = Date.now();
       const parser = new SseParser();
       try {
@@ -994,9 +988,7 @@ export class AgentauthClient {
         if (err instanceof AgentauthError && !reconnectable(err)) {
           throw err;
         }
-        if (err instanceof AgentauthError && err.retryAfter !== undefined) {
-          hintMs = Math.min(err.retryAfter * 1000, maxReconnectAfterMs);
-        }
+        cut = err;
       }
       if (opts.signal?.aborted) {
         throw aborted(opts.signal);
@@ -1031,7 +1023,7 @@ export class AgentauthClient {
             message: `GET ${path}: the stream failed ${failures} times in a row without a new event`,
           });
         }
-        await sleep(hintMs ?? backoff(failures - 1, 250, 5_000), opts.signal);
+        await sleep(reconnectWait(cut, failures), opts.signal);
       }
     }
   }
@@ -1110,6 +1102,15 @@ function instancePath(swarm: string, instanceKey: string, agent: string): string
 
 function turnEventsPath(swarm: string, instanceKey: string, agent: string, turnId: string): string {
   return `${instancePath(swarm, instanceKey, agent)}/turns/${segment(turnId, "turnId")}/events`;
+}
+
+// The wait before a follow's next try after failures in a row: the
+// error's Retry-After (at most maxReconnectAfterMs), else a backoff.
+function reconnectWait(err: unknown, failures: number): number {
+  if (err instanceof AgentauthError && err.retryAfter !== undefined) {
+    return Math.min(err.retryAfter * 1000, maxReconnectAfterMs);
+  }
+  return backoff(failures - 1, 250, 5_000);
 }
 
 // What a follow reconnects after: the connection, not the request.
