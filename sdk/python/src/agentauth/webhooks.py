@@ -23,7 +23,14 @@ from typing import Any
 from .errors import WebhookBadSignature, WebhookMalformed, WebhookTooOld
 from .models import TurnEvent
 
-__all__ = ["DEFAULT_TOLERANCE", "WebhookDelivery", "verify_webhook", "verify_webhook_headers"]
+__all__ = [
+    "DEFAULT_TOLERANCE",
+    "WEBHOOK_SIGNATURE_HEADER",
+    "WEBHOOK_TIMESTAMP_HEADER",
+    "WebhookDelivery",
+    "verify_webhook",
+    "verify_webhook_headers",
+]
 
 DEFAULT_TOLERANCE = 300
 

@@ -31,6 +31,9 @@ def test_constants_and_models_are_exported() -> None:
     assert agentauth.WEBHOOK_TIMESTAMP_HEADER == webhooks.WEBHOOK_TIMESTAMP_HEADER == "X-Agentauth-Timestamp"
     assert agentauth.WEBHOOK_SIGNATURE_HEADER == webhooks.WEBHOOK_SIGNATURE_HEADER == "X-Agentauth-Signature"
     assert set(models.__all__) <= set(agentauth.__all__), sorted(set(models.__all__) - set(agentauth.__all__))
+    # The webhook module's names are the package's (its DEFAULT_TOLERANCE is verify_webhook's default, not exported).
+    assert set(webhooks.__all__) - {"DEFAULT_TOLERANCE"} <= set(agentauth.__all__)
+    assert {"WEBHOOK_TIMESTAMP_HEADER", "WEBHOOK_SIGNATURE_HEADER", "verify_webhook"} <= set(webhooks.__all__)
 
 
 def test_all_names_resolve() -> None:
