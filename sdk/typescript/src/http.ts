@@ -245,14 +245,15 @@ export class Transport {
       if (ex.res.ok) {
         return ex;
       }
+      // Read once: the error carries it, and a retry waits for it.
+      const after = retryAfterMs(ex.res.headers.get("Retry-After"));
       let err: AgentauthError;
       try {
-        err = await errorOf(ex, spec);
+        err = await errorOf(ex, spec, after);
       } finally {
         ex.done();
       }
       if (canRetry && retryableStatus.has(ex.res.status) && (spec.idempotent || ex.res.status === 429)) {
-        const after = retryAfterMs(ex.res.headers.get("Retry-After"));
         const wait = after ?? backoff(attempt, cfg.backoffBaseMs, cfg.backoffMaxMs);
         if ((after === undefined || after <= cfg.maxRetryAfterMs) && fits(wait)) {
           await sleep(wait, spec.signal);
@@ -539,7 +540,12 @@ function headerRequestId(res: Response): string | undefined {
   return res.headers.get("X-Request-Id") || res.headers.get("x-amzn-RequestId") || undefined;
 }
 
-async function errorOf(ex: Exchange, spec: RequestSpec): Promise<AgentauthError> {
+/** A non-2xx exchange's typed error; retryAfter: its Retry-After, in ms. */
+async function errorOf(
+  ex: Exchange,
+  spec: RequestSpec,
+  retryAfter: number | undefined,
+): Promise<AgentauthError> {
   const res = ex.res;
   let text = "";
   try {
@@ -579,12 +585,11 @@ async function errorOf(ex: Exchange, spec: RequestSpec): Promise<AgentauthError>
       status: res.status,
     });
   }
-  const after = retryAfterMs(res.headers.get("Retry-After"));
   return errorFromBody(
     res.status,
     body,
     requestId,
-    after === undefined ? undefined : after / 1000,
+    retryAfter === undefined ? undefined : retryAfter / 1000,
     // The status is in the message once: the request id's suffix has it.
     requestId === undefined && !body?.requestId
       ? `${spec.method} ${spec.path}: HTTP ${res.status}`
