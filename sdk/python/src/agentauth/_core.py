@@ -1051,12 +1051,12 @@ class FollowState:
     ``RetryPolicy.max_reconnects``.
     """
 
-    def __init__(self, after: int | None, policy: RetryPolicy, settings: Settings | None = None) -> None:
+    def __init__(self, after: int | None, settings: Settings) -> None:
         self.last = after if after is not None else -1
         self.done = False
         self.failures = 0
         self.quiet = 0
-        self.policy = policy
+        self.policy = settings.retry
         self.settings = settings
         self.polling = False
         # The last ``retry:`` a stream of this follow sent (seconds): it holds
@@ -1096,8 +1096,7 @@ class FollowState:
         elif status == 429 or status >= 500:
             self.hint = retry_after(response)
         else:
-            foreign = foreign_answer(response, self.settings, "stream") if self.settings is not None else None
-            raise foreign or error_from_response(response)
+            raise foreign_answer(response, self.settings, "stream") or error_from_response(response)
 
     def page(self, response: httpx.Response) -> list[TurnEvent]:
         """A 200 that is not an event stream (a server or proxy that answered the

@@ -462,7 +462,7 @@ class AsyncClient(_Base):
         ``async with contextlib.aclosing(client.follow_turn(…)) as events:``:
         its connection is closed there, not when the generator is collected.
         """
-        state = core.FollowState(after, self._settings.retry, self._settings)
+        state = core.FollowState(after, self._settings)
         while not state.done:
             if state.polling:
                 try:
@@ -784,7 +784,7 @@ class Client(_Base):
         self, swarm: str, instance_key: str, agent: str, turn_id: str, *, after: int | None = None
     ) -> Generator[TurnEvent, None, None]:
         """See :meth:`AsyncClient.follow_turn`; a generator (``contextlib.closing`` for leaving it early)."""
-        state = core.FollowState(after, self._settings.retry, self._settings)
+        state = core.FollowState(after, self._settings)
         while not state.done:
             if state.polling:
                 try:

@@ -63,7 +63,7 @@ def test_sse_parser_and_follow_state_take_any_lines() -> None:
     stream = (
         "id: 0\nevent: turn.started\ndata: " + json.dumps({"turnId": "t", "seq": 0, "type": "turn.started"}) + "\n\n"
     )
-    state = _core.FollowState(None, _core.RetryPolicy())
+    state = _core.FollowState(None, _core.Settings("http://127.0.0.1:8080", "token", None, None, None, None))
     parser = _core.SSEParser()
     messages = 0
     for _ in range(ROUNDS // 4):
