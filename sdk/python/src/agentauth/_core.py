@@ -487,17 +487,13 @@ def _retry_delay(policy: RetryPolicy, call: Call, attempt: int, outcome: httpx.R
     return None
 
 
-def connection_error(call: Call, exc: Exception, settings: Settings | None = None) -> errors.AgentauthError:
+def connection_error(call: Call, exc: Exception, settings: Settings) -> errors.AgentauthError:
     """The error of a request that got no answer: it names the address tried
     (scheme://host[:port], never a path, query or userinfo) and the setting it came from."""
     kind = type(exc).__name__
-    at = ""
-    running = ""
-    if settings is not None:
-        address, source, _ = where(settings, call.credential)
-        at = f" from {address} ({source})"
-        if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
-            running = ": is agentauth running there?"
+    address, source, _ = where(settings, call.credential)
+    at = f" from {address} ({source})"
+    running = ": is agentauth running there?" if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)) else ""
     if isinstance(exc, httpx.DecodingError):
         return errors.UnexpectedResponse(f"{call.method} {call.path}: an answer that cannot be decoded ({kind}: {exc})")
     if isinstance(exc, httpx.TimeoutException):
