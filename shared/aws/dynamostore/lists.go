@@ -341,25 +341,30 @@ func (s *Store) QuerySessions(ctx context.Context, q domain.SessionQuery) (domai
 	return page, nil
 }
 
-// CountGrants counts the entries of the scope's active and revoked
-// ranges with Select COUNT queries, up to limit+1 entries each: what it
+// CountGrants counts the entries of the scope's active (and failing) and
+// revoked ranges with Select COUNT queries, up to limit+1 entries each: what it
 // costs follows limit, not the store. The index follows the table within
 // about a second.
 func (s *Store) CountGrants(ctx context.Context, tenant string, anyTenant bool, limit int) (active, revoked int, capped bool, err error) {
 	if limit < 1 {
 		return 0, 0, false, fmt.Errorf("dynamostore: count grants: %w: limit %d", domain.ErrInvalidID, limit)
 	}
-	count := func(prefix string) (int, error) { return s.countRange(ctx, tenant, anyTenant, prefix, limit) }
-	var failing int
-	if active, err = count(listActive); err == nil {
-		if failing, err = count(listFailing); err == nil {
-			active += failing
-			revoked, err = count(listRevoked)
+	// Failing grants are active ones: their range is counted only up to
+	// what the active range leaves of limit+1.
+	var n [3]int
+	for i, st := range [...]string{listActive, listFailing, listRevoked} {
+		lim := limit
+		if i == 1 {
+			if n[0] > limit {
+				continue // capped already
+			}
+			lim = limit - n[0]
+		}
+		if n[i], err = s.countRange(ctx, tenant, anyTenant, st, lim); err != nil {
+			return 0, 0, false, fmt.Errorf("dynamostore: count grants: %w", err)
 		}
 	}
-	if err != nil {
-		return 0, 0, false, fmt.Errorf("dynamostore: count grants: %w", err)
-	}
+	active, revoked = n[0]+n[1], n[2]
 	if active > limit {
 		active, capped = limit, true
 	}

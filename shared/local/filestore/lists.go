@@ -373,16 +373,22 @@ func (s *Store) CountGrants(ctx context.Context, tenant string, anyTenant bool, 
 	if limit < 1 {
 		return 0, 0, false, fmt.Errorf("filestore: count grants: %w: limit %d", domain.ErrInvalidID, limit)
 	}
-	var failing int
-	if active, err = s.countState(ctx, tenant, anyTenant, stateActive, limit); err == nil {
-		if failing, err = s.countState(ctx, tenant, anyTenant, stateFailing, limit); err == nil {
-			active += failing
-			revoked, err = s.countState(ctx, tenant, anyTenant, stateRevoked, limit)
+	// Failing grants are active ones: their range is counted only up to
+	// what the active range leaves of limit+1.
+	var n [3]int
+	for i, st := range [...]string{stateActive, stateFailing, stateRevoked} {
+		lim := limit
+		if i == 1 {
+			if n[0] > limit {
+				continue // capped already
+			}
+			lim = limit - n[0]
+		}
+		if n[i], err = s.countState(ctx, tenant, anyTenant, st, lim); err != nil {
+			return 0, 0, false, fmt.Errorf("filestore: count grants: %w", err)
 		}
 	}
-	if err != nil {
-		return 0, 0, false, fmt.Errorf("filestore: count grants: %w", err)
-	}
+	active, revoked = n[0]+n[1], n[2]
 	if active > limit {
 		active, capped = limit, true
 	}

@@ -253,6 +253,16 @@ func testGrantRefreshFailingMoves(t *testing.T, s OperatorStore) {
 	if active, _, _, err := s.CountGrants(ctx, "acme", false, 10); err != nil || active != 3 {
 		t.Fatalf("active (failing among them): %d, %v; want 3", active, err)
 	}
+	// The cap counts the failing among the active: two active and one
+	// failing pass a limit of 2 (and of 1), not one of 3.
+	for _, tc := range []struct {
+		limit, active int
+		capped        bool
+	}{{1, 1, true}, {2, 2, true}, {3, 3, false}} {
+		if active, _, capped, err := s.CountGrants(ctx, "acme", false, tc.limit); err != nil || active != tc.active || capped != tc.capped {
+			t.Fatalf("CountGrants(acme, limit %d) = %d, capped %v, %v; want %d, %v", tc.limit, active, capped, err, tc.active, tc.capped)
+		}
+	}
 	active, _ := allGrants(t, s, domain.GrantQuery{Tenant: "acme", Revoked: ptr(false)})
 	revoked, _ := allGrants(t, s, domain.GrantQuery{Tenant: "acme", Revoked: ptr(true)})
 	all, _ := allGrants(t, s, domain.GrantQuery{Tenant: "acme"})
