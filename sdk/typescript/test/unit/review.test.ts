@@ -97,7 +97,8 @@ describe("waitForAuthorization's total deadline", () => {
     await assert.rejects(c.waitForAuthorization("s1", { timeoutMs: 300 }), UnavailableError);
     const took = Date.now() - started;
     assert.ok(took < 4_000, `took ${took} ms`);
-    assert.ok(n >= 1);
+    // Retried within the wait's grace (a Retry-After of 1 s fits), not given up at the first 503.
+    assert.ok(n >= 2, `${n} requests`);
   });
 });
 
