@@ -106,8 +106,6 @@ class RetryPolicy:
         return random.uniform(cap / 2, cap)  # noqa: S311 - jitter, not a secret
 
 
-NO_RETRY = RetryPolicy(max_attempts=1)
-
 AuthMode = Literal["token", "sigv4"]
 
 # The agent JWT as a function asked on every request (a JWT that renews);
