@@ -9,7 +9,7 @@ export interface SseEvent {
   data: string;
 }
 
-/** Parses text chunks into events; feed it with push, end with finish. */
+/** Parses text chunks into events, fed with push (an event the stream ends before its blank line is never dispatched, as the spec says). */
 export class SseParser {
   #buf = "";
   #data: string[] = [];
