@@ -151,7 +151,9 @@ func NewIndex(cfg Config) (*Index, error) {
 		if !p.Active {
 			continue
 		}
-		cp := &policy{id: p.ID, priority: p.Priority, groups: slices.Compact(slices.Sorted(slices.Values(p.GroupIDs))), never: len(p.Matchers) == 0}
+		groups := slices.Clone(p.GroupIDs)
+		slices.Sort(groups)
+		cp := &policy{id: p.ID, priority: p.Priority, groups: slices.Compact(groups), never: len(p.Matchers) == 0}
 		if cp.never {
 			ix.warnf("policy %s: no claim matchers: it never matches", p.ID)
 		}
