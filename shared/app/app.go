@@ -414,7 +414,7 @@ func buildMCP(cfg config.Config, b *bundle.Bundle, tools *toolsapi.API, plane *t
 		return nil, err
 	}
 	hc := mcpapi.HTTPConfig{Verifier: v, Resource: resource, AuthorizationServers: []string{jc.Issuer}, Stateless: lambda,
-		Paths:          jwtauth.ClaimPaths{Tenant: cfg.Tools.TenantClaim, Skills: cfg.Tools.SkillsClaim, Subjects: cfg.Tools.SubjectsClaim}.WithDefaults(),
+		Paths:          claimPaths(cfg),
 		AllowedOrigins: cfg.Tools.MCP.AllowedOrigins, Sessions: cfg.Tools.MCP.Sessions, Streams: streams}
 	register, err := srv.Routes(hc)
 	if err != nil {
@@ -519,6 +519,16 @@ func (a *App) toolPlane() *toolplane.Plane { return a.plane }
 // Active is the bundle the process runs on now: a git bundle's active
 // revision (read from the repository), else the bundle loaded at start.
 func (a *App) Active(ctx context.Context) (*bundle.Bundle, error) { return a.active.head(ctx) }
+
+// claimPaths are where a caller's claims name its tenant, its skill
+// allow list and its OAuth subjects (the tool plane's settings): the MCP
+// routes and the console's simulator read a caller by them alike.
+func claimPaths(cfg config.Config) domain.ClaimPaths {
+	if cfg.Tools == nil {
+		return domain.ClaimPaths{}.WithDefaults()
+	}
+	return domain.ClaimPaths{Tenant: cfg.Tools.TenantClaim, Skills: cfg.Tools.SkillsClaim, Subjects: cfg.Tools.SubjectsClaim}.WithDefaults()
+}
 
 // tenantClaim is where a caller's claims name its tenant (the tool
 // plane's setting, which the OAuth core and the console read the same).

@@ -71,7 +71,7 @@ func (a *App) mountConsole(cfg config.Config, be *Backends, lambda bool, log *sl
 		}
 	}
 	if a.plane != nil {
-		ccfg.Catalog = planeCatalog{p: a.plane, paths: domain.ClaimPaths{Tenant: tenantClaim(cfg), Skills: skillsClaim(cfg)}.WithDefaults()}
+		ccfg.Catalog = planeCatalog{p: a.plane, paths: claimPaths(cfg)}
 	}
 	ccfg.Active = a.Active
 	ccfg.TurnStats = a.TurnStats
@@ -123,15 +123,6 @@ func (c planeCatalog) ExplainSkills(ctx context.Context, claims map[string]any) 
 	p := domain.NewPrincipal(claims, c.paths)
 	return console.SkillsExplanation{AllowListClaim: c.paths.Skills, Tenant: p.Tenant, Allowed: p.AllowedSkills,
 		Skills: c.p.Snapshot(ctx).Skills.Explain(skills.Query{TenantID: p.Tenant, AllowedSkillNames: p.AllowedSkills})}
-}
-
-// skillsClaim is where a caller's claims list the tenant skills it may
-// see (the tool plane's setting).
-func skillsClaim(cfg config.Config) string {
-	if cfg.Tools == nil {
-		return ""
-	}
-	return cfg.Tools.SkillsClaim
 }
 
 // loopbackHTTP reports whether base is plain HTTP on a loopback host,
