@@ -872,6 +872,12 @@ export class AgentauthClient {
     let poll = false;
     // The last `retry:` a stream of this follow sent (it holds for later streams).
     let retryMs: number | undefined;
+    // Whether ev comes after the last one yielded (it is then the last): no event is yielded twice.
+    const isNew = (ev: TurnEvent): boolean => {
+      if (typeof ev.seq !== "number" || ev.seq <= last) return false;
+      last = ev.seq;
+      return true;
+    };
     for (;;) {
       if (opts.signal?.aborted) {
         throw aborted(opts.signal);
@@ -894,8 +900,7 @@ export class AgentauthClient {
         }
         failures = 0;
         for (const ev of evs) {
-          if (ev.seq <= last) continue;
-          last = ev.seq;
+          if (!isNew(ev)) continue;
           yield ev;
           if (TURN_END_TYPES.has(ev.type)) return;
         }
@@ -934,8 +939,7 @@ export class AgentauthClient {
           // window of events, read as every JSON answer is — under the
           // request's time limit and signal, at most 4 MiB.
           for (const ev of answer.json.data ?? []) {
-            if (ev.seq <= last) continue;
-            last = ev.seq;
+            if (!isNew(ev)) continue;
             progressed = true;
             yield ev;
             if (TURN_END_TYPES.has(ev.type)) return;
@@ -967,8 +971,7 @@ export class AgentauthClient {
               message: `GET ${path}: an event's data is not JSON (id ${sse.id ?? "none"})`,
             });
           }
-          if (typeof ev.seq !== "number" || ev.seq <= last) continue;
-          last = ev.seq;
+          if (!isNew(ev)) continue;
           progressed = true;
           failures = 0;
           yield ev;

@@ -121,6 +121,23 @@ describe("followTurn", () => {
     assert.equal(sent[1]?.headers.accept, "application/json");
   });
 
+  it("polling skips an event without a seq, as the stream does, and asks after the last seq", async () => {
+    const noSeq = { turnId: "turn-1", type: "step.started" } as unknown as TurnEvent;
+    const { fetch, sent } = scriptedFetch([
+      json(406, { error: { code: "notAcceptable", message: "streams are on the function URL" } }),
+      json(200, { data: [event(0), noSeq] }),
+      json(200, { data: [noSeq, event(1, "turn.completed")] }),
+    ]);
+    const got: number[] = [];
+    for await (const ev of client(fetch).followTurn("default", "k", "assistant", "turn-1", {
+      pollIntervalMs: 1,
+    })) {
+      got.push(ev.seq);
+    }
+    assert.deepEqual(got, [0, 1]);
+    assert.equal(sent[2]?.url.search, "?after=0");
+  });
+
   it("gives up after maxReconnects cuts in a row without a new event", async () => {
     let n = 0;
     const srv = await serve((_req, res) => {
