@@ -61,17 +61,27 @@ describe("sigv4", () => {
   });
 
   it("credentials from a provider function; a failing provider is a MissingCredentialError", async () => {
-    const { fetch, sent } = scriptedFetch([json(200, { data: [], unreadable: [] })]);
+    const { fetch, sent } = scriptedFetch([
+      json(200, { data: [], unreadable: [] }),
+      json(200, { data: [], unreadable: [] }),
+    ]);
+    let asked = 0;
     const ok = new AgentauthClient({
       url: "http://x.test",
       auth: "sigv4",
       region: "eu-west-1",
       env: {},
-      credentials: async () => credentials,
+      credentials: async () => {
+        asked++;
+        return credentials;
+      },
       fetch,
     });
     await ok.listInstances();
+    await ok.listInstances();
     assert.match(sent[0]?.headers.authorization ?? "", /eu-west-1\/execute-api/);
+    assert.match(sent[1]?.headers.authorization ?? "", /eu-west-1\/execute-api/);
+    assert.equal(asked, 1, "one signer, its credentials asked once, for the client's requests");
     const bad = new AgentauthClient({
       url: "http://x.test",
       auth: "sigv4",
