@@ -194,7 +194,7 @@ const waitForTurnOptionKeys: Record<keyof WaitForTurnOptions, true> = {
 };
 
 /** Throws a TypeError naming an unknown key of opts and the known one nearest to it. */
-export function checkOptionKeys(what: string, opts: unknown, known: readonly string[]): void {
+export function checkOptionKeys(what: string, opts: unknown, known: Readonly<Record<string, true>>): void {
   if (opts === undefined) {
     return;
   }
@@ -202,9 +202,9 @@ export function checkOptionKeys(what: string, opts: unknown, known: readonly str
     throw new TypeError(`${what} takes an options object, not ${describeValue(opts)}`);
   }
   for (const key of Object.keys(opts)) {
-    if (!known.includes(key)) {
+    if (!Object.hasOwn(known, key)) {
       throw new TypeError(
-        `${what}: unknown option ${JSON.stringify(key)} (did you mean ${nearest(key, known)}?)`,
+        `${what}: unknown option ${JSON.stringify(key)} (did you mean ${nearest(key, Object.keys(known))}?)`,
       );
     }
   }
@@ -302,7 +302,7 @@ export class AgentauthClient {
   readonly #auth: "token" | "sigv4";
 
   constructor(options: ClientOptions = {}) {
-    checkOptionKeys("new AgentauthClient", options, Object.keys(clientOptionKeys));
+    checkOptionKeys("new AgentauthClient", options, clientOptionKeys);
     const env = options.env === false ? {} : (options.env ?? defaultEnv());
     const [url, urlSource] = options.url
       ? [options.url, "the url option"]
@@ -390,7 +390,7 @@ export class AgentauthClient {
    * only read (or refreshed once).
    */
   async getAccessToken(opts: GetAccessTokenOptions): Promise<AccessToken> {
-    checkOptionKeys("getAccessToken", opts, Object.keys(getAccessTokenOptionKeys));
+    checkOptionKeys("getAccessToken", opts, getAccessTokenOptionKeys);
     if (opts === undefined) {
       throw new TypeError("getAccessToken takes {app, subjects, …}");
     }
@@ -779,7 +779,7 @@ export class AgentauthClient {
     agent: string,
     opts: WaitForTurnOptions = {},
   ): Promise<string> {
-    checkOptionKeys("waitForTurn", opts, Object.keys(waitForTurnOptionKeys));
+    checkOptionKeys("waitForTurn", opts, waitForTurnOptionKeys);
     const eventId = opts.eventId;
     if (eventId !== undefined && (typeof eventId !== "string" || eventId === "")) {
       throw new TypeError(

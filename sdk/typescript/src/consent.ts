@@ -26,6 +26,14 @@ export interface WithAccessTokenOptions extends GetAccessTokenOptions {
   maxConsents?: number;
 }
 
+// The keys withAccessToken's options take (a type error when one is added to the interface and not here).
+const withAccessTokenOptionKeys: Record<keyof WithAccessTokenOptions, true> = {
+  ...getAccessTokenOptionKeys,
+  onAuthorizationUrl: true,
+  waitTimeoutMs: true,
+  maxConsents: true,
+};
+
 /**
  * Wraps fn so that each call first gets a token for opts.app and passes
  * it as fn's first argument. When the user must consent, the wrapper
@@ -53,12 +61,7 @@ export function withAccessToken<A extends unknown[], R>(
   opts: WithAccessTokenOptions,
   fn: (token: AccessToken, ...args: A) => R | Promise<R>,
 ): (...args: A) => Promise<R> {
-  checkOptionKeys("withAccessToken", opts, [
-    ...Object.keys(getAccessTokenOptionKeys),
-    "onAuthorizationUrl",
-    "waitTimeoutMs",
-    "maxConsents",
-  ]);
+  checkOptionKeys("withAccessToken", opts, withAccessTokenOptionKeys);
   const { onAuthorizationUrl, waitTimeoutMs, maxConsents = 2, ...tokenOpts } = opts;
   return async (...args: A): Promise<R> => {
     const both = combine(opts.signal, callSignal(args));
